@@ -1,0 +1,198 @@
+# moejit — the only build entry.
+#
+#   make            library (static + shared), CLI, compile worker
+#   make test       every CPU test, then again under AddressSanitizer + UBSan
+#   make test-gpu   the GPU suites (skip with "no CUDA device" where there is none)
+#   make run        build, then the main job: `moejit demo` on its embedded default
+#   make bundle     copy the non-toolkit shared libraries beside the binaries (for the GPU host)
+#
+# The CUDA toolkit is found from CUDA_HOME, then nvcc on PATH, then /usr/local/cuda.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+
+# ---- toolkit ---------------------------------------------------------------------------
+NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
+CUDA_HOME ?= $(if $(NVCC_ON_PATH),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC_ON_PATH))),$(wildcard /usr/local/cuda))
+ifeq ($(strip $(CUDA_HOME)),)
+$(error no CUDA toolkit found: set CUDA_HOME, put nvcc on PATH, or install it at /usr/local/cuda)
+endif
+ifeq ($(wildcard $(CUDA_HOME)/include/nvrtc.h),)
+$(error CUDA toolkit at $(CUDA_HOME) has no include/nvrtc.h: set CUDA_HOME to a full toolkit)
+endif
+CUDA_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+
+# ---- Debian packages -----------------------------------------------------------------------
+DEB_PACKAGES := check libcjson-dev pkg-config libssl-dev
+PKGS := check libcjson libcrypto
+
+BUILD := build
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+$(DEPS_STAMP):
+	@mkdir -p $(BUILD)
+	@if ! command -v pkg-config >/dev/null || ! pkg-config --exists $(PKGS); then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian packages: $(DEB_PACKAGES)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES)) >$(BUILD)/apt.log 2>&1 \
+	      || { cat $(BUILD)/apt.log; echo "error: apt-get install failed"; exit 1; }; \
+	  else \
+	    echo "error: missing packages; run: sudo apt-get install -y $(DEB_PACKAGES)"; exit 1; \
+	  fi; \
+	fi
+	@touch $@
+
+# pkg-config is only asked once the stamp exists (it may have just been installed).
+PKG_CFLAGS = $(shell pkg-config --cflags libcjson libcrypto 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs libcjson libcrypto 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+# ---- flags ---------------------------------------------------------------------------------
+CC ?= gcc
+OPT ?= -O2
+WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers
+CPPFLAGS := -D_GNU_SOURCE -Iruntime/include -Iruntime -Icodegen -Icache -Itemplates \
+            -I$(BUILD)/gen -isystem $(CUDA_HOME)/include
+CFLAGS := -std=c11 $(OPT) -g $(WARN) -fPIC -pthread -fvisibility=hidden
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+RPATH := -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA_LIB)
+LDLIBS = $(PKG_LIBS) -L$(CUDA_LIB) -lnvrtc -ldl -lpthread -lm
+
+# ---- sources -------------------------------------------------------------------------------
+WORKER_SRC := codegen/compile_worker.c
+LIB_SRCS := $(sort $(filter-out $(WORKER_SRC),$(wildcard runtime/*.c codegen/*.c cache/*.c)))
+TEMPLATES := $(sort $(wildcard templates/*.cuh templates/*/*.cuh templates/*/*.h))
+TOOL_SRCS := $(sort $(wildcard tools/*.c))
+TEST_LIB_SRCS := $(sort $(wildcard tests/lib/*.c))
+CHECK_SRCS := $(sort $(wildcard tests/check_*.c))
+GPU_SRCS := $(sort $(wildcard tests/gpu/*.c))
+
+EMBED_TOOL := $(BUILD)/host/embed_templates
+EMBED_C := $(BUILD)/gen/templates_embedded.c
+
+obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
+LIB_OBJS := $(call obj,$(BUILD),$(LIB_SRCS)) $(BUILD)/obj/gen/templates_embedded.o
+ASAN_OBJS := $(call obj,$(BUILD)/asan,$(LIB_SRCS)) $(BUILD)/asan/obj/gen/templates_embedded.o
+
+SONAME := libmoejit.so.0
+LIB_A := $(BUILD)/lib/libmoejit.a
+LIB_SO := $(BUILD)/lib/$(SONAME)
+ASAN_LIB_A := $(BUILD)/asan/lib/libmoejit.a
+CLI := $(BUILD)/bin/moejit
+WORKER := $(BUILD)/libexec/moejit-compile-worker
+CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(CHECK_SRCS))
+ASAN_CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(CHECK_SRCS))
+GPU_BIN := $(BUILD)/tests/gpu_suite
+
+.PHONY: all test test-cpu test-asan test-gpu run bundle clean deps readme-example
+all: $(DEPS_STAMP) $(LIB_A) $(LIB_SO) $(BUILD)/lib/libmoejit.so $(CLI) $(WORKER)
+deps: $(DEPS_STAMP)
+
+# ---- embedded templates ----------------------------------------------------------------------
+$(EMBED_TOOL): codegen/embed/embed_templates.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 $(WARN) -o $@ $<
+
+$(EMBED_C): $(EMBED_TOOL) $(TEMPLATES)
+	@mkdir -p $(dir $@)
+	$(EMBED_TOOL) templates $@ $(TEMPLATES)
+
+$(BUILD)/obj/gen/templates_embedded.o: $(EMBED_C) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(BUILD)/asan/obj/gen/templates_embedded.o: $(EMBED_C) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c -o $@ $<
+
+# ---- library -------------------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/asan/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(SAN_FLAGS) -MMD -MP -c -o $@ $<
+
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(ASAN_LIB_A): $(ASAN_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIB_SO): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(CUDA_LIB) -o $@ $^ $(LDLIBS)
+$(BUILD)/lib/libmoejit.so: $(LIB_SO)
+	ln -sf $(SONAME) $@
+
+# ---- programs ------------------------------------------------------------------------------
+$(CLI): $(call obj,$(BUILD),$(TOOL_SRCS)) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
+$(WORKER): $(BUILD)/obj/$(WORKER_SRC:.c=.o) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
+
+# ---- tests ---------------------------------------------------------------------------------
+$(BUILD)/tests/check_%: $(BUILD)/obj/tests/check_%.o $(call obj,$(BUILD),$(TEST_LIB_SRCS)) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
+$(BUILD)/asan/tests/check_%: $(BUILD)/asan/obj/tests/check_%.o $(call obj,$(BUILD)/asan,$(TEST_LIB_SRCS)) $(ASAN_LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
+$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS)) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
+
+# The README's C example is compiled and linked, so the documentation cannot rot.
+README_EXAMPLE := $(BUILD)/readme/example
+$(BUILD)/readme/example.c: README.md
+	@mkdir -p $(dir $@)
+	sed -n '/<!-- example:begin -->/,/<!-- example:end -->/p' $< | sed '/^```/d;/<!--/d' > $@
+	@test -s $@ || { echo "error: README.md has no example block"; exit 1; }
+$(README_EXAMPLE): $(BUILD)/readme/example.c $(LIB_A)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB_A) $(RPATH) $(LDLIBS)
+readme-example: $(README_EXAMPLE)
+
+TEST_ENV := MOEJIT_COMPILE_WORKER=$(abspath $(WORKER)) CK_DEFAULT_TIMEOUT=1200 \
+            MOEJIT_TEST_BUILD=$(abspath $(BUILD)) MOEJIT_CLI=$(abspath $(CLI))
+
+test: test-cpu test-asan
+
+test-cpu: all $(CHECK_BINS) $(README_EXAMPLE)
+	@set -e; pass=0; fail=0; \
+	for t in $(CHECK_BINS); do \
+	  echo "== $$t"; \
+	  if $(TEST_ENV) $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	done; \
+	echo "cpu suites: $$pass passed, $$fail failed"; test $$fail = 0
+
+# Sanitizers: the same suites against the ASan+UBSan build of the library. Suites that
+# only repeat NVRTC compiles (MOEJIT_TEST_QUICK) keep a sample of their matrix.
+test-asan: all $(ASAN_CHECK_BINS)
+	@set -e; pass=0; fail=0; \
+	for t in $(ASAN_CHECK_BINS); do \
+	  echo "== $$t (asan+ubsan)"; \
+	  if $(TEST_ENV) MOEJIT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 CK_FORK=no $$t; then pass=$$((pass+1)); \
+	  else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	done; \
+	echo "asan suites: $$pass passed, $$fail failed"; test $$fail = 0
+
+test-gpu: all $(GPU_BIN)
+	$(TEST_ENV) $(GPU_BIN)
+
+run: all
+	$(CLI) demo
+
+# Libraries the GPU host lacks (no cJSON there), copied beside libmoejit.
+bundle: all $(GPU_BIN)
+	@for l in libcjson.so.1 libcrypto.so.3; do \
+	  p=$$(ldconfig -p | awk -v l=$$l '$$1==l && /x86-64/ {print $$NF; exit}'); \
+	  test -n "$$p" && cp -L $$p $(BUILD)/lib/ && echo "bundled $$p"; \
+	done
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,27 @@
+/*
+ * launch.h — running a loaded layer: the workspace layout and the sequence of launches.
+ *
+ * The launch sequence belongs with the templates it launches (their kernel order and
+ * parameter struct, templates/common/params.h); it allocates nothing, never synchronises and
+ * uses only stream-ordered driver calls, so a whole forward can be captured in a CUDA graph.
+ */
+#ifndef MJ_LAUNCH_H
+#define MJ_LAUNCH_H
+
+#include "driver.h"
+#include "loader.h"
+#include "spec.h"
+
+/* Validates args' shape against spec (pinned dims, multiples of 8, E <= 512, k <= 32 ...),
+ * naming the field on error. Pointers are not inspected. */
+moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_args *args);
+
+moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
+                                       size_t *bytes);
+
+/* Checks args (shape and required pointers) and enqueues the layer on stream. */
+moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
+                                const moejit_moe_args *args, void *workspace,
+                                size_t workspace_bytes, CUstream stream);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * matrix.h — what each backend supports, declared as static data.
+ *
+ * Each backend is one row of mj_backend_caps: bit masks over the spec enums (and over
+ * activation ABI numbers). Nothing has to be constructed to read it, so the CLI's
+ * `moejit matrix`, the README's support table and moejit_check_support() all read the same
+ * declaration, and a test fails when the README drifts from it.
+ */
+#ifndef MJ_MATRIX_H
+#define MJ_MATRIX_H
+
+#include <stdint.h>
+
+#include "spec.h"
+
+#define MJ_BIT(x) (1u << (unsigned)(x))
+
+typedef struct mj_backend_caps {
+    mj_backend backend;
+    const char *summary;       /* one line for the matrix: what the backend is */
+    uint32_t quants;           /* MJ_BIT(mj_quant) */
+    uint32_t dtypes;           /* MJ_BIT(mj_dtype) for x/out */
+    uint32_t acts;             /* MJ_BIT(moejit_act_kind) */
+    uint32_t archs;            /* MJ_BIT(mj_arch) */
+    uint32_t routings;         /* MJ_BIT(mj_routing) */
+    uint32_t w1_layouts;       /* MJ_BIT(mj_w1_layout) */
+    uint32_t biases;           /* MJ_BIT(mj_bias) */
+    uint32_t logits_dtypes;    /* MJ_BIT(mj_dtype) */
+} mj_backend_caps;
+
+extern const mj_backend_caps mj_backend_table[];
+extern const size_t mj_backend_table_len;
+
+const mj_backend_caps *mj_backend_caps_of(mj_backend backend);
+
+/* Checks every field of spec against its backend's row (and cross-field rules such as
+ * dtype == quant for bf16/fp16). On failure: MOEJIT_ERR_UNSUPPORTED and a message naming
+ * the field and listing the supported values. */
+moejit_status mj_check_support(const moejit_spec *spec);
+
+/* Appends the support matrix: format "text", "markdown" or "json". */
+moejit_status mj_matrix_format(const char *format, mj_buf *b);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * This file contains the thread-local error message and the status names.
+ */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char t_message[MJ_ERROR_MAX];
+
+moejit_status mj_fail(moejit_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_message, sizeof t_message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+moejit_status mj_fail_prefix(moejit_status status, const char *fmt, ...)
+{
+    char prefix[512];
+    char old[MJ_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, t_message, sizeof old);
+    size_t n = strlen(prefix);
+    if (n + 2 >= sizeof t_message) n = sizeof t_message - 3;
+    memcpy(t_message, prefix, n);
+    memcpy(t_message + n, ": ", 2);
+    size_t room = sizeof t_message - n - 3;
+    size_t m = strnlen(old, room);
+    memcpy(t_message + n + 2, old, m);
+    t_message[n + 2 + m] = '\0';
+    return status;
+}
+
+void mj_clear_error(void) { t_message[0] = '\0'; }
+
+const char *moejit_last_error(void) { return t_message; }
+
+const char *moejit_status_name(moejit_status status)
+{
+    /* NOTE: indexed by the persisted numbers of moejit_status. */
+    static const char *const names[] = {
+        "MOEJIT_OK",           "MOEJIT_ERR_INVALID_ARGUMENT", "MOEJIT_ERR_UNSUPPORTED",
+        "MOEJIT_ERR_OUT_OF_MEMORY", "MOEJIT_ERR_COMPILE",      "MOEJIT_ERR_NO_DRIVER",
+        "MOEJIT_ERR_NO_DEVICE", "MOEJIT_ERR_CUDA",             "MOEJIT_ERR_IO",
+        "MOEJIT_ERR_CACHE_MISS", "MOEJIT_ERR_INTERNAL",        "MOEJIT_ERR_BUFFER_TOO_SMALL",
+    };
+    if ((unsigned)status < sizeof names / sizeof names[0]) return names[status];
+    return "MOEJIT_ERR_UNKNOWN";
+}
+
+const char *moejit_version(void) { return MOEJIT_VERSION_STRING; }
