@@ -69,6 +69,9 @@ moejit_status mj_driver_get(const mj_driver **out);
 /* Turns a failed CUresult into MOEJIT_ERR_CUDA with "what: CUDA_ERROR_X (description)". */
 moejit_status mj_cuda_fail(const mj_driver *d, CUresult r, const char *what);
 
+/* Compute capability of device `ordinal` (for arch=native); needs no context. */
+moejit_status mj_driver_device_cc(int ordinal, int *cc_major, int *cc_minor);
+
 /* Makes device `ordinal`'s primary context current on this thread if none is current
  * (the runtime API's behaviour), and returns its compute capability. */
 moejit_status mj_driver_ensure_context(int ordinal, int *cc_major, int *cc_minor);
