@@ -1,0 +1,182 @@
+/*
+ * This file contains the tests of runtime/matrix.c: the simt row accepts what it declares and
+ * rejects the rest with a message naming the field, and the three printers.
+ */
+#include <check.h>
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/check_main.h"
+#include "matrix.h"
+#include "moejit.h"
+#include "spec.h"
+
+static moejit_spec *parse_ok(const char *text)
+{
+    moejit_spec *s = NULL;
+    moejit_status st = moejit_spec_parse(text, &s);
+    ck_assert_msg(st == MOEJIT_OK, "parse '%s': %s", text, moejit_last_error());
+    return s;
+}
+
+/* check_support of the spec text fails as unsupported with exactly this message. */
+static void unsupported(const char *text, const char *message)
+{
+    moejit_spec *s = parse_ok(text);
+    ck_assert_int_eq(moejit_check_support(s), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(), message);
+    moejit_spec_destroy(s);
+}
+
+START_TEST(simt_row_is_declared_as_static_data)
+{
+    const mj_backend_caps *c = mj_backend_caps_of(MJ_BACKEND_SIMT);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(mj_backend_table_len, 1);
+    ck_assert_uint_eq(c->quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
+    ck_assert_uint_eq(c->archs, (1u << MJ_ARCH_COUNT) - 1u);
+    ck_assert_ptr_null(mj_backend_caps_of(MJ_BACKEND_MMA));
+    ck_assert_ptr_null(mj_backend_caps_of(MJ_BACKEND_WGMMA));
+    for (size_t i = 0; i < mj_act_table_len; i++) ck_assert(c->acts & MJ_BIT(mj_act_table[i].kind));
+    ck_assert(!(c->acts & MJ_BIT(5))); /* the internal SwiGLU-with-bias variant is no user value */
+}
+END_TEST
+
+START_TEST(simt_accepts_every_activation_dtype_arch_and_routing)
+{
+    static const char *const dt[] = {"quant=bf16,dtype=bf16", "quant=fp16,dtype=fp16"};
+    static const char *const routing[] = {"softmax_topk", "renormalize", "precomputed"};
+    int n = 0;
+    for (size_t a = 0; a < mj_act_table_len; a++)
+        for (size_t d = 0; d < 2; d++)
+            for (int arch = 0; arch < MJ_ARCH_COUNT; arch++)
+                for (size_t r = 0; r < 3; r++) {
+                    char text[256];
+                    snprintf(text, sizeof text, "backend=simt,%s,act=%s,arch=%s,routing=%s", dt[d],
+                             mj_act_table[a].name, mj_arch_names[arch], routing[r]);
+                    moejit_spec *s = parse_ok(text);
+                    ck_assert_msg(moejit_check_support(s) == MOEJIT_OK, "%s: %s", text,
+                                  moejit_last_error());
+                    moejit_spec_destroy(s);
+                    n++;
+                }
+    ck_assert_int_eq(n, 10 * 2 * 6 * 3);
+}
+END_TEST
+
+START_TEST(simt_rejects_what_it_does_not_declare)
+{
+    unsupported("backend=simt,quant=fp8_block,arch=sm_90a",
+                "backend simt does not support quant fp8_block on sm_90a; supported quants: bf16, fp16");
+    unsupported("backend=simt,quant=w4a16,arch=sm_80",
+                "backend simt does not support quant w4a16 on sm_80; supported quants: bf16, fp16");
+    unsupported("backend=simt,arch=sm_89,routing=deepseek_v3",
+                "backend simt does not support routing deepseek_v3 on sm_89; supported routings: "
+                "softmax_topk, renormalize, precomputed");
+    unsupported(
+        "backend=simt,arch=sm_80,w1_layout=interleaved",
+        "backend simt does not support w1_layout interleaved on sm_80; supported W1 layouts: up_gate");
+    unsupported("backend=simt,arch=sm_80,bias=both",
+                "backend simt does not support bias both on sm_80; supported biases: none");
+    unsupported("backend=simt,arch=sm_80,logits=bf16",
+                "backend simt does not support logits bf16 on sm_80; supported logits dtypes: fp32");
+}
+END_TEST
+
+START_TEST(backend_without_a_row_is_not_available)
+{
+    unsupported("backend=mma,arch=sm_80", "backend mma: not available; available backends: simt");
+    unsupported("backend=wgmma,arch=sm_90a", "backend wgmma: not available; available backends: simt");
+    ck_assert_int_eq(moejit_check_support(NULL), MOEJIT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+static char *format(const char *fmt)
+{
+    mj_buf b = MJ_BUF_INIT;
+    moejit_status st = mj_matrix_format(fmt, &b);
+    ck_assert_msg(st == MOEJIT_OK, "%s: %s", fmt, moejit_last_error());
+    return mj_buf_take(&b);
+}
+
+START_TEST(markdown_has_the_header_and_every_simt_activation)
+{
+    char *md = format("markdown");
+    ck_assert_ptr_nonnull(strstr(
+        md,
+        "| backend | quantizations | dtypes | activations | archs | routing | W1 layouts | biases |\n"
+        "|---|---|---|---|---|---|---|---|\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| simt | bf16, fp16 | bf16, fp16 | "));
+    for (size_t i = 0; i < mj_act_table_len; i++)
+        ck_assert_msg(strstr(md, mj_act_table[i].name), "markdown lacks %s", mj_act_table[i].name);
+    ck_assert_ptr_nonnull(
+        strstr(md, "gelu, relu, silu, swiglu, geglu, relu2, swiglu_step, geglu_tanh, identity, situ"));
+    ck_assert_ptr_nonnull(strstr(md, "sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a"));
+    /* Deterministic: a second rendering is byte-identical. */
+    char *md2 = format("markdown");
+    ck_assert_str_eq(md, md2);
+    free(md);
+    free(md2);
+}
+END_TEST
+
+START_TEST(json_matrix_parses_and_lists_simt)
+{
+    char *js = format("json");
+    cJSON *root = cJSON_Parse(js);
+    ck_assert_ptr_nonnull(root);
+    cJSON *backends = cJSON_GetObjectItem(root, "backends");
+    ck_assert(cJSON_IsArray(backends));
+    ck_assert_int_eq(cJSON_GetArraySize(backends), 1);
+    cJSON *simt = cJSON_GetArrayItem(backends, 0);
+    ck_assert_str_eq(cJSON_GetObjectItem(simt, "name")->valuestring, "simt");
+    cJSON *acts = cJSON_GetObjectItem(simt, "acts");
+    ck_assert_int_eq(cJSON_GetArraySize(acts), 10);
+    ck_assert_str_eq(cJSON_GetArrayItem(acts, 9)->valuestring, "situ");
+    cJSON *quants = cJSON_GetObjectItem(simt, "quants");
+    ck_assert_int_eq(cJSON_GetArraySize(quants), 2);
+    ck_assert_str_eq(cJSON_GetArrayItem(quants, 1)->valuestring, "fp16");
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(simt, "archs")), 6);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(simt, "biases")), 1);
+    cJSON_Delete(root);
+    free(js);
+}
+END_TEST
+
+START_TEST(text_table_is_aligned_and_unknown_formats_fail)
+{
+    char *txt = format("text");
+    /* Header line, dashes, the simt row: the columns start at the same offsets. */
+    const char *l0 = txt, *l1 = strchr(l0, '\n') + 1, *l2 = strchr(l1, '\n') + 1;
+    ck_assert(strncmp(l0, "backend", 7) == 0);
+    ck_assert(strncmp(l2, "simt", 4) == 0);
+    const char *q0 = strstr(l0, "quantizations"), *q2 = strstr(l2, "bf16");
+    ck_assert_int_eq((int)(q0 - l0), (int)(q2 - l2));
+    ck_assert_ptr_nonnull(strstr(txt, "simt: portable CUDA cores, sm_80+"));
+    free(txt);
+
+    mj_buf b = MJ_BUF_INIT;
+    ck_assert_int_eq(mj_matrix_format("xml", &b), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(moejit_last_error(), "format: unknown value 'xml'; allowed: text, markdown, json");
+    mj_buf_free(&b);
+}
+END_TEST
+
+static Suite *matrix_suite(void)
+{
+    Suite *s = suite_create("matrix");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, simt_row_is_declared_as_static_data);
+    tcase_add_test(tc, simt_accepts_every_activation_dtype_arch_and_routing);
+    tcase_add_test(tc, simt_rejects_what_it_does_not_declare);
+    tcase_add_test(tc, backend_without_a_row_is_not_available);
+    tcase_add_test(tc, markdown_has_the_header_and_every_simt_activation);
+    tcase_add_test(tc, json_matrix_parses_and_lists_simt);
+    tcase_add_test(tc, text_table_is_aligned_and_unknown_formats_fail);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(matrix_suite)
