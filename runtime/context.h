@@ -1,0 +1,59 @@
+/*
+ * context.h — the insides of moejit_context and moejit_kernel, shared by context.c (the
+ * registry that builds kernels) and kernel.c (the accessors and the forward call), plus the
+ * counters tests read.
+ *
+ * A context owns a registry: spec canonical text -> kernel. Each spec is compiled at most
+ * once per context, also when many threads ask for it at the same time; kernels live until
+ * the context is destroyed.
+ */
+#ifndef MJ_CONTEXT_H
+#define MJ_CONTEXT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cache.h"
+#include "driver.h"
+#include "loader.h"
+#include "moejit.h"
+#include "program.h"
+#include "spec.h"
+
+struct moejit_kernel {
+    moejit_spec *spec;             /* owned clone: outlives the caller's spec */
+    char key[65];                  /* lowercase SHA-256 hex of the preimage */
+    mj_program program;            /* cubin, log, kernel names and resources */
+    int loaded;                    /* 1: module is loaded and forward can run */
+    mj_module module;
+    const mj_driver *driver;       /* set when loaded */
+    moejit_status unloaded_status; /* why not loaded (NO_DRIVER / NO_DEVICE) */
+    char *unloaded_message;        /* owned; the message forward re-raises */
+};
+
+typedef struct mj_registry_entry mj_registry_entry;
+
+struct moejit_context {
+    char *cache_dir;               /* owned copies of the caller's option strings */
+    char *cache_mode;
+    moejit_options opts;           /* the caller's options, strings pointing at the copies */
+    double compile_timeout_s;      /* resolved: options, $MOEJIT_COMPILE_TIMEOUT, 300 */
+    mj_cache *cache;
+
+    pthread_mutex_t lock;          /* guards everything below */
+    pthread_cond_t settled;        /* broadcast when any entry leaves COMPILING */
+    mj_registry_entry **buckets;   /* chained hash table keyed by spec->hash */
+    size_t n_buckets;              /* a power of two */
+    size_t n_entries;
+
+    atomic_long compile_count;     /* builds this context ran (NVRTC compiles) */
+    atomic_long build_count;       /* kernels produced (compiled or from the disk cache) */
+};
+
+/* Test-visible counters. */
+long mj_context_compile_count(const moejit_context *ctx);
+long mj_context_build_count(const moejit_context *ctx);
+/* Kernels currently in the registry (ready ones and ones being built). */
+size_t mj_context_entry_count(moejit_context *ctx);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * This file contains the public face of a built kernel: its accessors, the workspace query,
+ * moejit_moe_forward, and the NVRTC version query.
+ *
+ * moejit_moe_forward is the serving hot path: it checks its arguments, then hands the loaded
+ * module to the launch sequence (runtime/launch.c). A kernel that could not be loaded (no
+ * driver, no device, another arch) re-raises the reason kept when it was built.
+ */
+#include <stddef.h>
+
+#include "context.h"
+#include "launch.h"
+#include "nvrtc.h"
+#include "status.h"
+
+const moejit_spec *moejit_kernel_spec(const moejit_kernel *k) { return k ? k->spec : NULL; }
+
+const char *moejit_kernel_key(const moejit_kernel *k) { return k ? k->key : ""; }
+
+double moejit_kernel_compile_seconds(const moejit_kernel *k)
+{
+    return k ? k->program.compile_seconds : 0.0;
+}
+
+int moejit_kernel_is_loaded(const moejit_kernel *k) { return k ? k->loaded : 0; }
+
+int moejit_kernel_count(const moejit_kernel *k) { return k ? k->program.n_kernels : 0; }
+
+moejit_status moejit_kernel_resources_get(const moejit_kernel *k, int index,
+                                          moejit_kernel_resources *out)
+{
+    if (!k) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "kernel_resources_get: kernel must not be NULL");
+    if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "kernel_resources_get: out must not be NULL");
+    if (index < 0 || index >= k->program.n_kernels)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "kernel_resources_get: index %d out of range; "
+                       "allowed: 0..%d", index, k->program.n_kernels - 1);
+    const mj_kernel_info *info = &k->program.kernels[index];
+    out->name = info->name;
+    out->registers = info->registers;
+    out->shared_bytes = info->shared_bytes;
+    out->stack_bytes = info->stack_bytes;
+    out->spill_store_bytes = info->spill_store_bytes;
+    out->spill_load_bytes = info->spill_load_bytes;
+    return MOEJIT_OK;
+}
+
+moejit_status moejit_workspace_size(const moejit_kernel *k, const moejit_moe_args *args,
+                                    size_t *bytes)
+{
+    if (!k) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: kernel must not be NULL");
+    if (!args) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: args must not be NULL");
+    if (!bytes) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: bytes must not be NULL");
+    return mj_launch_workspace_size(k->spec, args, bytes);
+}
+
+moejit_status moejit_moe_forward(const moejit_kernel *k, const moejit_moe_args *args,
+                                 void *workspace, size_t workspace_bytes, void *stream)
+{
+    if (!k) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "moe_forward: kernel must not be NULL");
+    if (!args) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "moe_forward: args must not be NULL");
+    if (!k->loaded)
+        return mj_fail(k->unloaded_status, "%s",
+                       k->unloaded_message ? k->unloaded_message : "moe_forward: kernel not loaded");
+    return mj_launch_forward(k->driver, k->spec, &k->module, args, workspace, workspace_bytes,
+                             (CUstream)stream);
+}
+
+moejit_status moejit_nvrtc_version(int *major, int *minor)
+{
+    if (!major || !minor)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "nvrtc_version: major and minor must not be NULL");
+    char build_id[41];
+    return mj_nvrtc_identity(major, minor, build_id);
+}
