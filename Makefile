@@ -52,7 +52,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 CC ?= gcc
 OPT ?= -O2
 WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers
-CPPFLAGS := -D_GNU_SOURCE -Iruntime/include -Iruntime -Icodegen -Icache -Itemplates \
+CPPFLAGS := -D_GNU_SOURCE -Iruntime/include -Iruntime -Icodegen -Icache -Itemplates -Itests/lib \
             -I$(BUILD)/gen -isystem $(CUDA_HOME)/include
 CFLAGS := -std=c11 $(OPT) -g $(WARN) -fPIC -pthread -fvisibility=hidden
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -64,6 +64,8 @@ WORKER_SRC := codegen/compile_worker.c
 LIB_SRCS := $(sort $(filter-out $(WORKER_SRC),$(wildcard runtime/*.c codegen/*.c cache/*.c)))
 TEMPLATES := $(sort $(wildcard templates/*.cuh templates/*/*.cuh templates/*/*.h))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
+# The demo checks its run against the same float64 reference the GPU suite uses.
+CLI_SUPPORT_SRCS := tests/lib/reference.c tests/lib/halfconv.c tests/lib/gpu_harness.c
 TEST_LIB_SRCS := $(sort $(wildcard tests/lib/*.c))
 CHECK_SRCS := $(sort $(wildcard tests/check_*.c))
 GPU_SRCS := $(sort $(wildcard tests/gpu/*.c))
@@ -85,7 +87,7 @@ CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(CHECK_SRCS))
 ASAN_CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(CHECK_SRCS))
 GPU_BIN := $(BUILD)/tests/gpu_suite
 
-.PHONY: all test test-cpu test-asan test-gpu run bundle clean deps readme-example
+.PHONY: all test test-cpu test-asan test-gpu run bundle clean deps readme-example readme-matrix
 all: $(DEPS_STAMP) $(LIB_A) $(LIB_SO) $(BUILD)/lib/libmoejit.so $(CLI) $(WORKER)
 deps: $(DEPS_STAMP)
 
@@ -126,7 +128,7 @@ $(BUILD)/lib/libmoejit.so: $(LIB_SO)
 	ln -sf $(SONAME) $@
 
 # ---- programs ------------------------------------------------------------------------------
-$(CLI): $(call obj,$(BUILD),$(TOOL_SRCS)) $(LIB_A)
+$(CLI): $(call obj,$(BUILD),$(TOOL_SRCS) $(CLI_SUPPORT_SRCS)) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
 $(WORKER): $(BUILD)/obj/$(WORKER_SRC:.c=.o) $(LIB_A)
@@ -155,7 +157,8 @@ $(README_EXAMPLE): $(BUILD)/readme/example.c $(LIB_A)
 readme-example: $(README_EXAMPLE)
 
 TEST_ENV := MOEJIT_COMPILE_WORKER=$(abspath $(WORKER)) CK_DEFAULT_TIMEOUT=1200 \
-            MOEJIT_TEST_BUILD=$(abspath $(BUILD)) MOEJIT_CLI=$(abspath $(CLI))
+            MOEJIT_TEST_BUILD=$(abspath $(BUILD)) MOEJIT_CLI=$(abspath $(CLI)) \
+            MOEJIT_SOURCE_DIR=$(CURDIR)
 
 test: test-cpu test-asan
 
@@ -191,6 +194,12 @@ bundle: all $(GPU_BIN)
 	  p=$$(ldconfig -p | awk -v l=$$l '$$1==l && /x86-64/ {print $$NF; exit}'); \
 	  test -n "$$p" && cp -L $$p $(BUILD)/lib/ && echo "bundled $$p"; \
 	done
+
+# Regenerates the README's support matrix from the backends' declarations.
+readme-matrix: $(CLI)
+	$(CLI) matrix --format markdown > $(BUILD)/matrix.md
+	awk -v f=$(BUILD)/matrix.md '/<!-- matrix:begin -->/ {print; while ((getline l < f) > 0) print l; skip=1; next} \
+	  /<!-- matrix:end -->/ {skip=0} !skip' README.md > $(BUILD)/README.new && mv $(BUILD)/README.new README.md
 
 clean:
 	rm -rf $(BUILD)
