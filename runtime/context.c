@@ -16,8 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emit.h"
-#include "key.h"
+#include "build_inputs.h"
 #include "matrix.h"
 #include "nvrtc.h"
 #include "status.h"
@@ -26,8 +25,6 @@
 #define k_default_compile_timeout_s 300.0
 /* Initial bucket count; the table doubles when entries outnumber buckets. */
 #define k_initial_buckets 64
-/* Room for mj_nvrtc_options' output; it writes far fewer. */
-#define k_max_options 32
 
 typedef enum entry_state { ENTRY_COMPILING = 0, ENTRY_READY, ENTRY_FAILED } entry_state;
 
@@ -319,55 +316,24 @@ static moejit_status build_kernel(moejit_context *ctx, const moejit_spec *spec, 
 {
     moejit_kernel *k = calloc(1, sizeof *k);
     if (!k) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "kernel_get: out of memory");
-    mj_source src;
-    memset(&src, 0, sizeof src);
-    mj_buf opt_buf = MJ_BUF_INIT, preimage = MJ_BUF_INIT;
-    const char *opts[k_max_options];
-    int n_opts = 0, nvrtc_major = 0, nvrtc_minor = 0, hit = 0;
-    char build_id[41] = "unknown";
-    mj_key key;
-    const char *arch = mj_arch_target(spec->arch);
-
+    mj_build_inputs in;
+    int hit = 0, have_inputs = 0;
     moejit_status st = mj_spec_clone(spec, &k->spec);
-    if (st == MOEJIT_OK) st = mj_emit(spec, &src);
+    if (st == MOEJIT_OK) have_inputs = (st = mj_build_inputs_make(spec, &in)) == MOEJIT_OK;
     if (st == MOEJIT_OK) {
-        mj_nvrtc_options(arch, &opt_buf, opts, k_max_options, &n_opts);
-        if (!mj_buf_ok(&opt_buf)) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "kernel_get: out of memory");
-    }
-    if (st == MOEJIT_OK) st = mj_nvrtc_identity(&nvrtc_major, &nvrtc_minor, build_id);
-    if (st == MOEJIT_OK) {
-        mj_key_inputs in = {
-            .generator_version = MJ_GENERATOR_VERSION,
-            .canonical_spec = spec->canonical,
-            .source = src.text,
-            .source_len = src.len,
-            .headers = mj_embedded_headers,
-            .n_headers = mj_embedded_headers_len,
-            .options = opts,
-            .n_options = n_opts,
-            .arch = arch,
-            .nvrtc_major = nvrtc_major,
-            .nvrtc_minor = nvrtc_minor,
-            .nvrtc_build_id = build_id,
-        };
-        st = mj_key_compute(&in, &key, &preimage);
-    }
-    if (st == MOEJIT_OK) {
-        build_job job = {ctx, spec, &src};
-        st = mj_cache_get_or_build(ctx->cache, &key, preimage.data ? preimage.data : "",
+        build_job job = {ctx, spec, &in.source};
+        st = mj_cache_get_or_build(ctx->cache, &in.key, in.preimage.data ? in.preimage.data : "",
                                    spec->canonical, build_program, &job, &k->program, &hit);
     }
     if (st == MOEJIT_OK && (k->program.n_kernels < 1 || k->program.n_kernels > MJ_MAX_KERNELS))
         st = mj_fail(MOEJIT_ERR_INTERNAL, "kernel_get: the program for %s has %d kernels; "
                      "allowed: 1..%d", spec->canonical, k->program.n_kernels, MJ_MAX_KERNELS);
     if (st == MOEJIT_OK) {
-        memcpy(k->key, key.hex, sizeof k->key);
+        memcpy(k->key, in.key.hex, sizeof k->key);
         atomic_fetch_add(&ctx->build_count, 1);
         st = load_kernel(ctx, k);
     }
-    mj_source_free(&src);
-    mj_buf_free(&opt_buf);
-    mj_buf_free(&preimage);
+    if (have_inputs) mj_build_inputs_free(&in);
     if (st != MOEJIT_OK) {
         kernel_destroy(k);
         return st;

@@ -1,0 +1,35 @@
+/*
+ * build_inputs.h — everything that decides the compiled binary of one spec: the generated
+ * source, the NVRTC options, NVRTC's identity, and the cache key with its preimage.
+ *
+ * The registry builds these on a miss, and the CLI (warm --dry-run, inspect --why) builds
+ * them to ask the cache whether a kernel is present without compiling it; one function
+ * serves both so the two can never disagree on a key.
+ */
+#ifndef MJ_BUILD_INPUTS_H
+#define MJ_BUILD_INPUTS_H
+
+#include "emit.h"
+#include "key.h"
+#include "spec.h"
+#include "strbuf.h"
+
+/* Room for mj_nvrtc_options' output; it writes far fewer. */
+#define MJ_MAX_OPTIONS 32
+
+typedef struct mj_build_inputs {
+    mj_source source;              /* the generated translation unit */
+    const char *arch;              /* NVRTC target, static */
+    const char *options[MJ_MAX_OPTIONS];
+    int n_options;
+    mj_buf option_text;            /* storage behind options[] */
+    mj_key key;
+    mj_buf preimage;               /* the key's preimage text */
+} mj_build_inputs;
+
+/* Fills in for spec (which must have passed mj_check_support). On failure nothing needs
+ * freeing; on success release with mj_build_inputs_free. */
+moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in);
+void mj_build_inputs_free(mj_build_inputs *in);
+
+#endif
