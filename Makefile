@@ -158,7 +158,7 @@ readme-example: $(README_EXAMPLE)
 
 TEST_ENV := MOEJIT_COMPILE_WORKER=$(abspath $(WORKER)) CK_DEFAULT_TIMEOUT=1200 \
             MOEJIT_TEST_BUILD=$(abspath $(BUILD)) MOEJIT_CLI=$(abspath $(CLI)) \
-            MOEJIT_SOURCE_DIR=$(CURDIR)
+            MOEJIT_SOURCE_DIR=$(CURDIR) MOEJIT_CACHE_DIR=$(abspath $(BUILD))/test-cache
 
 test: test-cpu test-asan
 

@@ -1,27 +1,36 @@
 /*
  * cache.h — the on-disk kernel cache as the registry sees it: look a key up, or build it
- * once (per machine) under a per-key lock and publish the result atomically.
+ * once (per machine) under a per-key lock and publish the result atomically; and, for the CLI
+ * (`moejit cache ls|stats|verify|gc|clear|export|import`), the maintenance calls.
+ *
+ * Settings: config.h. Entry format: entry.h. On-disk layout: store.h. Counters: stats.h.
+ * Every call is thread-safe; one mj_cache may be shared by all threads of a process.
  */
 #ifndef MJ_CACHE_H
 #define MJ_CACHE_H
 
+#include <stdint.h>
+
+#include "config.h"
+#include "entry.h"
 #include "key.h"
 #include "moejit.h"
 #include "program.h"
+#include "stats.h"
 
 typedef struct mj_cache mj_cache;
 
-typedef enum mj_cache_mode {
-    MJ_CACHE_READ_WRITE = 0,
-    MJ_CACHE_READ_ONLY,   /* never writes; a miss compiles in memory */
-    MJ_CACHE_OFFLINE,     /* a miss is MOEJIT_ERR_CACHE_MISS naming the spec */
-    MJ_CACHE_OFF          /* no disk at all */
-} mj_cache_mode;
-
 /* Resolves the configuration (opts, then environment, then defaults; a bad value is an
- * error naming the setting) and opens the cache directory. opts may be NULL. */
+ * error naming the setting) and opens the cache directory. opts may be NULL.
+ * In read-write mode the directory is created 0700. A directory owned by another user or
+ * writable by others (group too, unless shared) is refused with MOEJIT_ERR_IO. A directory
+ * that cannot be created (read-only or full file system, no permission) is not an error: the
+ * cache then compiles in memory and says so once on stderr. */
 moejit_status mj_cache_open(const moejit_options *opts, mj_cache **out);
+/* The same with an explicit configuration (tests, the CLI's --cache-dir etc.). */
+moejit_status mj_cache_open_config(const mj_cache_config *cfg, mj_cache **out);
 void mj_cache_close(mj_cache *cache);
+const mj_cache_config *mj_cache_get_config(const mj_cache *cache);
 
 /* Builds a program on a miss (emit + NVRTC); called at most once per call. */
 typedef moejit_status (*mj_build_fn)(void *build_ctx, mj_program *out);
@@ -30,9 +39,80 @@ typedef moejit_status (*mj_build_fn)(void *build_ctx, mj_program *out);
  * spec equals canonical_spec) and sets *hit = 1. On a miss, takes the key's lock, looks
  * again, else calls build, publishes the entry (in read-write mode) and returns the
  * program with *hit = 0. A corrupt entry is quarantined and rebuilt; a failure to write
- * (ENOSPC, EACCES, EROFS) still returns the built program, with one warning on stderr. */
+ * (ENOSPC, EACCES, EROFS) still returns the built program, with one warning on stderr.
+ * Offline mode: a miss is MOEJIT_ERR_CACHE_MISS, "offline cache: no entry for spec <canonical>
+ * (key <hex>)". Read-only mode: a miss builds in memory and writes nothing. */
 moejit_status mj_cache_get_or_build(mj_cache *cache, const mj_key *key, const char *preimage,
                                     const char *canonical_spec, mj_build_fn build,
                                     void *build_ctx, mj_program *out, int *hit);
+
+/* Looks a key up without building. *found = 1 and *out filled for a valid entry; a bad entry
+ * is quarantined (not in read-only mode) and reported as not found. canonical_spec NULL: the
+ * stored spec is not compared (lookup by key alone, for `inspect KEY`). Counts nothing. */
+moejit_status mj_cache_lookup(mj_cache *cache, const char *key_hex, const char *canonical_spec,
+                              mj_program *out, int *found);
+/* Publishes p as the entry for key (warm workers, import). MOEJIT_ERR_IO on a write failure;
+ * MOEJIT_ERR_INVALID_ARGUMENT in read-only or off mode. */
+moejit_status mj_cache_put(mj_cache *cache, const char *key_hex, const char *preimage,
+                           const char *canonical_spec, const mj_program *p);
+
+/* ---- maintenance (CLI) ------------------------------------------------------------------ */
+
+typedef struct mj_cache_entry_info {
+    char key[65];
+    const char *canonical_spec;   /* valid during the callback */
+    const char *arch;
+    int n_kernels;
+    int64_t size;                 /* bytes of the file */
+    int64_t last_use;             /* unix seconds (the file's mtime) */
+    int64_t created;              /* unix seconds (stored in the entry) */
+    double compile_seconds;       /* the original compile */
+    const mj_entry *entry;        /* the whole entry (preimage, kernels, log, cubin) */
+} mj_cache_entry_info;
+
+/* Return non-zero to stop the walk. */
+typedef int (*mj_cache_list_fn)(void *ctx, const mj_cache_entry_info *info);
+
+/* Calls fn for every valid entry (bad ones are skipped, not touched; `verify` handles them). */
+moejit_status mj_cache_list(mj_cache *cache, mj_cache_list_fn fn, void *ctx);
+/* The full entry for key (no spec check). MOEJIT_ERR_CACHE_MISS when absent or invalid. */
+moejit_status mj_cache_read(mj_cache *cache, const char *key_hex, mj_entry *out);
+/* Removes one entry. MOEJIT_ERR_CACHE_MISS when there is none. */
+moejit_status mj_cache_remove(mj_cache *cache, const char *key_hex);
+/* Removes every entry and temp file (keeps the counters other than size). */
+moejit_status mj_cache_clear(mj_cache *cache, int64_t *removed);
+
+typedef struct mj_cache_verify_result {
+    int64_t checked, ok, bad; /* bad ones were quarantined (reported only in read-only mode) */
+} mj_cache_verify_result;
+/* Re-checks every entry's checksum and key; quarantines bad ones; recounts shard sizes. */
+moejit_status mj_cache_verify(mj_cache *cache, mj_cache_verify_result *out);
+
+typedef struct mj_cache_gc_result {
+    int64_t removed, removed_bytes, kept, kept_bytes, temps_removed;
+} mj_cache_gc_result;
+/* Removes entries unused for more than max_age_s (0: no age limit), then least recently used
+ * ones until the total is <= limit_bytes (<= 0: the configured limit); also stale temp files
+ * and old quarantined files. Recounts the shard size counters. */
+moejit_status mj_cache_gc(mj_cache *cache, int64_t limit_bytes, int64_t max_age_s,
+                          mj_cache_gc_result *out);
+
+/* Writes the counters this handle holds in memory (hits are batched so that a disk hit does
+ * no counter I/O) to the shard files; done by every miss, by close and by mj_cache_stats_get. */
+void mj_cache_flush_stats(mj_cache *cache);
+/* Sums the persisted counters of every shard (after flushing this handle's). */
+moejit_status mj_cache_stats_get(mj_cache *cache, mj_cache_stats *out);
+/* Zeroes the counters (not the size counters). */
+moejit_status mj_cache_stats_reset(mj_cache *cache);
+
+/* Pack: "MJKPACK1", u32 version 1, u32 count, count x (str key, str entry file bytes), then
+ * SHA-256 of everything before (str = u32 little-endian length + bytes). */
+typedef int (*mj_cache_select_fn)(void *ctx, const mj_cache_entry_info *info); /* 1: include */
+/* Writes the selected entries (select NULL: all) to path atomically. */
+moejit_status mj_cache_export(mj_cache *cache, const char *path, mj_cache_select_fn select,
+                              void *ctx, int64_t *exported);
+/* Checks the whole pack (checksum, every entry's own checksum and key) before adding any
+ * entry; a bad pack is refused whole. Entries already present are skipped. */
+moejit_status mj_cache_import(mj_cache *cache, const char *path, int64_t *added, int64_t *present);
 
 #endif

@@ -1,0 +1,122 @@
+/*
+ * This file contains the on-disk layout of entries, the checked read of one entry file, and
+ * quarantine (see store.h).
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dirs.h"
+#include "fault.h"
+#include "status.h"
+
+int mj_cache_key_valid(const char *key)
+{
+    if (!key) return 0;
+    for (int i = 0; i < 64; i++)
+        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f'))) return 0;
+    return key[64] == '\0';
+}
+
+static int hexval(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
+int mj_cache_key_shard(const char *key) { return hexval(key[0]) * 16 + hexval(key[1]); }
+
+void mj_cache_shard_dir(const mj_cache_config *cfg, const char *key, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%.2s/%.2s", cfg->dir, key, key + 2);
+}
+
+void mj_cache_entry_path(const mj_cache_config *cfg, const char *key, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%.2s/%.2s/%s" MJ_ENTRY_SUFFIX, cfg->dir, key, key + 2, key);
+}
+
+moejit_status mj_cache_read_entry_file(const mj_cache_config *cfg, const char *path, const char *key,
+                                       const char *expected_spec, mj_entry *e, int *found,
+                                       mj_entry_fault *fault, struct stat *st_out)
+{
+    memset(e, 0, sizeof *e);
+    *found = 0;
+    *fault = MJ_ENTRY_OK;
+    /* O_NOFOLLOW: an entry is a regular file we wrote; a link could point anywhere. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return MOEJIT_OK;
+        *found = 1;
+        if (errno == ELOOP) {
+            *fault = MJ_ENTRY_UNSAFE;
+            return MOEJIT_OK;
+        }
+        return mj_fail(MOEJIT_ERR_IO, "cache: cannot open %s: %s", path, strerror(errno));
+    }
+    *found = 1;
+    struct stat st;
+    moejit_status rc = MOEJIT_OK;
+    if (fstat(fd, &st) != 0) {
+        rc = mj_fail(MOEJIT_ERR_IO, "cache: cannot stat %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (st_out) *st_out = st;
+    if (!S_ISREG(st.st_mode)) {
+        *fault = MJ_ENTRY_FOREIGN;
+        goto out;
+    }
+    if (mj_cache_check_trust(&st, "cache entry", path, cfg->shared) != MOEJIT_OK) {
+        *fault = MJ_ENTRY_UNSAFE;
+        mj_cache_warn(MJ_WARN_UNSAFE, "%s", moejit_last_error());
+        goto out;
+    }
+    if ((uint64_t)st.st_size > MJ_ENTRY_MAX_BYTES) {
+        *fault = MJ_ENTRY_FOREIGN;
+        goto out;
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *data = malloc(n ? n : 1);
+    if (!data) {
+        rc = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "cache: out of memory reading %s", path);
+        goto out;
+    }
+    ssize_t got = mj_cache_sys_read_all(fd, data, n);
+    if (got < 0) {
+        rc = mj_fail(MOEJIT_ERR_IO, "cache: cannot read %s: %s", path, strerror(errno));
+        free(data);
+        goto out;
+    }
+    rc = mj_entry_decode(data, (size_t)got, e, fault);
+    free(data);
+    if (rc != MOEJIT_OK || *fault != MJ_ENTRY_OK) goto out;
+    if (strcmp(e->key, key) != 0) *fault = MJ_ENTRY_KEY_MISMATCH;
+    else if (expected_spec && strcmp(e->canonical_spec, expected_spec) != 0) *fault = MJ_ENTRY_SPEC_MISMATCH;
+    if (*fault != MJ_ENTRY_OK) mj_entry_free(e);
+out:
+    close(fd);
+    return rc;
+}
+
+void mj_cache_quarantine(const mj_cache_config *cfg, const char *path, const char *key,
+                         int64_t size, mj_entry_fault fault, mj_cache_stats *delta)
+{
+    char qdir[MJ_CACHE_PATH_MAX + 16], dst[MJ_CACHE_PATH_MAX + 160];
+    snprintf(qdir, sizeof qdir, "%s/" MJ_QUARANTINE_DIR, cfg->dir);
+    snprintf(dst, sizeof dst, "%s/%s.%lld.%ld.fault%d", qdir, key, (long long)time(NULL), (long)getpid(),
+             (int)fault);
+    int moved = 0;
+    if (mj_cache_ensure_dir(qdir, "cache quarantine", cfg->shared, NULL) == MOEJIT_OK)
+        moved = rename(path, dst) == 0;
+    if (!moved) {
+        if (unlink(path) != 0 && errno == ENOENT) return; /* another process got there first */
+        snprintf(dst, sizeof dst, "(removed: quarantine unavailable)");
+    }
+    delta->v[MJ_STAT_QUARANTINED]++;
+    delta->v[MJ_STAT_BYTES] -= size;
+    delta->v[MJ_STAT_FILES]--;
+    mj_cache_warn(MJ_WARN_QUARANTINE, "cache entry %s failed its check (%s); moved to %s and rebuilt",
+                  path, mj_entry_fault_name(fault), dst);
+}
