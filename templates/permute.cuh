@@ -1,0 +1,125 @@
+// This file contains the permutation stage: from the per-expert row counts of the route
+// stage, the row offsets and row-tile offsets of every local expert (one block, one thread
+// per expert, a block-wide exclusive scan), then the scatter of (token, slot) pairs into
+// per-expert row lists.
+//
+// NOTES: the scatter's atomics decide only the ORDER of rows inside an expert's list. Every
+// row of a GEMM tile is computed on its own (a fixed-order dot product per output) and its
+// result is written by pair index, so the order never changes a single output bit.
+#pragma once
+
+#include "common/params.h"
+#include "common/types.cuh"
+
+namespace mj {
+
+constexpr int kOffsetsWarps = MJ_SIMT_OFFSETS_THREADS / 32;
+static_assert(MJ_SIMT_OFFSETS_THREADS >= MJ_SIMT_MAX_EXPERTS,
+              "the offsets block has one thread per local expert, so it needs >= 512 threads");
+static_assert(MJ_SIMT_OFFSETS_THREADS % 32 == 0 && kOffsetsWarps <= 32,
+              "the offsets scan combines at most 32 warp totals in one warp");
+
+// Two exclusive prefix sums at once over the threads of the block (rows and row tiles).
+// Returns the exclusive sums; *total receives the block totals (all threads).
+__device__ __forceinline__ void block_exclusive_scan2(int a, int b, int *excl_a, int *excl_b,
+                                                      int *total_a, int *total_b)
+{
+    __shared__ int warp_a[kOffsetsWarps], warp_b[kOffsetsWarps];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int ia = a, ib = b; // inclusive within the warp
+    for (int off = 1; off < 32; off <<= 1) {
+        const int na = __shfl_up_sync(0xffffffffu, ia, off);
+        const int nb = __shfl_up_sync(0xffffffffu, ib, off);
+        if (lane >= off) {
+            ia += na;
+            ib += nb;
+        }
+    }
+    if (lane == 31) {
+        warp_a[warp] = ia;
+        warp_b[warp] = ib;
+    }
+    __syncthreads();
+    int before_a = 0, before_b = 0, sum_a = 0, sum_b = 0;
+    for (int w = 0; w < kOffsetsWarps; ++w) { // 16 shared reads, all threads alike
+        if (w < warp) {
+            before_a += warp_a[w];
+            before_b += warp_b[w];
+        }
+        sum_a += warp_a[w];
+        sum_b += warp_b[w];
+    }
+    *excl_a = before_a + ia - a;
+    *excl_b = before_b + ib - b;
+    *total_a = sum_a;
+    *total_b = sum_b;
+}
+
+// offsets[e] = Σ_{e'<e} count[e'], tile_offsets[e] = Σ_{e'<e} ceil(count[e'] / BLOCK_M);
+// both have E_local + 1 entries, the last being the totals.
+template <int kBlockM>
+__device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
+{
+    static_assert(kBlockM > 0, "BLOCK_M must be positive");
+    const int e = threadIdx.x;
+    const int n_local = p.num_local_experts;
+    const int count = e < n_local ? reinterpret_cast<const int *>(p.ws_counts)[e] : 0;
+    const int tiles = (count + kBlockM - 1) / kBlockM;
+    int row0, tile0, rows_total, tiles_total;
+    block_exclusive_scan2(count, tiles, &row0, &tile0, &rows_total, &tiles_total);
+    int *offsets = reinterpret_cast<int *>(p.ws_offsets);
+    int *tile_offsets = reinterpret_cast<int *>(p.ws_tile_offsets);
+    if (e < n_local) {
+        offsets[e] = row0;
+        tile_offsets[e] = tile0;
+    }
+    if (e == 0) {
+        offsets[n_local] = rows_total;
+        tile_offsets[n_local] = tiles_total;
+    }
+}
+
+// Pair i = t*k + j routed to local expert e takes the next free row of e's list.
+__device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i)
+{
+    const int e = reinterpret_cast<const int *>(p.ws_ids)[i];
+    if (e < 0) return;
+    const int slot = atomicAdd(reinterpret_cast<int *>(p.ws_cursors) + e, 1);
+    const int row = reinterpret_cast<const int *>(p.ws_offsets)[e] + slot;
+    reinterpret_cast<int *>(p.ws_rows)[row] = static_cast<int>(i);
+}
+
+// The tile a GEMM block owns: expert e, rows [row0, row0 + rows) of the row list.
+struct RowTile {
+    int expert; // local expert id
+    int row0;   // first position in ws_rows
+    int rows;   // 1..BLOCK_M real rows
+};
+
+// Finds block b's tile from the tile offsets; false for a block past the real tile count
+// (the grid is sized for the data-independent upper bound). Every thread computes the same
+// answer from the same loads, so no synchronisation is needed.
+template <int kBlockM>
+__device__ __forceinline__ bool find_row_tile(const mj_layer_params &p, int b, RowTile *out)
+{
+    const int *tile_offsets = reinterpret_cast<const int *>(p.ws_tile_offsets);
+    const int n_local = p.num_local_experts;
+    if (b >= tile_offsets[n_local]) return false;
+    // the last e with tile_offsets[e] <= b; it is a non-empty expert since b < total
+    int lo = 0, hi = n_local; // invariant: tile_offsets[lo] <= b < tile_offsets[hi]
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (tile_offsets[mid] <= b) lo = mid;
+        else hi = mid;
+    }
+    const int *offsets = reinterpret_cast<const int *>(p.ws_offsets);
+    const int local_tile = b - tile_offsets[lo];
+    const int first = offsets[lo] + local_tile * kBlockM;
+    const int end = offsets[lo + 1];
+    out->expert = lo;
+    out->row0 = first;
+    out->rows = end - first < kBlockM ? end - first : kBlockM;
+    return true;
+}
+
+} // namespace mj

@@ -1,0 +1,220 @@
+/*
+ * This file contains the compile-matrix tests of the simt templates: NVRTC (through mj_emit
+ * and mj_nvrtc_compile, one worker process per compile) builds every activation x {bf16,
+ * fp16} at every arch into a cubin holding every kernel of the layer; a few more variants
+ * (routings, logits dtype, pinned shapes, tiles) compile at sm_90a; and ptxas' resource report
+ * says no kernel spills and every block fits the 48 KiB of static shared memory.
+ *
+ * With MOEJIT_TEST_QUICK (sanitizer runs) a fixed sample of the matrix is compiled instead.
+ * Compiles run on 2 threads: the machine has 2 cores shared with other work.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activation.h"
+#include "common/params.h"
+#include "emit.h"
+#include "lib/check_main.h"
+#include "moejit.h"
+#include "nvrtc.h"
+#include "program.h"
+#include "spec.h"
+#include "status.h"
+
+#define MAX_CASES 256
+#define COMPILE_THREADS 2
+
+typedef struct compile_case {
+    char spec[256];
+    int check_resources; /* 1: also assert registers > 0, no spills, smem <= 48 KiB */
+    /* results, filled by the worker thread */
+    moejit_status status;
+    char error[1024];
+    int kernels_ok;
+    char detail[512];
+} compile_case;
+
+typedef struct case_list {
+    compile_case cases[MAX_CASES];
+    int n;
+    int next; /* next case to compile, under lock */
+    pthread_mutex_t lock;
+} case_list;
+
+static void add_case(case_list *l, int check_resources, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_case(case_list *l, int check_resources, const char *fmt, ...)
+{
+    ck_assert_int_lt(l->n, MAX_CASES);
+    compile_case *c = &l->cases[l->n++];
+    memset(c, 0, sizeof *c);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->spec, sizeof c->spec, fmt, ap);
+    va_end(ap);
+    c->check_resources = check_resources;
+}
+
+static int cubin_contains(const mj_program *p, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n <= p->cubin_len; i++)
+        if (memcmp(p->cubin + i, name, n) == 0 && (i + n == p->cubin_len || p->cubin[i + n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Everything a compiled layer must satisfy; returns 0 and explains in c->detail otherwise. */
+static int check_program(compile_case *c, const mj_source *src, const mj_program *p)
+{
+    static const char *const want[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_KERNEL_NAME_LIST};
+    if (p->cubin_len < 4 || memcmp(p->cubin, "\177ELF", 4) != 0) {
+        snprintf(c->detail, sizeof c->detail, "cubin lacks the ELF magic (%zu bytes)", p->cubin_len);
+        return 0;
+    }
+    if (p->n_kernels != MJ_SIMT_NUM_KERNELS || src->n_kernels != MJ_SIMT_NUM_KERNELS) {
+        snprintf(c->detail, sizeof c->detail, "n_kernels %d (source %d), want %d", p->n_kernels,
+                 src->n_kernels, MJ_SIMT_NUM_KERNELS);
+        return 0;
+    }
+    for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) {
+        const mj_kernel_info *k = &p->kernels[i];
+        if (strcmp(k->name, want[i]) != 0 || !cubin_contains(p, want[i])) {
+            snprintf(c->detail, sizeof c->detail, "kernel %d: '%s' (want %s, in cubin: %d)", i,
+                     k->name, want[i], cubin_contains(p, want[i]));
+            return 0;
+        }
+        if (!c->check_resources) continue;
+        if (k->registers <= 0 || k->spill_store_bytes != 0 || k->spill_load_bytes != 0 ||
+            k->shared_bytes < 0 || k->shared_bytes > 48 * 1024) {
+            snprintf(c->detail, sizeof c->detail,
+                     "%s: registers %d, spill stores %d, spill loads %d, smem %d (want registers > 0, "
+                     "no spills, smem <= 49152)",
+                     k->name, k->registers, k->spill_store_bytes, k->spill_load_bytes, k->shared_bytes);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void compile_one(compile_case *c)
+{
+    moejit_spec *spec = NULL;
+    mj_source src;
+    mj_program prog;
+    memset(&src, 0, sizeof src);
+    memset(&prog, 0, sizeof prog);
+    c->status = moejit_spec_parse(c->spec, &spec);
+    if (c->status == MOEJIT_OK) c->status = mj_emit(spec, &src);
+    if (c->status == MOEJIT_OK) {
+        mj_compile_request req = {&src, mj_arch_target(spec->arch), mj_embedded_headers,
+                                  mj_embedded_headers_len, 600};
+        c->status = mj_nvrtc_compile(&req, &prog);
+    }
+    if (c->status != MOEJIT_OK)
+        snprintf(c->error, sizeof c->error, "%s", moejit_last_error());
+    else
+        c->kernels_ok = check_program(c, &src, &prog);
+    mj_program_free(&prog);
+    mj_source_free(&src);
+    moejit_spec_destroy(spec);
+}
+
+static void *compile_thread(void *arg)
+{
+    case_list *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        int i = l->next < l->n ? l->next++ : -1;
+        pthread_mutex_unlock(&l->lock);
+        if (i < 0) return NULL;
+        compile_one(&l->cases[i]);
+    }
+}
+
+static void run_cases(case_list *l)
+{
+    pthread_t th[COMPILE_THREADS];
+    pthread_mutex_init(&l->lock, NULL);
+    l->next = 0;
+    for (int t = 0; t < COMPILE_THREADS; t++) ck_assert_int_eq(pthread_create(&th[t], NULL, compile_thread, l), 0);
+    for (int t = 0; t < COMPILE_THREADS; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&l->lock);
+    int failed = 0;
+    for (int i = 0; i < l->n; i++) {
+        const compile_case *c = &l->cases[i];
+        if (c->status != MOEJIT_OK)
+            fprintf(stderr, "FAIL %s: %s: %.800s\n", c->spec, moejit_status_name(c->status), c->error);
+        else if (!c->kernels_ok)
+            fprintf(stderr, "FAIL %s: %s\n", c->spec, c->detail);
+        failed += c->status != MOEJIT_OK || !c->kernels_ok;
+    }
+    ck_assert_msg(failed == 0, "%d of %d compiles failed (see stderr)", failed, l->n);
+}
+
+static const char *const quants[] = {"bf16", "fp16"};
+
+/* The fixed quick sample: gated and ungated, both dtypes, oldest and newest archs. */
+static int in_quick_sample(moejit_act_kind kind, int q, mj_arch arch)
+{
+    return (kind == MOEJIT_ACT_SWIGLU && q == 0 && arch == MJ_ARCH_SM90A) ||
+           (kind == MOEJIT_ACT_SITU && q == 1 && arch == MJ_ARCH_SM80) ||
+           (kind == MOEJIT_ACT_GELU && q == 0 && arch == MJ_ARCH_SM120A) ||
+           (kind == MOEJIT_ACT_RELU2 && q == 1 && arch == MJ_ARCH_SM100A) ||
+           (kind == MOEJIT_ACT_GEGLU_TANH && q == 0 && arch == MJ_ARCH_SM86) ||
+           (kind == MOEJIT_ACT_IDENTITY && q == 1 && arch == MJ_ARCH_SM89);
+}
+
+START_TEST(every_activation_and_dtype_compiles_at_every_arch)
+{
+    static case_list l;
+    l.n = 0;
+    int quick = mj_test_quick();
+    for (size_t a = 0; a < mj_act_table_len; a++)
+        for (int q = 0; q < 2; q++)
+            for (int arch = 0; arch < MJ_ARCH_COUNT; arch++) {
+                moejit_act_kind kind = mj_act_table[a].kind;
+                if (quick && !in_quick_sample(kind, q, (mj_arch)arch)) continue;
+                add_case(&l, arch == MJ_ARCH_SM90A, "backend=simt,quant=%s,act=%s,arch=%s", quants[q],
+                         mj_act_table[a].name, mj_arch_names[arch]);
+            }
+    ck_assert_int_eq(l.n, quick ? 6 : (int)mj_act_table_len * 2 * MJ_ARCH_COUNT);
+    run_cases(&l);
+}
+END_TEST
+
+START_TEST(routings_logits_pins_and_tiles_compile_without_spills)
+{
+    static case_list l;
+    l.n = 0;
+    const char *base = "backend=simt,arch=sm_90a";
+    add_case(&l, 1, "%s,quant=bf16,act=swiglu,routing=softmax_topk", base);
+    add_case(&l, 1, "%s,quant=fp16,act=silu,routing=precomputed", base);
+    add_case(&l, 1, "%s,quant=bf16,act=geglu,routing=renormalize,logits=bf16", base);
+    add_case(&l, 1, "%s,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),hidden=2880,inter=2880,"
+                    "experts=128,topk=4", base);
+    add_case(&l, 1, "%s,quant=fp16,act=situ(gate_scale=4,linear_scale=none,clamp_limit=8),tile=m64n64k32",
+             base);
+    add_case(&l, 1, "%s,quant=bf16,act=relu2,tile=m16n64k32,experts=8,topk=1", base);
+    add_case(&l, 0, "backend=simt,arch=sm_80,quant=fp16,act=swiglu_step,routing=softmax_topk,tile=m64n64k32");
+    if (mj_test_quick()) l.n = 3;
+    run_cases(&l);
+}
+END_TEST
+
+static Suite *compile_matrix_suite(void)
+{
+    Suite *s = suite_create("compile_matrix");
+    TCase *tc = tcase_create("compile_matrix");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, every_activation_and_dtype_compiles_at_every_arch);
+    tcase_add_test(tc, routings_logits_pins_and_tiles_compile_without_spills);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(compile_matrix_suite)
