@@ -1,0 +1,101 @@
+/*
+ * reference.h — the float64 CPU reference of one whole fused-MoE layer, written from the
+ * contract (shared/reference/moe-semantics.md), never from the templates.
+ *
+ * This file contains the description of a layer as the reference sees it (mj_ref_layer), the
+ * activation and routing primitives on their own (so tests can check them by hand), and the
+ * forward pass in two modes:
+ *   - ideal:  every step in float64 (the contract's tolerance is measured against this);
+ *   - replay: float64, but rounding to the storage dtype exactly where the kernel stores a
+ *             value in 16 bits (mj_ref_round flags), which allows a much tighter bar.
+ *
+ * Tensors are float arrays holding the values the kernel sees: inputs already snapped to their
+ * dtype, weights already dequantized. Growth path (issue 5): quantized formats get a separate
+ * dequantizer that produces these float arrays (plus a flag for the in-kernel activation
+ * quantization); biases, W1 layouts, per-expert parameter overrides and EP are fields here
+ * already; more routing methods are more cases of mj_ref_route_token.
+ */
+#ifndef MJ_TEST_REFERENCE_H
+#define MJ_TEST_REFERENCE_H
+
+#include <stdint.h>
+
+#include "activation.h"
+#include "moejit.h"
+#include "spec.h"
+
+/* Largest k the reference routes (the kernels allow 32). */
+#define MJ_REF_MAX_TOPK 512
+
+/* Where the reference replays a rounding of the kernel to the layer's dtype. */
+typedef enum mj_ref_round {
+    MJ_REF_ROUND_FC1 = 1u << 0, /* fc1 (after b1) stored before the activation */
+    MJ_REF_ROUND_ACT = 1u << 1, /* the activation output a, stored once before GEMM2 */
+    MJ_REF_ROUND_Y = 1u << 2    /* each expert's y (after b2) stored before the weighted sum */
+} mj_ref_round;
+
+/* The replay of the simt kernels of issue 2: a is stored once in bf16/fp16. */
+#define MJ_REF_REPLAY_SIMT ((unsigned)MJ_REF_ROUND_ACT)
+
+typedef struct mj_ref_layer {
+    /* shape (the reference does not impose the kernels' multiple-of-8 rules) */
+    int64_t num_tokens;        /* T >= 0 */
+    int64_t hidden;            /* H >= 1 */
+    int64_t inter;             /* I >= 1 */
+    int64_t num_experts;       /* E: global experts, width of the router */
+    int64_t topk;              /* k, 1..E */
+    int64_t expert_offset;     /* first expert owned (EP); 0 */
+    int64_t num_local_experts; /* experts owned; 0 means all E */
+
+    /* semantics */
+    const moejit_activation *act;
+    mj_routing routing;
+    mj_w1_layout w1_layout;
+    mj_dtype dtype;            /* storage type of x/out and of the kernel's intermediates */
+
+    /* tensors, row-major; values exactly as the kernel sees them */
+    const float *x;            /* [T, H] */
+    const float *router_logits;/* [T, E] (logit routings) */
+    const int32_t *topk_ids;   /* [T, k] global ids (precomputed) */
+    const float *topk_weights; /* [T, k] (precomputed) */
+    const float *w1;           /* [E_local, rows, H], rows = 2I gated / I, in w1_layout */
+    const float *w2;           /* [E_local, H, I] */
+    const float *b1;           /* [E_local, rows] or NULL */
+    const float *b2;           /* [E_local, H] or NULL */
+    const float *act_param[MJ_ACT_MAX_PARAMS]; /* [E_local] overrides in the activation's
+                                                  parameter order, or NULL */
+} mj_ref_layer;
+
+/* An activation's parameters resolved by name from its descriptor (mj_act_desc_of), so the
+ * reference never depends on the order of moejit_activation.value[]. */
+typedef struct mj_ref_act {
+    moejit_act_kind kind;
+    int gated;
+    double alpha, beta, limit;               /* swiglu (limit also swiglu_step) */
+    double gate_scale, linear_scale, clamp;  /* situ */
+    int has_linear_scale, has_clamp;         /* situ: 0 = "none" */
+} mj_ref_act;
+
+/* Resolves act. param (may be NULL) are per-expert override arrays in the descriptor's
+ * parameter order (mj_ref_layer.act_param); where param[i] is set, param[i][index] replaces
+ * the value (and makes an optional SiTU parameter present). */
+moejit_status mj_ref_act_resolve(const moejit_activation *act, const float *const *param,
+                                 int64_t index, mj_ref_act *out);
+/* The contract's formula in float64. Ungated activations read `x` and ignore `u`; gated
+ * ones read the up half `u` and the gate half `g` (passed as `x`). */
+double mj_ref_act_apply(const mj_ref_act *p, double u, double x);
+
+/* Routes token t: writes k global ids and their weights (for precomputed routing the given
+ * ones). Selection ties go to the lower expert id. */
+moejit_status mj_ref_route_token(const mj_ref_layer *L, int64_t t, int32_t *ids, double *weights);
+
+/* Checks shapes, pointers and the routing method; messages name the field. */
+moejit_status mj_ref_validate(const mj_ref_layer *L);
+
+/* The forward pass. `ideal` and `replay` ([T, H] each) may each be NULL; `replay_flags` is
+ * a mask of mj_ref_round. `threads` <= 1 runs on the calling thread; the result does not
+ * depend on the thread count (tokens are split, never sums). */
+moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
+                             unsigned replay_flags);
+
+#endif
