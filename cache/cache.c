@@ -76,6 +76,7 @@ moejit_status mj_cache_open_config(const mj_cache_config *cfg, mj_cache **out)
 
 moejit_status mj_cache_open(const moejit_options *opts, mj_cache **out)
 {
+    mj_sha256_prewarm();
     mj_cache_config cfg;
     *out = NULL;
     moejit_status st = mj_cache_config_resolve(opts, &cfg);

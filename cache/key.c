@@ -28,6 +28,7 @@
 #include "key.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,18 @@
 
 /* Bumped when the preimage grammar above changes, so old keys can never collide with new. */
 #define PREIMAGE_VERSION 1
+
+static void prewarm_once(void)
+{
+    char hex[65];
+    (void)mj_sha256_hex("", 0, hex);
+}
+
+void mj_sha256_prewarm(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, prewarm_once);
+}
 
 moejit_status mj_sha256_hex(const void *data, size_t n, char hex[65])
 {

@@ -17,10 +17,9 @@
 #include "reference.h"
 #include "spec.h"
 
-/* Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, SwiGLU, bf16 (perf-targets.md). */
-static const char default_spec[] =
-    "backend=simt,quant=bf16,act=swiglu,routing=renormalize,hidden=2048,inter=768,"
-    "experts=128,topk=8";
+/* Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, SwiGLU, bf16 (perf-targets.md); shared
+ * with `moejit bench jit` (cli.c). */
+#define default_spec cli_default_spec
 /* Arch used when there is no device to ask: the H200 this project targets. */
 static const char fallback_arch[] = "sm_90a";
 

@@ -1,156 +1,409 @@
 /*
- * This file contains `moejit inspect`: what moejit makes of a spec — canonical form, key,
- * support verdict, compile result and per-kernel resources — and the generated source.
+ * This file contains `moejit inspect`: what moejit makes of a spec or a cache key —
+ * canonical spec, key and preimage, support verdict, whether it is cached, per-kernel
+ * resources — and the views of one kernel: generated source, PTX, SASS, compile log and
+ * preimage. `--why` (inspect_why.c) explains a miss.
+ *
+ * A SPEC that is not cached is compiled (and published) so that its resources can be shown,
+ * unless --no-compile; a KEY is read from the cache only.
  */
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
-#include "emit.h"
-#include "spec.h"
+#include "inspect.h"
+#include "warm_pool.h"
 
 static const char inspect_usage[] =
-    "usage: moejit inspect SPEC [--source] [--json]\n"
+    "usage: moejit inspect SPEC|KEY [--source|--ptx|--sass|--log|--preimage] [options]\n"
+    "       moejit inspect --why SPEC [--json]\n"
     "\n"
-    "Shows the canonical spec, its cache key, whether its backend supports it, the compile\n"
-    "result (compiling it if needed) and each kernel's registers, shared memory, stack and\n"
-    "spills.\n"
+    "Shows the canonical spec, its cache key and key preimage, whether its backend supports\n"
+    "it, whether the cache held it, and each kernel's registers, shared memory, stack and\n"
+    "spills. A SPEC missing from the cache is compiled and published first (not with\n"
+    "--no-compile); a KEY (64 hex digits, see `moejit cache ls`) is read from the cache.\n"
+    "\n"
+    "Views (one at a time):\n"
+    "  --source      the generated CUDA source (no compile)\n"
+    "  --ptx         PTX for the spec's arch (NVRTC, compute_XX)\n"
+    "  --sass        SASS of the cubin, through cuobjdump or nvdisasm (from $CUDA_HOME/bin,\n"
+    "                PATH or the nvidia-cuda-cuobjdump wheel); exit 1 when neither is found\n"
+    "  --log         NVRTC's compile log (with ptxas' resource report)\n"
+    "  --preimage    the key's preimage: every input the key hashes, one per line\n"
+    "  --why SPEC    why SPEC misses the cache: its preimage diffed against the nearest\n"
+    "                entries (the same spec first, else the most lines in common)\n"
     "\n"
     "Options:\n"
-    "  --source   print the generated CUDA source instead (no compile)\n"
-    "  --json     the same report as one JSON object\n"
+    "  --json            the view as one JSON object\n"
+    "  --no-compile      do not compile a SPEC that is not cached\n"
+    "  --cache-dir DIR   the cache to read (default: $MOEJIT_CACHE_DIR etc.)\n"
     "\n"
     "Examples:\n"
     "  moejit inspect 'backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a'\n"
-    "  moejit inspect 'quant=fp16,act=relu2,arch=sm_80' --source\n";
+    "  moejit inspect 'quant=fp16,act=relu2,arch=sm_80' --source\n"
+    "  moejit inspect 3f2a...e9 --sass          (a key from `moejit cache ls`)\n"
+    "  moejit inspect --why 'quant=bf16,act=swiglu(alpha=1.702),arch=sm_90a'\n";
 
-static int print_source(const moejit_spec *spec)
+enum view { VIEW_REPORT = 0, VIEW_SOURCE, VIEW_PTX, VIEW_SASS, VIEW_LOG, VIEW_PREIMAGE };
+static const char *const view_names[] = {"report", "source", "ptx", "sass", "log", "preimage"};
+
+/* What one inspect knows about its subject. */
+typedef struct subject {
+    int by_key;
+    moejit_spec *spec;          /* NULL when a KEY's stored spec no longer parses */
+    char *canonical;            /* owned */
+    char key[65];
+    int supported;
+    char *reason;               /* unsupported: why */
+    int have_inputs;
+    mj_build_inputs in;         /* for a supported spec: source, options, preimage */
+    int cached_before;          /* an entry existed before this command */
+    int compiled_now;
+    int have_entry;
+    mj_entry entry;             /* kernels, cubin, log, preimage, times */
+    char *compile_error;
+} subject;
+
+static int is_key(const char *s)
 {
-    moejit_status st = moejit_check_support(spec);
-    if (st != MOEJIT_OK) return cli_fail(st, "inspect");
-    mj_source src = {0};
-    st = mj_emit(spec, &src);
-    if (st != MOEJIT_OK) return cli_fail(st, "inspect");
-    fwrite(src.text, 1, src.len, stdout);
-    mj_source_free(&src);
+    if (strlen(s) != 64) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isxdigit((unsigned char)*p)) return 0;
+    return 1;
+}
+
+static void subject_free(subject *s)
+{
+    moejit_spec_destroy(s->spec);
+    free(s->canonical);
+    free(s->reason);
+    if (s->have_inputs) mj_build_inputs_free(&s->in);
+    if (s->have_entry) mj_entry_free(&s->entry);
+    free(s->compile_error);
+}
+
+static void check_support(subject *s)
+{
+    if (!s->spec) return;
+    if (moejit_check_support(s->spec) == MOEJIT_OK) s->supported = 1;
+    else s->reason = strdup(moejit_last_error());
+}
+
+/* Fills s from a KEY: the entry, and the spec it was built for. */
+static int load_key(subject *s, mj_cache *cache, const char *arg)
+{
+    s->by_key = 1;
+    for (int i = 0; i < 64; i++) s->key[i] = (char)tolower((unsigned char)arg[i]);
+    moejit_status st = mj_cache_read(cache, s->key, &s->entry);
+    if (st != MOEJIT_OK) {
+        cli_error("inspect: no valid cache entry with key %s in %s (`moejit cache ls` lists the keys)", s->key,
+                  mj_cache_get_config(cache)->dir);
+        return MJ_EXIT_FAIL;
+    }
+    s->have_entry = 1;
+    s->cached_before = 1;
+    s->canonical = strdup(s->entry.canonical_spec);
+    if (moejit_spec_parse(s->entry.canonical_spec, &s->spec) != MOEJIT_OK) {
+        s->reason = strdup(moejit_last_error()); /* written by another moejit version */
+        return MJ_EXIT_OK;
+    }
+    check_support(s);
+    if (s->supported && mj_build_inputs_make(s->spec, &s->in) == MOEJIT_OK) s->have_inputs = 1;
     return MJ_EXIT_OK;
 }
 
-static void print_resources_text(const moejit_kernel *k)
+/* Fills s from a SPEC; compiles when asked to and it is not cached. */
+static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile)
 {
-    printf("kernels:\n  %-22s %5s %10s %7s %12s\n", "name", "regs", "smem(B)", "stack",
-           "spills(S/L)");
-    for (int i = 0; i < moejit_kernel_count(k); i++) {
-        moejit_kernel_resources r;
-        if (moejit_kernel_resources_get(k, i, &r) != MOEJIT_OK) continue;
-        printf("  %-22s %5d %10d %7d %6d/%-5d\n", r.name, r.registers, r.shared_bytes,
-               r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
-    }
-}
-
-static void print_resources_json(const moejit_kernel *k)
-{
-    printf(",\"kernels\":[");
-    for (int i = 0; i < moejit_kernel_count(k); i++) {
-        moejit_kernel_resources r;
-        if (moejit_kernel_resources_get(k, i, &r) != MOEJIT_OK) continue;
-        printf("%s{\"name\":", i ? "," : "");
-        cli_json_string(stdout, r.name);
-        printf(",\"registers\":%d,\"shared_bytes\":%d,\"stack_bytes\":%d,"
-               "\"spill_store_bytes\":%d,\"spill_load_bytes\":%d}",
-               r.registers, r.shared_bytes, r.stack_bytes, r.spill_store_bytes,
-               r.spill_load_bytes);
-    }
-    printf("]");
-}
-
-static int report(const moejit_spec *spec, int json)
-{
-    moejit_status support = moejit_check_support(spec);
-    char why[1024];
-    snprintf(why, sizeof why, "%s", support == MOEJIT_OK ? "" : moejit_last_error());
-    if (json) {
-        printf("{\"spec\":");
-        cli_json_string(stdout, moejit_spec_canonical(spec));
-        printf(",\"supported\":%s", support == MOEJIT_OK ? "true" : "false");
-        if (support != MOEJIT_OK) {
-            printf(",\"unsupported_reason\":");
-            cli_json_string(stdout, why);
-            printf("}\n");
-            return MJ_EXIT_USAGE;
-        }
-    } else {
-        printf("spec:     %s\n", moejit_spec_canonical(spec));
-        if (support != MOEJIT_OK) {
-            printf("support:  unsupported: %s\n", why);
-            return MJ_EXIT_USAGE;
-        }
-        printf("support:  supported\n");
-    }
-
-    moejit_context *ctx = NULL;
-    moejit_status st = moejit_context_create(NULL, &ctx);
-    if (st != MOEJIT_OK) return cli_fail(st, "inspect");
-    moejit_kernel *k = NULL;
-    st = moejit_kernel_get(ctx, spec, &k);
-    int rc = MJ_EXIT_OK;
-    if (st != MOEJIT_OK) {
-        if (json) {
-            printf(",\"compiled\":false,\"error\":");
-            cli_json_string(stdout, moejit_last_error());
-            printf("}\n");
-        } else {
-            printf("compile:  failed\n%s\n", moejit_last_error());
-        }
-        rc = MJ_EXIT_FAIL;
-    } else if (json) {
-        printf(",\"key\":\"%s\",\"compiled\":true,\"compile_seconds\":%.3f,\"loaded\":%s",
-               moejit_kernel_key(k), moejit_kernel_compile_seconds(k),
-               moejit_kernel_is_loaded(k) ? "true" : "false");
-        print_resources_json(k);
-        printf("}\n");
-    } else {
-        printf("key:      %s\n", moejit_kernel_key(k));
-        printf("compile:  ok (%.3f s%s)\n", moejit_kernel_compile_seconds(k),
-               moejit_kernel_compile_seconds(k) == 0 ? ", from the disk cache" : "");
-        printf("loaded:   %s\n", moejit_kernel_is_loaded(k) ? "yes" : "no (no CUDA device)");
-        print_resources_text(k);
-    }
-    moejit_context_destroy(ctx);
-    return rc;
-}
-
-int cmd_inspect(int argc, char **argv)
-{
-    static const struct option long_options[] = {{"source", no_argument, NULL, 's'},
-                                                 {"json", no_argument, NULL, 'j'},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {NULL, 0, NULL, 0}};
-    int source = 0, json = 0, c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        switch (c) {
-        case 's': source = 1; break;
-        case 'j': json = 1; break;
-        case 'h': fputs(inspect_usage, stdout); return MJ_EXIT_OK;
-        default:
-            cli_error("inspect: unknown option '%s' (see moejit inspect --help)", argv[optind - 1]);
-            return MJ_EXIT_USAGE;
-        }
-    }
-    if (optind != argc - 1) {
-        cli_error("inspect: expected one SPEC argument (see moejit inspect --help)");
-        return MJ_EXIT_USAGE;
-    }
-    moejit_spec *spec = NULL;
-    moejit_status st = moejit_spec_parse(argv[optind], &spec);
+    moejit_status st = cli_spec_parse(arg, &s->spec);
     if (st != MOEJIT_OK) {
         cli_error("inspect: %s", moejit_last_error());
         return MJ_EXIT_USAGE;
     }
-    int rc = source ? print_source(spec) : report(spec, json);
-    moejit_spec_destroy(spec);
+    s->canonical = strdup(moejit_spec_canonical(s->spec));
+    check_support(s);
+    if (!s->supported) return MJ_EXIT_OK;
+    if ((st = mj_build_inputs_make(s->spec, &s->in)) != MOEJIT_OK) return cli_fail(st, "inspect");
+    s->have_inputs = 1;
+    memcpy(s->key, s->in.key.hex, sizeof s->key);
+    if (!cache) return MJ_EXIT_OK;
+    mj_program prog;
+    int found = 0;
+    st = mj_cache_lookup(cache, s->key, s->canonical, &prog, &found);
+    mj_program_free(&prog);
+    s->cached_before = st == MOEJIT_OK && found;
+    if (!s->cached_before && compile) {
+        int hit = 0;
+        char *log = NULL;
+        st = cli_compile_cached(cache, &s->in, s->canonical, 0, &prog, &hit, &log);
+        if (st != MOEJIT_OK) {
+            s->compile_error = strdup(moejit_last_error());
+            free(log);
+            return MJ_EXIT_OK;
+        }
+        s->compiled_now = !hit;
+        /* Read-only or unwritable caches keep nothing: show the program itself. */
+        if (mj_cache_read(cache, s->key, &s->entry) == MOEJIT_OK) s->have_entry = 1;
+        else if (mj_entry_from_program(&prog, s->key, s->in.preimage.data, &s->entry) == MOEJIT_OK) s->have_entry = 1;
+        mj_program_free(&prog);
+    } else if (s->cached_before && mj_cache_read(cache, s->key, &s->entry) == MOEJIT_OK) {
+        s->have_entry = 1;
+    }
+    return MJ_EXIT_OK;
+}
+
+static const char *preimage_of(const subject *s)
+{
+    if (s->have_entry && s->entry.preimage) return s->entry.preimage;
+    if (s->have_inputs) return s->in.preimage.data;
+    return NULL;
+}
+
+/* ---- the report ------------------------------------------------------------------------------ */
+
+static void time_text(int64_t unix_s, char *out, size_t cap)
+{
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm)) snprintf(out, cap, "?");
+}
+
+static void report_text(const subject *s, int with_preimage)
+{
+    printf("spec:      %s\n", s->canonical);
+    if (s->key[0]) printf("key:       %s\n", s->key);
+    printf("support:   %s%s\n", s->supported ? "supported" : "unsupported: ", s->supported ? "" : s->reason);
+    if (!s->supported && !s->by_key) return;
+    char when[64];
+    if (s->cached_before) {
+        time_text(s->entry.created_unix, when, sizeof when);
+        printf("cached:    yes (compiled %s in %.3f s)\n", s->have_entry ? when : "?",
+               s->have_entry ? s->entry.compile_seconds : 0.0);
+    } else if (s->compile_error) {
+        printf("cached:    no\ncompile:   failed: %s\n", s->compile_error);
+    } else if (s->compiled_now) {
+        printf("cached:    no; compiled now in %.3f s%s\n", s->have_entry ? s->entry.compile_seconds : 0.0,
+               " and published");
+    } else if (s->have_entry) {
+        printf("cached:    no; another process published it meanwhile\n");
+    } else {
+        printf("cached:    no (--no-compile)\n");
+    }
+    if (s->have_entry) {
+        printf("arch:      %s (NVRTC %d.%d), cubin %zu bytes\n", s->entry.arch, s->entry.nvrtc_major,
+               s->entry.nvrtc_minor, s->entry.cubin_len);
+        printf("kernels:\n  %-22s %5s %10s %7s %12s\n", "name", "regs", "smem(B)", "stack", "spills(S/L)");
+        for (int i = 0; i < s->entry.n_kernels; i++) {
+            const mj_kernel_info *k = &s->entry.kernels[i];
+            printf("  %-22s %5d %10d %7d %6d/%-5d\n", k->name, k->registers, k->shared_bytes, k->stack_bytes,
+                   k->spill_store_bytes, k->spill_load_bytes);
+        }
+    }
+    const char *pre = preimage_of(s);
+    if (with_preimage && pre) {
+        printf("preimage:\n");
+        for (const char *p = pre; *p;) {
+            const char *nl = strchr(p, '\n');
+            int len = nl ? (int)(nl - p) : (int)strlen(p);
+            printf("  %.*s\n", len, p);
+            if (!nl) break;
+            p = nl + 1;
+        }
+    }
+}
+
+static void json_head(const subject *s, const char *view)
+{
+    printf("{\"view\":\"%s\",\"spec\":", view);
+    cli_json_string(stdout, s->canonical);
+    if (s->key[0]) printf(",\"key\":\"%s\"", s->key);
+}
+
+static void report_json(const subject *s)
+{
+    json_head(s, "report");
+    printf(",\"supported\":%s", s->supported ? "true" : "false");
+    if (s->reason) {
+        printf(",\"unsupported_reason\":");
+        cli_json_string(stdout, s->reason);
+    }
+    printf(",\"cached\":%s,\"compiled_now\":%s", s->cached_before ? "true" : "false",
+           s->compiled_now ? "true" : "false");
+    if (s->compile_error) {
+        printf(",\"error\":");
+        cli_json_string(stdout, s->compile_error);
+    }
+    if (s->have_entry) {
+        printf(",\"arch\":");
+        cli_json_string(stdout, s->entry.arch);
+        printf(",\"nvrtc\":\"%d.%d\",\"compile_seconds\":%.3f,\"created\":%lld,\"cubin_bytes\":%zu,\"kernels\":[",
+               s->entry.nvrtc_major, s->entry.nvrtc_minor, s->entry.compile_seconds, (long long)s->entry.created_unix,
+               s->entry.cubin_len);
+        for (int i = 0; i < s->entry.n_kernels; i++) {
+            const mj_kernel_info *k = &s->entry.kernels[i];
+            printf("%s{\"name\":", i ? "," : "");
+            cli_json_string(stdout, k->name);
+            printf(",\"registers\":%d,\"shared_bytes\":%d,\"stack_bytes\":%d,\"spill_store_bytes\":%d,"
+                   "\"spill_load_bytes\":%d}",
+                   k->registers, k->shared_bytes, k->stack_bytes, k->spill_store_bytes, k->spill_load_bytes);
+        }
+        printf("]");
+    }
+    const char *pre = preimage_of(s);
+    if (pre) {
+        printf(",\"preimage\":");
+        cli_json_string(stdout, pre);
+    }
+    printf("}\n");
+}
+
+/* A view's text: raw on stdout, or as {"view":..., "<view>": text} with --json. */
+static void emit_text(const subject *s, int json, const char *view, const char *text, const char *extra_key,
+                      const char *extra)
+{
+    if (!json) {
+        fputs(text, stdout);
+        if (*text && text[strlen(text) - 1] != '\n') fputc('\n', stdout);
+        return;
+    }
+    json_head(s, view);
+    if (extra_key) {
+        printf(",\"%s\":", extra_key);
+        cli_json_string(stdout, extra);
+    }
+    printf(",\"%s\":", view);
+    cli_json_string(stdout, text);
+    printf("}\n");
+}
+
+static int need_supported(const subject *s, const char *view)
+{
+    if (s->supported && s->have_inputs) return 1;
+    cli_error("inspect --%s: %s", view, s->reason ? s->reason : "the spec cannot be generated by this moejit");
+    return 0;
+}
+
+static int need_entry(const subject *s, const char *view)
+{
+    if (s->have_entry) return 1;
+    if (s->compile_error) cli_error("inspect --%s: the compile failed: %s", view, s->compile_error);
+    else if (s->supported) cli_error("inspect --%s: not cached (compile it, or drop --no-compile)", view);
+    else cli_error("inspect --%s: %s", view, s->reason ? s->reason : "unsupported");
+    return 0;
+}
+
+static int show(subject *s, enum view v, int json, int with_preimage)
+{
+    const char *name = view_names[v];
+    switch (v) {
+    case VIEW_REPORT:
+        if (json) report_json(s);
+        else report_text(s, with_preimage);
+        if (!s->supported && !s->by_key) return MJ_EXIT_USAGE;
+        return s->compile_error ? MJ_EXIT_FAIL : MJ_EXIT_OK;
+    case VIEW_SOURCE:
+        if (!need_supported(s, name)) return s->by_key ? MJ_EXIT_FAIL : MJ_EXIT_USAGE;
+        if (s->by_key && strcmp(s->in.key.hex, s->key) != 0)
+            fprintf(stderr, "moejit: note: this moejit generates key %s for the entry's spec; the entry was "
+                            "built from other inputs (see --why)\n", s->in.key.hex);
+        emit_text(s, json, name, s->in.source.text, NULL, NULL);
+        return MJ_EXIT_OK;
+    case VIEW_PREIMAGE: {
+        const char *pre = preimage_of(s);
+        if (!pre) return need_supported(s, name) ? MJ_EXIT_FAIL : MJ_EXIT_USAGE;
+        emit_text(s, json, name, pre, NULL, NULL);
+        return MJ_EXIT_OK;
+    }
+    case VIEW_LOG:
+        if (!need_entry(s, name)) return MJ_EXIT_FAIL;
+        emit_text(s, json, name, s->entry.log ? s->entry.log : "", NULL, NULL);
+        return MJ_EXIT_OK;
+    case VIEW_PTX: {
+        if (!need_supported(s, name)) return s->by_key ? MJ_EXIT_FAIL : MJ_EXIT_USAGE;
+        mj_buf ptx = MJ_BUF_INIT;
+        moejit_status st = inspect_ptx(&s->in, &ptx);
+        int rc = st == MOEJIT_OK ? MJ_EXIT_OK : cli_fail(st, "inspect");
+        if (st == MOEJIT_OK) emit_text(s, json, name, ptx.data ? ptx.data : "", NULL, NULL);
+        mj_buf_free(&ptx);
+        return rc == MJ_EXIT_USAGE ? MJ_EXIT_FAIL : rc;
+    }
+    case VIEW_SASS: {
+        if (!need_entry(s, name)) return MJ_EXIT_FAIL;
+        mj_buf sass = MJ_BUF_INIT;
+        const char *tool = "";
+        moejit_status st = inspect_sass(s->entry.cubin, s->entry.cubin_len, &sass, &tool);
+        if (st == MOEJIT_OK) emit_text(s, json, name, sass.data ? sass.data : "", "tool", tool);
+        else cli_error("%s", moejit_last_error());
+        mj_buf_free(&sass);
+        return st == MOEJIT_OK ? MJ_EXIT_OK : MJ_EXIT_FAIL;
+    }
+    }
+    return MJ_EXIT_FAIL;
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    static const struct option long_options[] = {
+        {"source", no_argument, NULL, 's'},    {"ptx", no_argument, NULL, 'P'},
+        {"sass", no_argument, NULL, 'S'},      {"log", no_argument, NULL, 'L'},
+        {"preimage", no_argument, NULL, 'I'},  {"why", required_argument, NULL, 'w'},
+        {"json", no_argument, NULL, 'j'},      {"no-compile", no_argument, NULL, 'n'},
+        {"cache-dir", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int json = 0, compile = 1, c, n_views = 0;
+    enum view v = VIEW_REPORT;
+    const char *why = NULL;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+        switch (c) {
+        case 's': v = VIEW_SOURCE, n_views++; break;
+        case 'P': v = VIEW_PTX, n_views++; break;
+        case 'S': v = VIEW_SASS, n_views++; break;
+        case 'L': v = VIEW_LOG, n_views++; break;
+        case 'I': v = VIEW_PREIMAGE, n_views++; break;
+        case 'w': why = optarg; break;
+        case 'j': json = 1; break;
+        case 'n': compile = 0; break;
+        case 'C': cli_set_cache_dir(optarg); break;
+        case 'h': fputs(inspect_usage, stdout); return MJ_EXIT_OK;
+        default: return cli_bad_option("inspect", c, argv);
+        }
+    }
+    if (n_views > 1) {
+        cli_error("inspect: give one of --source, --ptx, --sass, --log, --preimage");
+        return MJ_EXIT_USAGE;
+    }
+    if (why) {
+        if (optind != argc || n_views) {
+            cli_error("inspect: --why SPEC takes no other SPEC, KEY or view (see moejit inspect --help)");
+            return MJ_EXIT_USAGE;
+        }
+        return inspect_why(why, json);
+    }
+    if (optind != argc - 1) {
+        cli_error("inspect: expected one SPEC or KEY argument (see moejit inspect --help)");
+        return MJ_EXIT_USAGE;
+    }
+    const char *arg = argv[optind];
+    subject s;
+    memset(&s, 0, sizeof s);
+    mj_cache *cache = NULL;
+    int rc;
+    if (!is_key(arg) && v == VIEW_SOURCE) {
+        rc = load_spec(&s, NULL, arg, 0); /* the source needs no cache */
+    } else {
+        rc = cli_open_cache(&cache);
+        if (rc == MJ_EXIT_OK)
+            rc = is_key(arg) ? load_key(&s, cache, arg)
+                             : load_spec(&s, cache, arg, compile && v != VIEW_PTX && v != VIEW_PREIMAGE);
+    }
+    if (rc == MJ_EXIT_OK) rc = show(&s, v, json, 1);
+    subject_free(&s);
+    mj_cache_close(cache);
     return rc;
 }

@@ -12,24 +12,49 @@ static const char usage_text[] =
     "\n"
     "Generate, JIT-compile, cache and inspect fused Mixture-of-Experts GPU kernels.\n"
     "\n"
-    "Commands:\n"
+    "Running:\n"
     "  demo [--spec SPEC] [--tokens N]   compile the default layer (Qwen3-30B-A3B, bf16, SwiGLU);\n"
     "                                    with a GPU also run it against the CPU reference\n"
-    "  inspect SPEC [--source]           canonical spec, key, support verdict, compile result,\n"
-    "                                    kernel resources; --source prints the generated CUDA\n"
+    "  bench jit [--arch A] [--append]   cold compile, disk-cache load in a fresh process and\n"
+    "                                    in-process hit times of the default spec\n"
+    "  bench layer [--shapes LIST] ...   whole-layer timings of the model shapes on the GPU\n"
+    "                                    (see moejit bench layer --help)\n"
+    "\n"
+    "Ahead of time:\n"
+    "  warm [SPEC...] [--preset NAMES] [--manifest FILE] [--arch A,B] [--jobs N] [--dry-run]\n"
+    "                                    compile into the disk cache with forked workers,\n"
+    "                                    skipping what is cached\n"
+    "\n"
+    "Inspecting:\n"
+    "  inspect SPEC|KEY [--source|--ptx|--sass|--log|--preimage] [--why SPEC]\n"
+    "                                    canonical spec, key and preimage, support verdict, cached\n"
+    "                                    or not, kernels, registers, shared memory, spills\n"
     "  matrix [--format text|markdown|json]\n"
     "                                    the support matrix, from the backends' declarations\n"
+    "\n"
+    "Cache management:\n"
+    "  cache ls|stats|verify|gc|clear|export|import|config\n"
+    "                                    list, count, check, trim, empty, pack and unpack the\n"
+    "                                    disk cache, and show its settings\n"
     "\n"
     "Options:\n"
     "  -h, --help      this text (and `moejit <command> --help` for a command's own)\n"
     "  --version       moejit's, NVRTC's and (when present) the CUDA driver's versions\n"
+    "  --json          on every command but demo: one JSON document on stdout\n"
     "\n"
     "A SPEC is comma-separated key=value fields, e.g.\n"
     "  backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a\n"
+    "or the same as a JSON object. A KEY is a cache key: 64 hex digits.\n"
+    "\n"
+    "Environment: MOEJIT_CACHE_DIR, MOEJIT_CACHE_MODE, MOEJIT_CACHE_MAX_BYTES, MOEJIT_LOCK_DIR\n"
+    "and the other settings `moejit cache config` lists.\n"
     "\n"
     "Examples:\n"
     "  moejit demo\n"
+    "  moejit warm --preset qwen3-30b-a3b --arch sm_90a,sm_80 --jobs 8\n"
     "  moejit inspect 'quant=fp16,act=relu2,arch=sm_80' --source\n"
+    "  moejit inspect --why 'quant=bf16,act=swiglu(alpha=1.702),arch=sm_90a'\n"
+    "  moejit cache export --arch sm_90a qwen.mjkpack && moejit cache import qwen.mjkpack\n"
     "  moejit matrix --format markdown\n"
     "\n"
     "Exit status: 0 success, 1 the operation failed, 2 bad usage or invalid input.\n";
@@ -38,9 +63,8 @@ static const struct {
     const char *name;
     cli_command_fn fn;
 } commands[] = {
-    {"demo", cmd_demo},
-    {"inspect", cmd_inspect},
-    {"matrix", cmd_matrix},
+    {"demo", cmd_demo}, {"warm", cmd_warm},   {"inspect", cmd_inspect},
+    {"cache", cmd_cache}, {"matrix", cmd_matrix}, {"bench", cmd_bench},
 };
 
 static int print_version(void)
@@ -69,6 +93,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) return print_version();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    cli_error("unknown command '%s'; commands: demo, inspect, matrix (see moejit --help)", cmd);
+    if (cmd[0] == '-')
+        cli_error("unknown option '%s'; options: --help, --version (see moejit --help)", cmd);
+    else
+        cli_error("unknown command '%s'; commands: demo, warm, inspect, cache, matrix, bench "
+                  "(see moejit --help)", cmd);
     return MJ_EXIT_USAGE;
 }

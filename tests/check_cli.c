@@ -1,0 +1,342 @@
+/*
+ * This file checks the moejit CLI as a user meets it (the built binary, run in a child
+ * process with a private cache): --help and --version, the one-line usage errors with exit
+ * status 2, `matrix --format json`, and `inspect` of a SPEC and of a KEY with its views
+ * (report, --source, --ptx, --log, --preimage, --sass, --why), text and --json, and
+ * `bench jit` (its JSON and the row it appends).
+ * `warm` is in check_cli_warm.c, `cache` in check_cli_cache.c.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "cli_run.h"
+
+/* Small specs: each compile costs ~0.6 s. */
+#define SPEC_A "quant=fp16,act=relu2,arch=sm_80"
+#define SPEC_SWIGLU "quant=bf16,act=swiglu(alpha=1),arch=sm_80"
+#define SPEC_SWIGLU_NEXT "quant=bf16,act=swiglu(alpha=1.0000001),arch=sm_80"
+
+static mj_test_cli t;
+static mj_test_cli_result r;
+
+static void setup(void) { mj_test_cli_init(&t); }
+static void teardown(void)
+{
+    mj_test_cli_result_free(&r);
+    mj_test_cli_cleanup(&t);
+}
+
+#define RUN(...) mj_test_cli_run(&t, NULL, &r, __VA_ARGS__, (const char *)NULL)
+#define ASSERT_RC(want)                                                                                  \
+    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
+
+/* ---- help, version, usage errors ------------------------------------------------------------ */
+
+static const char *const commands[][2] = {
+    {"demo", NULL}, {"warm", NULL}, {"inspect", NULL}, {"cache", NULL}, {"matrix", NULL}, {"bench", "jit"},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+START_TEST(every_command_help_exits_0_and_shows_examples)
+{
+    const char *const *c = commands[_i];
+    if (c[1]) RUN(c[0], c[1], "--help");
+    else RUN(c[0], "--help");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "usage: moejit") && strstr(r.out, "Examples:"), "%s --help:\n%s", c[0], r.out);
+    ck_assert_str_eq(r.err, "");
+}
+END_TEST
+
+START_TEST(top_level_help_lists_every_command)
+{
+    RUN("--help");
+    ASSERT_RC(0);
+    for (int i = 0; i < N_COMMANDS; i++) ck_assert_msg(strstr(r.out, commands[i][0]), "no %s in:\n%s", commands[i][0], r.out);
+    RUN("no-such-command");
+    ASSERT_RC(2);
+    ck_assert_int_eq(mj_test_count_lines(r.err), 1);
+}
+END_TEST
+
+START_TEST(unknown_option_exits_2_with_one_line)
+{
+    const char *const *c = commands[_i];
+    if (c[1]) RUN(c[0], c[1], "--no-such-option");
+    else if (!strcmp(c[0], "cache")) RUN(c[0], "ls", "--no-such-option");
+    else RUN(c[0], "--no-such-option");
+    ASSERT_RC(2);
+    ck_assert_str_eq(r.out, "");
+    ck_assert_msg(mj_test_count_lines(r.err) == 1 && strstr(r.err, "--no-such-option"), "stderr:\n%s", r.err);
+}
+END_TEST
+
+START_TEST(bad_values_exit_2_with_one_line_naming_the_option)
+{
+    static const char *const cases[][6] = {
+        {"warm", "--jobs", "many", SPEC_A, NULL, "--jobs"},
+        {"warm", "--jobs", "0", SPEC_A, NULL, "--jobs"},
+        {"warm", "--arch", "sm_99", SPEC_A, NULL, "sm_99"},
+        {"warm", "--preset", "no-such-model", NULL, NULL, "no-such-model"},
+        {"warm", "--timeout", "-1", SPEC_A, NULL, "--timeout"},
+        {"cache", "gc", "--max-size", "3Q", NULL, "3Q"},
+        {"cache", "gc", "--max-age", "forever", NULL, "forever"},
+        {"cache", "ls", "--max-size", "1G", NULL, "--max-size"},
+        {"cache", "frobnicate", NULL, NULL, NULL, "frobnicate"},
+        {"matrix", "--format", "yaml", NULL, NULL, "yaml"},
+        {"bench", "jit", "--cold", "0", NULL, "--cold"},
+        {"inspect", "--ptx", "--sass", SPEC_A, NULL, "one of"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *const *c = cases[i];
+        mj_test_cli_run(&t, NULL, &r, c[0], c[1], c[2], c[3], c[4], (const char *)NULL);
+        ck_assert_msg(r.rc == 2 && mj_test_count_lines(r.err) == 1 && strstr(r.err, c[5]),
+                      "case %zu (%s %s %s): exit %d, stderr:\n%s", i, c[0], c[1], c[2] ? c[2] : "", r.rc, r.err);
+    }
+}
+END_TEST
+
+START_TEST(bad_spec_exits_2_naming_the_field)
+{
+    static const char *const cases[][3] = {
+        {"warm", "quant=bf17,arch=sm_80", "quant"},
+        {"warm", "quant=bf16,colour=blue,arch=sm_80", "colour"},
+        {"inspect", "quant=bf16,act=swiglu(alpha=nan),arch=sm_80", "alpha"},
+        {"inspect", "quant=bf16,arch=sm_80,hidden=-8", "hidden"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mj_test_cli_run(&t, NULL, &r, cases[i][0], cases[i][1], (const char *)NULL);
+        ck_assert_msg(r.rc == 2 && mj_test_count_lines(r.err) == 1 && strstr(r.err, cases[i][2]),
+                      "%s '%s': exit %d, stderr:\n%s", cases[i][0], cases[i][1], r.rc, r.err);
+    }
+}
+END_TEST
+
+START_TEST(version_prints_moejit_and_nvrtc)
+{
+    RUN("--version");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "moejit 0.") && strstr(r.out, "NVRTC 1"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "CUDA driver"), "the driver line (a version or why not) is missing:\n%s", r.out);
+}
+END_TEST
+
+START_TEST(matrix_json_parses_and_names_the_simt_backend)
+{
+    RUN("matrix", "--format", "json");
+    ASSERT_RC(0);
+    cJSON *j = mj_test_json(r.out);
+    ck_assert_msg(strstr(r.out, "\"simt\""), "%s", r.out);
+    cJSON_Delete(j);
+    RUN("matrix", "--json");
+    ASSERT_RC(0);
+    cJSON_Delete(mj_test_json(r.out));
+}
+END_TEST
+
+/* ---- inspect -------------------------------------------------------------------------------- */
+
+static int is_hex64(const char *s)
+{
+    if (!s || strlen(s) != 64) return 0;
+    return strspn(s, "0123456789abcdef") == 64;
+}
+
+START_TEST(inspect_spec_compiles_once_then_reports_it_cached)
+{
+    RUN("inspect", SPEC_A, "--json");
+    ASSERT_RC(0);
+    cJSON *j = mj_test_json(r.out);
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "supported")));
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "cached")));
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "compiled_now")));
+    ck_assert(is_hex64(cJSON_GetStringValue(cJSON_GetObjectItem(j, "key"))));
+    const cJSON *kernels = cJSON_GetObjectItem(j, "kernels");
+    ck_assert_int_gt(cJSON_GetArraySize(kernels), 0);
+    ck_assert_int_gt((int)mj_test_json_num(cJSON_GetArrayItem(kernels, 0), "registers"), 0);
+    ck_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "preimage")), "option --gpu-architecture=sm_80") ||
+              strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "preimage")), "sm_80"));
+    cJSON_Delete(j);
+
+    RUN("inspect", SPEC_A);
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "cached:    yes") && strstr(r.out, "kernels:") && strstr(r.out, "preimage:") &&
+                      strstr(r.out, "spills"),
+                  "%s", r.out);
+}
+END_TEST
+
+START_TEST(inspect_key_reads_the_entry_and_its_views)
+{
+    RUN("inspect", SPEC_A, "--json");
+    ASSERT_RC(0);
+    cJSON *j = mj_test_json(r.out);
+    char key[65], spec[512];
+    snprintf(key, sizeof key, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(j, "key")));
+    snprintf(spec, sizeof spec, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(j, "spec")));
+    cJSON_Delete(j);
+
+    RUN("inspect", key, "--json");
+    ASSERT_RC(0);
+    j = mj_test_json(r.out);
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "spec")), spec);
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")));
+    cJSON_Delete(j);
+
+    RUN("inspect", key, "--log");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "registers"), "the log holds ptxas' report:\n%s", r.out);
+    RUN("inspect", key, "--preimage", "--json");
+    ASSERT_RC(0);
+    j = mj_test_json(r.out);
+    ck_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "preimage")), spec));
+    cJSON_Delete(j);
+    RUN("inspect", key, "--source");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, spec) && strstr(r.out, "#include"), "%s", r.out);
+
+    /* SASS needs cuobjdump/nvdisasm: either the listing or a clear message and exit 1. */
+    RUN("inspect", key, "--sass");
+    ck_assert_msg((r.rc == 0 && strstr(r.out, "mj_")) || (r.rc == 1 && strstr(r.err, "nvdisasm")),
+                  "exit %d\nstdout:\n%.2000s\nstderr:\n%s", r.rc, r.out, r.err);
+
+    /* A key nobody has: exit 1 and one line. */
+    RUN("inspect", "0000000000000000000000000000000000000000000000000000000000000000");
+    ASSERT_RC(1);
+    ck_assert_int_eq(mj_test_count_lines(r.err), 1);
+}
+END_TEST
+
+START_TEST(inspect_source_and_ptx_views)
+{
+    RUN("inspect", SPEC_A, "--source", "--json");
+    ASSERT_RC(0);
+    cJSON *j = mj_test_json(r.out);
+    ck_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "source")), "relu2"));
+    cJSON_Delete(j);
+    ck_assert_msg(!mj_test_exists(t.cache), "--source touched the cache");
+
+    RUN("inspect", SPEC_A, "--ptx");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, ".target sm_80") && strstr(r.out, ".entry"), "%.2000s", r.out);
+}
+END_TEST
+
+/* wgmma is a Hopper instruction: a wgmma layer for sm_80 stays unsupported. */
+#define SPEC_UNSUPPORTED "backend=wgmma,quant=bf16,act=swiglu,arch=sm_80"
+
+START_TEST(inspect_unsupported_spec_gives_the_verdict_and_exit_2)
+{
+    RUN("inspect", SPEC_UNSUPPORTED);
+    ASSERT_RC(2);
+    ck_assert_msg(strstr(r.out, "unsupported: ") && strstr(r.out, "backend"), "%s", r.out);
+    RUN("inspect", SPEC_UNSUPPORTED, "--json");
+    ASSERT_RC(2);
+    cJSON *j = mj_test_json(r.out);
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "supported")));
+    ck_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "unsupported_reason")), "backend"));
+    cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(inspect_why_shows_the_preimage_line_that_changed)
+{
+    RUN("warm", SPEC_SWIGLU, "--jobs", "1");
+    ASSERT_RC(0);
+    RUN("inspect", "--why", SPEC_SWIGLU);
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "a hit"), "%s", r.out);
+
+    /* One bit of alpha: the spec line differs (and the source that embeds it), nothing else. */
+    RUN("inspect", "--why", SPEC_SWIGLU_NEXT);
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "- spec ") && strstr(r.out, "+ spec ") && strstr(r.out, "alpha=0x1p+0") &&
+                      strstr(r.out, "alpha=0x1.000002p+0"),
+                  "%s", r.out);
+    ck_assert_msg(!strstr(r.out, "- header") && !strstr(r.out, "- option"), "%s", r.out);
+
+    RUN("inspect", "--why", SPEC_SWIGLU_NEXT, "--json");
+    ASSERT_RC(0);
+    cJSON *j = mj_test_json(r.out);
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "cached")));
+    const cJSON *near = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nearest"), 0);
+    ck_assert_ptr_nonnull(near);
+    const cJSON *field = cJSON_GetArrayItem(cJSON_GetObjectItem(near, "spec_fields"), 0);
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(field, "field")), "act");
+    int minus_spec = 0, plus_spec = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(near, "diff"))
+    {
+        const char *op = cJSON_GetStringValue(cJSON_GetObjectItem(d, "op"));
+        const char *line = cJSON_GetStringValue(cJSON_GetObjectItem(d, "line"));
+        if (!strncmp(line, "spec ", 5)) ++*(*op == '-' ? &minus_spec : &plus_spec);
+    }
+    ck_assert_int_eq(minus_spec, 1);
+    ck_assert_int_eq(plus_spec, 1);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* ---- bench jit ------------------------------------------------------------------------------ */
+
+START_TEST(bench_jit_measures_three_costs_and_appends_a_row)
+{
+    char doc[600];
+    snprintf(doc, sizeof doc, "%s/PERFORMANCE.md", t.root);
+    mj_test_write_file(doc, "| date | commit |\n|---|---|\n<!-- bench-jit:end -->\n\n## next section\n");
+    RUN("bench", "jit", "--spec", SPEC_A, "--cold", "1", "--loads", "2", "--hits", "2000", "--json", "--append",
+        "--doc", doc, "--commit", "abc1234", "--device", "test-box");
+    ASSERT_RC(0);
+    cJSON *j = mj_test_json(r.out);
+    ck_assert_double_gt(mj_test_json_num(cJSON_GetObjectItem(j, "cold_compile_ms"), "median"), 1.0);
+    ck_assert_double_gt(mj_test_json_num(cJSON_GetObjectItem(j, "disk_load_us"), "median"), 0.0);
+    ck_assert_double_gt(mj_test_json_num(cJSON_GetObjectItem(j, "hit_ns"), "median"), 0.0);
+    ck_assert_int_eq((int)mj_test_json_num(cJSON_GetObjectItem(j, "disk_load_us"), "runs"), 2);
+    cJSON_Delete(j);
+    /* The row lands before the marker, the rest of the document is kept. */
+    FILE *f = fopen(doc, "rb");
+    ck_assert_ptr_nonnull(f);
+    char text[4096] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *row = strstr(text, "| abc1234 | test-box | sm_80 |");
+    char *marker = strstr(text, "<!-- bench-jit:end -->");
+    ck_assert_msg(row && marker && row < marker && strstr(text, "## next section"), "%s", text);
+    /* The temporary caches are gone: the user's cache was never touched. */
+    ck_assert(!mj_test_exists(t.cache));
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("usage");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, every_command_help_exits_0_and_shows_examples, 0, N_COMMANDS);
+    tcase_add_test(tc, top_level_help_lists_every_command);
+    tcase_add_loop_test(tc, unknown_option_exits_2_with_one_line, 0, N_COMMANDS);
+    tcase_add_test(tc, bad_values_exit_2_with_one_line_naming_the_option);
+    tcase_add_test(tc, bad_spec_exits_2_naming_the_field);
+    tcase_add_test(tc, version_prints_moejit_and_nvrtc);
+    tcase_add_test(tc, matrix_json_parses_and_names_the_simt_backend);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("inspect");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, inspect_spec_compiles_once_then_reports_it_cached);
+    tcase_add_test(tc, inspect_key_reads_the_entry_and_its_views);
+    tcase_add_test(tc, inspect_source_and_ptx_views);
+    tcase_add_test(tc, inspect_unsupported_spec_gives_the_verdict_and_exit_2);
+    tcase_add_test(tc, inspect_why_shows_the_preimage_line_that_changed);
+    tcase_add_test(tc, bench_jit_measures_three_costs_and_appends_a_row);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(cli_suite)

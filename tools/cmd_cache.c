@@ -1,0 +1,454 @@
+/*
+ * This file contains `moejit cache`: listing, counting, checking, trimming and emptying the
+ * disk cache, packing selected entries into one checksummed file and unpacking it on
+ * another machine (verified whole before anything is added), and the settings table.
+ * Every subcommand has --json.
+ */
+#include <fnmatch.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "plan.h"
+#include "spec.h"
+
+#define MAX_ARCHS 16
+
+static const char cache_usage[] =
+    "usage: moejit cache <subcommand> [options]\n"
+    "\n"
+    "Subcommands:\n"
+    "  ls [SELECT]              every entry: key, arch, size, last use, spec\n"
+    "  stats [--reset]          hits, misses, compiles, compile time, quarantined, size\n"
+    "  verify                   re-check every entry's checksum and key; bad ones are\n"
+    "                           quarantined (exit 1 when any was bad)\n"
+    "  gc [--max-size SIZE] [--max-age AGE]\n"
+    "                           trim to SIZE (default: the configured limit), least recently\n"
+    "                           used first, and drop entries unused for longer than AGE\n"
+    "  clear                    remove every entry\n"
+    "  export FILE [SELECT]     write the selected entries to one checksummed pack\n"
+    "  import FILE              verify a pack whole, then add its entries (a corrupt pack is\n"
+    "                           refused and nothing is added)\n"
+    "  config                   the settings, their values and where each came from\n"
+    "\n"
+    "SELECT (ls, export; each option may be repeated, values comma-separated; an entry must\n"
+    "match every kind of filter given):\n"
+    "  --arch A[,B]         entries compiled for these archs\n"
+    "  --preset NAME[,...]  entries of these presets' specs (any arch; see moejit warm --help)\n"
+    "  --spec PATTERN       canonical spec contains PATTERN, or matches it as a glob when it\n"
+    "                       has * ? or [ (e.g. '*quant=bf16*act=relu2*')\n"
+    "\n"
+    "Options:\n"
+    "  --json             one JSON document on stdout\n"
+    "  --cache-dir DIR    the cache (default: $MOEJIT_CACHE_DIR, then $XDG_CACHE_HOME/moejit,\n"
+    "                     then ~/.cache/moejit)\n"
+    "  SIZE: 4G, 512M, 100000 (bytes; K, M, G, T are powers of 1024).  AGE: 30d, 12h, 90m, 45s.\n"
+    "\n"
+    "Examples:\n"
+    "  moejit cache ls --arch sm_90a\n"
+    "  moejit cache stats --json\n"
+    "  moejit cache gc --max-size 2G --max-age 30d\n"
+    "  moejit cache export --preset qwen3-30b-a3b --arch sm_90a qwen3-h200.mjkpack\n"
+    "  moejit cache import qwen3-h200.mjkpack --cache-dir /srv/moejit-cache\n"
+    "\n"
+    "Exit status: 0 success, 1 the operation failed (a bad entry found by verify, a corrupt\n"
+    "pack, nothing selected for export), 2 bad usage.\n";
+
+enum {
+    OPT_JSON = 1 << 0, OPT_SELECT = 1 << 1, OPT_RESET = 1 << 2, OPT_GC = 1 << 3
+};
+
+static const struct subcommand {
+    const char *name;
+    int options;  /* OPT_* it accepts (--json and --cache-dir: all) */
+    int n_args;   /* positional arguments */
+} subcommands[] = {
+    {"ls", OPT_SELECT, 0},  {"stats", OPT_RESET, 0}, {"verify", 0, 0},     {"gc", OPT_GC, 0},
+    {"clear", 0, 0},        {"export", OPT_SELECT, 1}, {"import", 0, 1},  {"config", 0, 0},
+};
+
+typedef struct cache_args {
+    const struct subcommand *sub;
+    int json, reset;
+    const char *archs[MAX_ARCHS];
+    int n_archs;
+    cli_strv specs;         /* --spec patterns */
+    cli_plan presets;       /* --preset specs, expanded over every arch */
+    int have_presets;
+    int64_t max_size, max_age;
+    const char *file;
+} cache_args;
+
+/* ---- selection ------------------------------------------------------------------------------ */
+
+static int selected(const cache_args *a, const mj_cache_entry_info *info)
+{
+    if (a->n_archs) {
+        int ok = 0;
+        for (int i = 0; i < a->n_archs; i++) ok |= info->arch && strcmp(info->arch, a->archs[i]) == 0;
+        if (!ok) return 0;
+    }
+    if (a->specs.n) {
+        int ok = 0;
+        for (int i = 0; i < a->specs.n && !ok; i++) {
+            const char *p = a->specs.v[i];
+            ok = strpbrk(p, "*?[") ? fnmatch(p, info->canonical_spec, 0) == 0 : strstr(info->canonical_spec, p) != NULL;
+        }
+        if (!ok) return 0;
+    }
+    if (a->have_presets) {
+        int ok = 0;
+        for (int i = 0; i < a->presets.n && !ok; i++) ok = strcmp(a->presets.items[i].canonical, info->canonical_spec) == 0;
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static int select_fn(void *ctx, const mj_cache_entry_info *info) { return selected(ctx, info); }
+
+/* ---- ls -------------------------------------------------------------------------------------- */
+
+typedef struct ls_ctx {
+    const cache_args *a;
+    int n;
+    int64_t bytes;
+} ls_ctx;
+
+static void time_text(int64_t unix_s, char *out, size_t cap)
+{
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    if (!localtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M", &tm)) snprintf(out, cap, "?");
+}
+
+static void size_text(int64_t bytes, char *out, size_t cap)
+{
+    if (bytes >= (1LL << 30)) snprintf(out, cap, "%.1f GiB", (double)bytes / (1 << 30));
+    else if (bytes >= (1LL << 20)) snprintf(out, cap, "%.1f MiB", (double)bytes / (1 << 20));
+    else if (bytes >= 1024) snprintf(out, cap, "%.1f KiB", (double)bytes / 1024);
+    else snprintf(out, cap, "%lld B", (long long)bytes);
+}
+
+static int ls_one(void *vctx, const mj_cache_entry_info *info)
+{
+    ls_ctx *x = vctx;
+    if (!selected(x->a, info)) return 0;
+    if (x->a->json) {
+        printf("%s{\"key\":\"%s\",\"arch\":", x->n ? "," : "", info->key);
+        cli_json_string(stdout, info->arch ? info->arch : "");
+        printf(",\"size\":%lld,\"last_use\":%lld,\"created\":%lld,\"compile_seconds\":%.3f,\"kernels\":%d,\"spec\":",
+               (long long)info->size, (long long)info->last_use, (long long)info->created, info->compile_seconds,
+               info->n_kernels);
+        cli_json_string(stdout, info->canonical_spec);
+        printf("}");
+    } else {
+        char when[32], size[32];
+        time_text(info->last_use, when, sizeof when);
+        size_text(info->size, size, sizeof size);
+        printf("%s  %-7s  %9s  %s  %s\n", info->key, info->arch ? info->arch : "?", size, when, info->canonical_spec);
+    }
+    x->n++;
+    x->bytes += info->size;
+    return 0;
+}
+
+static int do_ls(mj_cache *c, const cache_args *a)
+{
+    ls_ctx x = {a, 0, 0};
+    const char *dir = mj_cache_get_config(c)->dir;
+    if (a->json) {
+        printf("{\"cache_dir\":");
+        cli_json_string(stdout, dir);
+        printf(",\"entries\":[");
+    } else {
+        printf("%-64s  %-7s  %9s  %-16s  %s\n", "key", "arch", "size", "last use", "spec");
+    }
+    moejit_status st = mj_cache_list(c, ls_one, &x);
+    if (a->json) printf("],\"count\":%d,\"bytes\":%lld}\n", x.n, (long long)x.bytes);
+    else {
+        char size[32];
+        size_text(x.bytes, size, sizeof size);
+        printf("%d entr%s, %s, in %s\n", x.n, x.n == 1 ? "y" : "ies", size, dir);
+    }
+    return st == MOEJIT_OK ? MJ_EXIT_OK : cli_fail(st, "cache ls");
+}
+
+/* ---- stats, verify, gc, clear ----------------------------------------------------------------- */
+
+static int do_stats(mj_cache *c, const cache_args *a)
+{
+    mj_cache_stats s;
+    moejit_status st = a->reset ? mj_cache_stats_reset(c) : MOEJIT_OK;
+    if (st == MOEJIT_OK) st = mj_cache_stats_get(c, &s);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache stats");
+    const mj_cache_config *cfg = mj_cache_get_config(c);
+    if (a->json) {
+        printf("{\"cache_dir\":");
+        cli_json_string(stdout, cfg->dir);
+        printf(",\"max_bytes\":%lld", (long long)cfg->max_bytes);
+        for (int i = 0; i < MJ_STAT_COUNT; i++)
+            printf(",\"%s\":%lld", mj_cache_stat_fields[i].name, (long long)s.v[mj_cache_stat_fields[i].id]);
+        printf("}\n");
+        return MJ_EXIT_OK;
+    }
+    char lim[32], used[32];
+    size_text(cfg->max_bytes, lim, sizeof lim);
+    size_text(s.v[MJ_STAT_BYTES], used, sizeof used);
+    printf("%-28s %s\n", "Cache directory", cfg->dir);
+    printf("%-28s %s of %s\n", "Size", used, lim);
+    for (int i = 0; i < MJ_STAT_COUNT; i++) {
+        const mj_cache_stat_field *f = &mj_cache_stat_fields[i];
+        if (f->id == MJ_STAT_BYTES) continue;
+        if (f->id == MJ_STAT_COMPILE_US)
+            printf("%-28s %.3f s\n", "Compile time", (double)s.v[f->id] / 1e6);
+        else
+            printf("%-28s %lld\n", f->label, (long long)s.v[f->id]);
+    }
+    if (a->reset) printf("(counters reset)\n");
+    return MJ_EXIT_OK;
+}
+
+static int do_verify(mj_cache *c, const cache_args *a)
+{
+    mj_cache_verify_result r;
+    moejit_status st = mj_cache_verify(c, &r);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache verify");
+    if (a->json)
+        printf("{\"checked\":%lld,\"ok\":%lld,\"bad\":%lld}\n", (long long)r.checked, (long long)r.ok, (long long)r.bad);
+    else
+        printf("verify: %lld checked, %lld ok, %lld bad%s\n", (long long)r.checked, (long long)r.ok, (long long)r.bad,
+               r.bad ? " (moved to quarantine/)" : "");
+    return r.bad ? MJ_EXIT_FAIL : MJ_EXIT_OK;
+}
+
+static int do_gc(mj_cache *c, const cache_args *a)
+{
+    mj_cache_gc_result r;
+    moejit_status st = mj_cache_gc(c, a->max_size, a->max_age, &r);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache gc");
+    if (a->json) {
+        printf("{\"removed\":%lld,\"removed_bytes\":%lld,\"kept\":%lld,\"kept_bytes\":%lld,\"temps_removed\":%lld}\n",
+               (long long)r.removed, (long long)r.removed_bytes, (long long)r.kept, (long long)r.kept_bytes,
+               (long long)r.temps_removed);
+    } else {
+        char rb[32], kb[32];
+        size_text(r.removed_bytes, rb, sizeof rb);
+        size_text(r.kept_bytes, kb, sizeof kb);
+        printf("gc: removed %lld entr%s (%s), kept %lld (%s), %lld stale temp file%s\n", (long long)r.removed,
+               r.removed == 1 ? "y" : "ies", rb, (long long)r.kept, kb, (long long)r.temps_removed,
+               r.temps_removed == 1 ? "" : "s");
+    }
+    return MJ_EXIT_OK;
+}
+
+static int do_clear(mj_cache *c, const cache_args *a)
+{
+    int64_t removed = 0;
+    moejit_status st = mj_cache_clear(c, &removed);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache clear");
+    if (a->json) printf("{\"removed\":%lld}\n", (long long)removed);
+    else printf("clear: removed %lld entr%s\n", (long long)removed, removed == 1 ? "y" : "ies");
+    return MJ_EXIT_OK;
+}
+
+/* ---- export, import -------------------------------------------------------------------------- */
+
+static int count_one(void *ctx, const mj_cache_entry_info *info)
+{
+    void **x = ctx;
+    if (selected(x[0], info)) ++*(int64_t *)x[1];
+    return 0;
+}
+
+static int do_export(mj_cache *c, const cache_args *a)
+{
+    int64_t matching = 0, exported = 0;
+    void *x[2] = {(void *)a, &matching};
+    moejit_status st = mj_cache_list(c, count_one, x);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache export");
+    if (matching == 0) {
+        cli_error("cache export: no entry matches the selection; nothing written");
+        return MJ_EXIT_FAIL;
+    }
+    st = mj_cache_export(c, a->file, select_fn, (void *)a, &exported);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache export");
+    if (a->json) {
+        printf("{\"file\":");
+        cli_json_string(stdout, a->file);
+        printf(",\"exported\":%lld}\n", (long long)exported);
+    } else {
+        printf("export: %lld entr%s written to %s\n", (long long)exported, exported == 1 ? "y" : "ies", a->file);
+    }
+    return MJ_EXIT_OK;
+}
+
+static int do_import(mj_cache *c, const cache_args *a)
+{
+    int64_t added = 0, present = 0;
+    moejit_status st = mj_cache_import(c, a->file, &added, &present);
+    if (st != MOEJIT_OK) {
+        /* A corrupt, truncated or unreadable pack: the operation failed (exit 1). */
+        const char *msg = moejit_last_error();
+        cli_error("%s%s%s", strncmp(msg, "cache import", 12) ? "cache import: " : "", msg,
+                  strstr(msg, "nothing was added") ? "" : "; nothing was added");
+        return MJ_EXIT_FAIL;
+    }
+    if (a->json) {
+        printf("{\"file\":");
+        cli_json_string(stdout, a->file);
+        printf(",\"added\":%lld,\"present\":%lld}\n", (long long)added, (long long)present);
+    } else {
+        printf("import: %lld entr%s added, %lld already present, from %s\n", (long long)added,
+               added == 1 ? "y" : "ies", (long long)present, a->file);
+    }
+    return MJ_EXIT_OK;
+}
+
+/* ---- config ---------------------------------------------------------------------------------- */
+
+static int do_config(const cache_args *a)
+{
+    mj_cache_config cfg;
+    moejit_status st = mj_cache_config_resolve(NULL, &cfg);
+    if (st != MOEJIT_OK) return cli_fail(st, "cache config");
+    if (a->json) printf("{\"settings\":[");
+    for (int i = 0; i < MJ_SET_COUNT; i++) {
+        const mj_cache_setting_info *s = &mj_cache_settings[i];
+        mj_buf v = MJ_BUF_INIT;
+        mj_cache_config_format(&cfg, (mj_cache_setting)i, &v);
+        const char *value = v.data ? v.data : "";
+        const char *origin = mj_cache_origin_name(cfg.origin[i]);
+        if (a->json) {
+            printf("%s{\"key\":", i ? "," : "");
+            cli_json_string(stdout, s->key);
+            printf(",\"env\":");
+            cli_json_string(stdout, s->env);
+            printf(",\"value\":");
+            cli_json_string(stdout, value);
+            printf(",\"origin\":\"%s\",\"type\":", origin);
+            cli_json_string(stdout, s->type);
+            printf(",\"default\":");
+            cli_json_string(stdout, s->default_text);
+            printf(",\"allowed\":");
+            cli_json_string(stdout, s->allowed);
+            printf(",\"why\":");
+            cli_json_string(stdout, s->why);
+            printf("}");
+        } else {
+            printf("%-16s = %-40s (%s, %s)\n    %s\n", s->key, value, origin, s->env, s->why);
+        }
+        mj_buf_free(&v);
+    }
+    if (a->json) printf("]}\n");
+    return MJ_EXIT_OK;
+}
+
+/* ---- options --------------------------------------------------------------------------------- */
+
+static int parse(int argc, char **argv, cache_args *a)
+{
+    static const struct option long_options[] = {
+        {"json", no_argument, NULL, 'j'},          {"cache-dir", required_argument, NULL, 'C'},
+        {"arch", required_argument, NULL, 'a'},    {"preset", required_argument, NULL, 'p'},
+        {"spec", required_argument, NULL, 's'},    {"reset", no_argument, NULL, 'r'},
+        {"max-size", required_argument, NULL, 'S'}, {"max-age", required_argument, NULL, 'A'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "cache %s", a->sub->name);
+    int c, idx = -1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", long_options, &idx)) != -1) {
+        int need = c == 'a' || c == 'p' || c == 's' ? OPT_SELECT : c == 'r' ? OPT_RESET
+                 : c == 'S' || c == 'A'              ? OPT_GC
+                                                     : 0;
+        if (need && !(a->sub->options & need)) {
+            cli_error("%s: option '--%s' does not apply (see moejit cache --help)", cmd,
+                      idx >= 0 ? long_options[idx].name : "?");
+            return MJ_EXIT_USAGE;
+        }
+        switch (c) {
+        case 'j': a->json = 1; break;
+        case 'C': cli_set_cache_dir(optarg); break;
+        case 'a': {
+            int n = cli_parse_archs("cache: --arch", optarg, a->archs + a->n_archs, MAX_ARCHS - a->n_archs);
+            if (n < 0) return MJ_EXIT_USAGE;
+            a->n_archs += n;
+            break;
+        }
+        case 'p': {
+            a->have_presets = 1;
+            int rc = cli_plan_add_presets(&a->presets, cmd, optarg, (const char *const *)mj_arch_names, MJ_ARCH_COUNT);
+            if (rc != MJ_EXIT_OK) return rc;
+            break;
+        }
+        case 's':
+            if (!cli_strv_push(&a->specs, optarg)) return MJ_EXIT_FAIL;
+            break;
+        case 'r': a->reset = 1; break;
+        case 'S':
+            if (mj_cache_parse_size("--max-size", optarg, &a->max_size) != MOEJIT_OK)
+                return cli_fail(MOEJIT_ERR_INVALID_ARGUMENT, cmd);
+            break;
+        case 'A':
+            if (mj_cache_parse_age("--max-age", optarg, &a->max_age) != MOEJIT_OK)
+                return cli_fail(MOEJIT_ERR_INVALID_ARGUMENT, cmd);
+            break;
+        case 'h': fputs(cache_usage, stdout); return -1;
+        default: return cli_bad_option(cmd, c, argv);
+        }
+        idx = -1;
+    }
+    if (argc - optind != a->sub->n_args) {
+        if (a->sub->n_args) cli_error("%s: expected one FILE argument (see moejit cache --help)", cmd);
+        else cli_error("%s: unexpected argument '%s' (see moejit cache --help)", cmd, argv[optind]);
+        return MJ_EXIT_USAGE;
+    }
+    if (a->sub->n_args) a->file = argv[optind];
+    return MJ_EXIT_OK;
+}
+
+int cmd_cache(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_error("cache: expected a subcommand: ls, stats, verify, gc, clear, export, import, config "
+                  "(see moejit cache --help)");
+        return MJ_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(cache_usage, stdout);
+        return MJ_EXIT_OK;
+    }
+    cache_args a;
+    memset(&a, 0, sizeof a);
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(argv[1], subcommands[i].name)) a.sub = &subcommands[i];
+    if (!a.sub) {
+        cli_error("cache: unknown subcommand '%s'; allowed: ls, stats, verify, gc, clear, export, import, config",
+                  argv[1]);
+        return MJ_EXIT_USAGE;
+    }
+    int rc = parse(argc - 1, argv + 1, &a);
+    mj_cache *c = NULL;
+    if (rc == -1) rc = MJ_EXIT_OK; /* --help */
+    else if (rc == MJ_EXIT_OK) {
+        if (!strcmp(a.sub->name, "config")) rc = do_config(&a);
+        else if ((rc = cli_open_cache(&c)) == MJ_EXIT_OK) {
+            const char *n = a.sub->name;
+            rc = !strcmp(n, "ls")       ? do_ls(c, &a)
+               : !strcmp(n, "stats")    ? do_stats(c, &a)
+               : !strcmp(n, "verify")   ? do_verify(c, &a)
+               : !strcmp(n, "gc")       ? do_gc(c, &a)
+               : !strcmp(n, "clear")    ? do_clear(c, &a)
+               : !strcmp(n, "export")   ? do_export(c, &a)
+                                        : do_import(c, &a);
+        }
+    }
+    mj_cache_close(c);
+    cli_strv_free(&a.specs);
+    cli_plan_free(&a.presets);
+    return rc;
+}
