@@ -32,50 +32,101 @@ static const char *const routing_token[MJ_ROUTING_COUNT] = {
     "Routing::sigmoid_renorm", "Routing::deepseek_v3", "Routing::llama4", "Routing::precomputed"};
 _Static_assert(MJ_ROUTING_SOFTMAX_TOPK == 0 && MJ_ROUTING_PRECOMPUTED == 6, "routing_token order");
 
+static const char *const quant_token[MJ_QUANT_COUNT] = {
+    "Quant::bf16", "Quant::fp16", "Quant::fp8_tensor", "Quant::fp8_block", "Quant::w4a16", "Quant::mxfp4"};
+_Static_assert(MJ_QUANT_BF16 == 0 && MJ_QUANT_MXFP4 == 5 && MJ_QUANT_COUNT == 6, "quant_token order");
+
+static const char *const fp8_act_token[MJ_FP8_ACT_COUNT] = {"Fp8Act::tensor", "Fp8Act::token",
+                                                            "Fp8Act::static_scale"};
+_Static_assert(MJ_FP8_ACT_TENSOR == 0 && MJ_FP8_ACT_STATIC == 2, "fp8_act_token order");
+
+static const char *const w1_layout_token[MJ_W1_LAYOUT_COUNT] = {"W1Layout::up_gate", "W1Layout::gate_up",
+                                                                "W1Layout::interleaved"};
+_Static_assert(MJ_W1_UP_GATE == 0 && MJ_W1_INTERLEAVED == 2, "w1_layout_token order");
+
 static const char *name_or(const char *const *names, int count, int value)
 {
     return value >= 0 && value < count && names[value] ? names[value] : "?";
 }
 
-/* What this generator can emit today (the capability matrix should never let anything else
+/* The multiple a pinned H or I must be for quant (0: no rule beyond 8). */
+static int dim_multiple(const moejit_spec *s)
+{
+    switch (s->quant) {
+    case MJ_QUANT_FP8_BLOCK: return MJ_FP8_BLOCK;
+    case MJ_QUANT_W4A16: return s->zero_point ? 2 * s->group_size : s->group_size;
+    case MJ_QUANT_MXFP4: return MJ_MXFP4_GROUP;
+    default: return 8;
+    }
+}
+
+static moejit_status check_pinned_dim(const moejit_spec *s, const char *field, int v)
+{
+    if (v < 0 || v % 8 || v > MJ_SIMT_MAX_DIM)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "%s: a pinned value must be 0 (runtime) or a multiple of 8 up to %d, got %d", field,
+                       MJ_SIMT_MAX_DIM, v);
+    int m = dim_multiple(s);
+    if (v % m)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "%s: quant=%s%s needs a multiple of %d (its scale groups along K), got %d", field,
+                       mj_quant_names[s->quant], s->quant == MJ_QUANT_W4A16 && s->zero_point ? " with zero points" : "",
+                       m, v);
+    return MOEJIT_OK;
+}
+
+/* What this generator can emit (the capability matrix should never let anything else
  * through; this is the last line before NVRTC, so each refusal names the field). */
 static moejit_status check_emittable(const moejit_spec *s, const mj_simt_tile **tile)
 {
     if (s->backend != MJ_BACKEND_SIMT)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "backend: the code generator emits simt only, got %s",
                        name_or(mj_backend_names, MJ_BACKEND_COUNT, (int)s->backend));
-    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend simt supports bf16, fp16; got %s",
-                       name_or(mj_quant_names, MJ_QUANT_COUNT, (int)s->quant));
-    mj_dtype want = s->quant == MJ_QUANT_BF16 ? MJ_DTYPE_BF16 : MJ_DTYPE_FP16;
-    if (s->dtype != want)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
-                       mj_quant_names[s->quant], mj_dtype_names[want],
+    if (s->quant < 0 || s->quant >= MJ_QUANT_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "quant: value %d is no quantization", (int)s->quant);
+    if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: backend simt computes in bf16 or fp16, got %s",
                        name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
-    if (s->logits_dtype < 0 || s->logits_dtype >= MJ_DTYPE_COUNT)
+    if ((s->quant == MJ_QUANT_BF16 && s->dtype != MJ_DTYPE_BF16) ||
+        (s->quant == MJ_QUANT_FP16 && s->dtype != MJ_DTYPE_FP16))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
+                       mj_quant_names[s->quant], mj_quant_names[s->quant], mj_dtype_names[s->dtype]);
+    if (s->quant == MJ_QUANT_W4A16 && s->group_size != 32 && s->group_size != 64 && s->group_size != 128)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "group: must be 32, 64 or 128, got %d", s->group_size);
+    if (s->fp8_act < 0 || s->fp8_act >= MJ_FP8_ACT_COUNT ||
+        (s->quant != MJ_QUANT_FP8_TENSOR && s->fp8_act != MJ_FP8_ACT_TENSOR))
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "fp8_act: only quant=fp8_tensor chooses it (tensor, token, static)");
+    if (s->logits_dtype != MJ_DTYPE_FP32 && s->logits_dtype != MJ_DTYPE_BF16)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "logits: must be fp32 or bf16");
-    if (s->routing != MJ_ROUTING_SOFTMAX_TOPK && s->routing != MJ_ROUTING_RENORMALIZE &&
-        s->routing != MJ_ROUTING_PRECOMPUTED)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                       "routing: backend simt supports softmax_topk, renormalize, precomputed; got %s",
-                       name_or(mj_routing_names, MJ_ROUTING_COUNT, (int)s->routing));
-    if (s->w1_layout != MJ_W1_UP_GATE)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "w1_layout: backend simt supports up_gate; got %s",
-                       name_or(mj_w1_layout_names, MJ_W1_LAYOUT_COUNT, (int)s->w1_layout));
-    if (s->bias != MJ_BIAS_NONE)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "bias: backend simt supports none; got %s",
-                       name_or(mj_bias_names, MJ_BIAS_COUNT, (int)s->bias));
+    if (s->routing < 0 || s->routing >= MJ_ROUTING_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "routing: value %d is no routing method", (int)s->routing);
+    if (s->routing == MJ_ROUTING_DEEPSEEK_V3) {
+        if (s->n_group < 1 || s->n_group > MJ_SIMT_MAX_EXPERTS || s->topk_group < 1 || s->topk_group > s->n_group)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "n_group: deepseek_v3 needs 1 <= topk_group <= n_group <= %d, got n_group=%d, "
+                           "topk_group=%d", MJ_SIMT_MAX_EXPERTS, s->n_group, s->topk_group);
+        if (s->experts && s->experts % s->n_group)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "n_group: must divide experts (%d), got %d",
+                           s->experts, s->n_group);
+        if (s->experts && s->topk && s->topk > s->topk_group * (s->experts / s->n_group))
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "topk: deepseek_v3 chooses among topk_group x experts/n_group = %d experts, got %d",
+                           s->topk_group * (s->experts / s->n_group), s->topk);
+    }
+    if (s->routing == MJ_ROUTING_LLAMA4 && s->topk > 1)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "topk: routing=llama4 is top-1, got a pinned topk of %d",
+                       s->topk);
+    if (s->w1_layout < 0 || s->w1_layout >= MJ_W1_LAYOUT_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "w1_layout: value %d is no layout", (int)s->w1_layout);
+    if (s->bias < 0 || s->bias >= MJ_BIAS_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "bias: value %d is no bias setting", (int)s->bias);
     if (!mj_act_desc_of(s->act.kind))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "act: kind %d is no activation of the contract",
                        (int)s->act.kind);
-    if (s->hidden < 0 || s->hidden % 8 || s->hidden > MJ_SIMT_MAX_DIM)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "hidden: a pinned H must be 0 (runtime) or a multiple of 8 up to %d, got %d",
-                       MJ_SIMT_MAX_DIM, s->hidden);
-    if (s->inter < 0 || s->inter % 8 || s->inter > MJ_SIMT_MAX_DIM)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "inter: a pinned I must be 0 (runtime) or a multiple of 8 up to %d, got %d",
-                       MJ_SIMT_MAX_DIM, s->inter);
+    moejit_status st = check_pinned_dim(s, "hidden", s->hidden);
+    if (st != MOEJIT_OK) return st;
+    st = check_pinned_dim(s, "inter", s->inter);
+    if (st != MOEJIT_OK) return st;
     if (s->experts < 0 || s->experts > MJ_SIMT_MAX_EXPERTS)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "experts: a pinned E must be 0 (runtime) or 1..%d, got %d", MJ_SIMT_MAX_EXPERTS,
@@ -106,7 +157,7 @@ static void emit_header(mj_buf *b, const char *canonical)
     mj_buf_printf(b, "// generated by moejit %s, generator %d\n", MOEJIT_VERSION_STRING,
                   MJ_GENERATOR_VERSION);
     mj_buf_printf(b, "// spec: %s\n", canonical);
-    mj_buf_puts(b, "// kernels, in launch order:");
+    mj_buf_puts(b, "// kernels, in the order of the launch table (common/params.h):");
     for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) mj_buf_printf(b, " %s", kernel_names[i]);
     mj_buf_puts(b, "\n\n#include \"common/types.cuh\"\n\nnamespace mj {\nnamespace cfg {\n\n");
 }
@@ -126,6 +177,7 @@ static void emit_activation(mj_buf *b, const moejit_activation *act)
                   d->gated ? "gated: u = first half of fc1, g = second" : "ungated");
     mj_buf_printf(b, "constexpr int kActKind = %d;\n", (int)d->kind);
     mj_buf_printf(b, "constexpr bool kGated = %s;\n", d->gated ? "true" : "false");
+    mj_buf_printf(b, "constexpr int kActNParams = %d; // how many act_param overrides apply\n", d->n_params);
     mj_buf_puts(b, "// parameters in descriptor order: exact value, and whether it is set (not none)\n");
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++) {
         int used = i < d->n_params;
@@ -154,12 +206,30 @@ moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
 
     mj_buf b = MJ_BUF_INIT;
     emit_header(&b, canonical);
-    mj_buf_puts(&b, "// element type of x, W1, W2, the intermediate and out\n");
+    mj_buf_puts(&b, "// element type of x, out, the biases and the intermediate (and of 16-bit weights)\n");
     mj_buf_printf(&b, "constexpr Dtype kDtype = %s;\n", dtype_token[spec->dtype]);
     mj_buf_puts(&b, "// element type of router_logits\n");
     mj_buf_printf(&b, "constexpr Dtype kLogitsDtype = %s;\n\n", dtype_token[spec->logits_dtype]);
+    mj_buf_puts(&b, "// weight format; fp8 activation scaling; int4 group and zero points\n");
+    mj_buf_printf(&b, "constexpr Quant kQuant = %s;\n", quant_token[spec->quant]);
+    mj_buf_printf(&b, "constexpr Fp8Act kFp8Act = %s;\n", fp8_act_token[spec->fp8_act]);
+    mj_buf_printf(&b, "constexpr int kInt4Group = %d;\n", spec->quant == MJ_QUANT_W4A16 ? spec->group_size : 0);
+    mj_buf_printf(&b, "constexpr bool kInt4Zero = %s;\n\n",
+                  spec->quant == MJ_QUANT_W4A16 && spec->zero_point ? "true" : "false");
+    mj_buf_puts(&b, "// order of W1's rows, and the biases given\n");
+    mj_buf_printf(&b, "constexpr W1Layout kW1Layout = %s;\n", w1_layout_token[spec->w1_layout]);
+    mj_buf_printf(&b, "constexpr bool kHasB1 = %s;\n",
+                  spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
+    mj_buf_printf(&b, "constexpr bool kHasB2 = %s;\n\n",
+                  spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
     emit_activation(&b, &spec->act);
-    mj_buf_printf(&b, "constexpr Routing kRouting = %s;\n\n", routing_token[spec->routing]);
+    mj_buf_printf(&b, "constexpr Routing kRouting = %s;\n", routing_token[spec->routing]);
+    mj_buf_puts(&b, "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n");
+    int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3;
+    mj_buf_printf(&b, "constexpr int kNGroup = %d;\n", dsv3 ? spec->n_group : 1);
+    mj_buf_printf(&b, "constexpr int kTopkGroup = %d;\n", dsv3 ? spec->topk_group : 1);
+    emit_float(&b, "kRoutedScaling", dsv3 ? spec->routed_scaling : 1.0f);
+    mj_buf_puts(&b, "\n\n");
     mj_buf_puts(&b, "// pinned shape: 0 = given at run time, else the kernels use the constant\n");
     mj_buf_printf(&b, "constexpr int kPinnedHidden = %d;\n", spec->hidden);
     mj_buf_printf(&b, "constexpr int kPinnedInter = %d;\n", spec->inter);

@@ -1,20 +1,48 @@
 /*
- * This file contains the launch side of the simt layer: the shape rules, the workspace
- * layout, and the sequence of stream-ordered driver calls that runs one forward.
+ * This file contains the launch side of the simt layer: the shape rules of every format, the
+ * tensors each spec requires (and refuses), the workspace layout, and the sequence of
+ * stream-ordered driver calls that runs one forward.
+ *
+ * Tensors per spec (E_l = E_local, rows = 2I for a gated activation else I, all row-major,
+ * K (the reduction dimension) contiguous; "dtype" is the spec's dtype, bf16 or fp16):
+ *
+ *   quant       w1 / w2 elements                    w1_scale / w2_scale
+ *   bf16, fp16  dtype [E_l, rows, H] / [E_l, H, I]  none
+ *   fp8_tensor  e4m3 [E_l, rows, H] / [E_l, H, I]   fp32 [E_l] / fp32 [E_l]
+ *   fp8_block   e4m3, same shapes                   fp32 [E_l, rows/128, H/128] / [E_l, H/128, I/128]
+ *   w4a16       u8 [E_l, rows, H/2] / [E_l, H, I/2] dtype [E_l, rows, H/g] / [E_l, H, I/g]
+ *               (two int4 per byte, even k in the low nibble; w1_zero / w2_zero with
+ *               zero_point=1: u8 [E_l, rows, H/g/2] / [E_l, H, I/g/2], packed the same way)
+ *   mxfp4       u8 [E_l, rows, H/2] / [E_l, H, I/2] u8 e8m0 [E_l, rows, H/32] / [E_l, H, I/32]
+ *               (two e2m1 per byte, even k in the low nibble)
+ *
+ *   x [T, H] dtype (fp8_tensor with fp8_act=static: e4m3, with x_scale fp32 [1]); out [T, H]
+ *   dtype; router_logits [T, E] fp32 or bf16 (spec logits=); routing_bias fp32 [E], optional,
+ *   deepseek_v3 only; b1 dtype [E_l, rows] in W1's row order; b2 dtype [E_l, H];
+ *   act_param[i] fp32 [E_l] for the activation's parameter i.
+ *
+ * Shape rules: H, I multiples of 8 (all), of 128 (fp8_block), of g (w4a16; 2g with zero
+ * points, so each row's zero points fill whole bytes), of 32 (mxfp4).
  *
  * Workspace layout (every region starts on a 256-byte boundary, in this order; P = T·k):
  *
  *   ids          int32 [P]             local expert id of each (token, slot), or -1
  *   weights      fp32  [P]             routing weight of each (token, slot)
- *   counters     int32 [2·E_local]     rows per local expert, then scatter cursors (zeroed)
+ *   counters     int32 [2·E_local + 2] rows per local expert, scatter cursors, then the two
+ *                                      fp8 amax words (all zeroed by one memset)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list
  *   tile_offsets int32 [E_local + 1]   first BLOCK_M row tile of each expert
  *   rows         int32 [P]             pair indices t·k + j grouped by expert
  *   inter        dtype [P, I]          activation output, row = position in the row list
- *   y            fp32  [P, H]          GEMM2 output, row = pair index
+ *   y            fp32  [P, H]          GEMM2 output (+ b2), row = pair index
+ *   fp8 only:
+ *   xq           e4m3  [T, H]          quantized x (not for fp8_act=static)
+ *   xscale       fp32  [1] / [T] / [T, H/128]   per tensor / per token / fp8_block
+ *   interq       e4m3  [P, I]          quantized intermediate
+ *   interscale   fp32  [1] / [P] / [P, I/128]
  *
  * T = 0 needs no workspace and launches nothing. A forward allocates nothing, never
- * synchronises and only enqueues (one memset, six launches), so it can be graph-captured;
+ * synchronises and only enqueues (one memset and the launches), so it can be graph-captured;
  * the grids depend on the shape only, never on the routing.
  */
 #include <stdint.h>
@@ -29,6 +57,7 @@
 
 typedef struct ws_layout {
     size_t ids, weights, counters, offsets, tile_offsets, rows, inter, y;
+    size_t xq, xscale, interq, interscale; /* fp8 only (0 otherwise) */
     size_t total;
 } ws_layout;
 
@@ -38,6 +67,62 @@ static size_t align_up(size_t v) { return (v + WS_ALIGN - 1) / WS_ALIGN * WS_ALI
 static int64_t local_experts(const moejit_moe_args *a)
 {
     return a->num_local_experts ? a->num_local_experts : a->num_experts;
+}
+
+static int is_fp8(const moejit_spec *s) { return s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK; }
+
+/* H and I against the scale groups of the weight format (a group never straddles a row). */
+static moejit_status check_format_shape(const moejit_spec *spec, const moejit_moe_args *a)
+{
+    int64_t m = 8;
+    const char *why = NULL;
+    char buf[96];
+    switch (spec->quant) {
+    case MJ_QUANT_FP8_BLOCK:
+        m = MJ_FP8_BLOCK;
+        why = "quant=fp8_block scales 128x128 weight blocks and 1x128 activation groups";
+        break;
+    case MJ_QUANT_W4A16:
+        m = spec->zero_point ? 2 * spec->group_size : spec->group_size;
+        snprintf(buf, sizeof buf, "quant=w4a16 has one scale per %d along K%s", spec->group_size,
+                 spec->zero_point ? ", and two 4-bit zero points per byte" : "");
+        why = buf;
+        break;
+    case MJ_QUANT_MXFP4:
+        m = MJ_MXFP4_GROUP;
+        why = "quant=mxfp4 has one e8m0 scale per 32 along K";
+        break;
+    default: return MOEJIT_OK;
+    }
+    if (a->hidden % m)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.hidden: must be a multiple of %lld (%s), got %lld",
+                       (long long)m, why, (long long)a->hidden);
+    if (a->inter % m)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.inter: must be a multiple of %lld (%s), got %lld",
+                       (long long)m, why, (long long)a->inter);
+    return MOEJIT_OK;
+}
+
+/* The routing methods' own rules on E and k. */
+static moejit_status check_routing_shape(const moejit_spec *spec, const moejit_moe_args *a)
+{
+    if (spec->routing == MJ_ROUTING_LLAMA4 && a->topk != 1)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.topk: routing=llama4 is top-1, must be 1, got %lld",
+                       (long long)a->topk);
+    if (spec->routing != MJ_ROUTING_DEEPSEEK_V3) return MOEJIT_OK;
+    if (spec->n_group > a->num_experts || a->num_experts % spec->n_group)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "args.num_experts: routing=deepseek_v3 needs num_experts divisible by n_group (%d), "
+                       "got %lld",
+                       spec->n_group, (long long)a->num_experts);
+    int64_t eligible = (int64_t)spec->topk_group * (a->num_experts / spec->n_group);
+    if (a->topk > eligible)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "args.topk: routing=deepseek_v3 chooses among topk_group x num_experts/n_group = "
+                       "%d x %lld = %lld experts, got %lld",
+                       spec->topk_group, (long long)(a->num_experts / spec->n_group), (long long)eligible,
+                       (long long)a->topk);
+    return MOEJIT_OK;
 }
 
 moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_args *a)
@@ -81,6 +166,10 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
                        "num_experts = %lld (0 means all experts, which needs offset 0), got %lld + %lld",
                        (long long)a->num_experts, (long long)a->expert_offset,
                        (long long)a->num_local_experts);
+    moejit_status st = check_format_shape(spec, a);
+    if (st != MOEJIT_OK) return st;
+    st = check_routing_shape(spec, a);
+    if (st != MOEJIT_OK) return st;
     static const char *const pin_name[4] = {"hidden", "inter", "num_experts", "topk"};
     const int pinned[4] = {spec->hidden, spec->inter, spec->experts, spec->topk};
     const int64_t given[4] = {a->hidden, a->inter, a->num_experts, a->topk};
@@ -95,7 +184,7 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
 static size_t dtype_bytes(mj_dtype d) { return d == MJ_DTYPE_FP32 ? 4 : 2; }
 
 /* The shape must have passed mj_launch_check_shape (so every product below fits: P < 2^31,
- * H, I <= 2^20, and P·H·4 < 2^53). */
+ * H, I <= 2^20, and P·H·4 < 2^53). Regions a spec does not use stay at offset 0, size 0. */
 static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, ws_layout *w)
 {
     memset(w, 0, sizeof *w);
@@ -108,7 +197,7 @@ static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, ws_layo
     w->weights = at;
     at = align_up(at + pairs * 4);
     w->counters = at;
-    at = align_up(at + 2 * e_local * 4);
+    at = align_up(at + (2 * e_local + 2) * 4);
     w->offsets = at;
     at = align_up(at + (e_local + 1) * 4);
     w->tile_offsets = at;
@@ -119,6 +208,21 @@ static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, ws_layo
     at = align_up(at + pairs * (size_t)a->inter * dtype_bytes(spec->dtype));
     w->y = at;
     at = align_up(at + pairs * (size_t)a->hidden * 4);
+    if (is_fp8(spec)) {
+        const size_t T = (size_t)a->num_tokens, H = (size_t)a->hidden, I = (size_t)a->inter;
+        const int block = spec->quant == MJ_QUANT_FP8_BLOCK;
+        const int token = spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_TOKEN;
+        if (!(spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC)) {
+            w->xq = at;
+            at = align_up(at + T * H);
+            w->xscale = at;
+            at = align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : token ? T : 1));
+        }
+        w->interq = at;
+        at = align_up(at + pairs * I);
+        w->interscale = at;
+        at = align_up(at + 4 * (block ? pairs * (I / MJ_FP8_BLOCK) : token ? pairs : 1));
+    }
     w->total = at;
 }
 
@@ -135,57 +239,135 @@ moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe
     return MOEJIT_OK;
 }
 
-/* Tensors a bf16/fp16 simt layer cannot honour: refusing beats silently ignoring them. */
-static moejit_status check_unused_inputs(const moejit_spec *spec, const moejit_moe_args *a)
+/* Whether a spec uses a tensor argument. */
+enum { REFUSED = 0, REQUIRED = 1, OPTIONAL = 2, IGNORED = 3 };
+
+/* One tensor argument: its need, its alignment, and the sentence that explains a refusal or
+ * a requirement. */
+typedef struct ptr_rule {
+    const void *p;
+    const char *name;
+    int need;
+    size_t align;
+    const char *why;
+} ptr_rule;
+
+static moejit_status check_rules(const ptr_rule *r, size_t n)
 {
-    const struct { const void *p; const char *name, *why; } unused[] = {
-        {a->b1, "b1", "the spec has bias=none"},
-        {a->b2, "b2", "the spec has bias=none"},
-        {a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
-        {a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
-        {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
-        {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
-        {a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
-        {a->act_param[0], "act_param[0]", "per-expert activation overrides are not supported by simt yet"},
-        {a->act_param[1], "act_param[1]", "per-expert activation overrides are not supported by simt yet"},
-        {a->act_param[2], "act_param[2]", "per-expert activation overrides are not supported by simt yet"},
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].need == IGNORED) continue;
+        if (r[i].need == REFUSED) {
+            if (r[i].p)
+                return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", r[i].name, r[i].why);
+            continue;
+        }
+        if (!r[i].p) {
+            if (r[i].need == OPTIONAL) continue;
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (%s)", r[i].name, r[i].why);
+        }
+        if ((uintptr_t)r[i].p % r[i].align)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
+                           r[i].name, r[i].align, r[i].why, r[i].p);
+    }
+    return MOEJIT_OK;
+}
+
+/* Scales, zero points, biases, the selection bias, the static x scale and the activation
+ * overrides: each required exactly when the spec uses it, refused otherwise (an input the
+ * layer would silently ignore is an error). */
+static moejit_status check_format_inputs(const moejit_spec *spec, const moejit_moe_args *a)
+{
+    const mj_quant q = spec->quant;
+    const int scaled = q != MJ_QUANT_BF16 && q != MJ_QUANT_FP16;
+    const size_t scale_align = q == MJ_QUANT_W4A16 ? 2 : q == MJ_QUANT_MXFP4 ? 1 : 4;
+    const char *scale_why = q == MJ_QUANT_FP8_TENSOR  ? "quant=fp8_tensor: fp32 [E_local] per matrix"
+                            : q == MJ_QUANT_FP8_BLOCK ? "quant=fp8_block: fp32 [E_local, N/128, K/128]"
+                            : q == MJ_QUANT_W4A16     ? "quant=w4a16: dtype [E_local, N, K/group]"
+                            : q == MJ_QUANT_MXFP4     ? "quant=mxfp4: e8m0 bytes [E_local, N, K/32]"
+                                                      : "bf16/fp16 weights have no scales";
+    const int zero = q == MJ_QUANT_W4A16 && spec->zero_point;
+    const char *zero_why = zero ? "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"
+                                : "only w4a16 with zero_point=1 has zero points";
+    const int b1 = spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH;
+    const int b2 = spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH;
+    const int stat = q == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
+    const ptr_rule rules[] = {
+        {a->w1_scale, "w1_scale", scaled ? REQUIRED : REFUSED, scale_align, scale_why},
+        {a->w2_scale, "w2_scale", scaled ? REQUIRED : REFUSED, scale_align, scale_why},
+        {a->w1_zero, "w1_zero", zero ? REQUIRED : REFUSED, 1, zero_why},
+        {a->w2_zero, "w2_zero", zero ? REQUIRED : REFUSED, 1, zero_why},
+        {a->b1, "b1", b1 ? REQUIRED : REFUSED, 2, b1 ? "the spec has bias b1 or both: dtype [E_local, rows]" : "the spec has no bias b1"},
+        {a->b2, "b2", b2 ? REQUIRED : REFUSED, 2, b2 ? "the spec has bias b2 or both: dtype [E_local, H]" : "the spec has no bias b2"},
+        {a->routing_bias, "routing_bias", spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? OPTIONAL : REFUSED, 4,
+         spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? "fp32 [num_experts]"
+                                                 : "only deepseek_v3 routing has a selection bias"},
+        {a->x_scale, "x_scale", stat && a->num_tokens > 0 ? REQUIRED : stat ? OPTIONAL : REFUSED, 4,
+         stat ? "quant=fp8_tensor with fp8_act=static: the fp32 dequant scale of x"
+              : "only quant=fp8_tensor with fp8_act=static takes a static x scale"},
     };
-    (void)spec;
-    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
-        if (unused[i].p)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", unused[i].name,
-                           unused[i].why);
+    moejit_status st = check_rules(rules, sizeof rules / sizeof rules[0]);
+    if (st != MOEJIT_OK) return st;
+
+    /* Per-expert activation overrides: one per declared parameter, none past them. */
+    const mj_act_desc *d = mj_act_desc_of(spec->act.kind);
+    for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++) {
+        const void *ov = a->act_param[i];
+        if (!ov) continue;
+        if (!d || d->n_params == 0)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "args.act_param[%d]: must be NULL: activation %s has no parameters to override",
+                           i, d ? d->name : "?");
+        if (i >= d->n_params) {
+            mj_buf b = MJ_BUF_INIT;
+            for (int j = 0; j < d->n_params; j++) mj_buf_printf(&b, "%s%d (%s)", j ? ", " : "", j, d->params[j].name);
+            moejit_status f = mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                                      "args.act_param[%d]: must be NULL: activation %s has %d parameter%s; "
+                                      "allowed indices: %s",
+                                      i, d->name, d->n_params, d->n_params == 1 ? "" : "s",
+                                      b.data ? b.data : "");
+            mj_buf_free(&b);
+            return f;
+        }
+        if ((uintptr_t)ov % 4)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "args.act_param[%d]: must be 4-byte aligned (fp32 [E_local] values of %s), got %p",
+                           i, d->params[i].name, ov);
+    }
     return MOEJIT_OK;
 }
 
 /* Required pointers and their alignment. With T = 0 the per-token tensors may be NULL (an
- * empty framework tensor often has no storage); the weights are always required. */
+ * empty framework tensor often has no storage); the weights and their scales are always
+ * required. */
 static moejit_status check_pointers(const moejit_spec *spec, const moejit_moe_args *a)
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
     const size_t logit_align = spec->logits_dtype == MJ_DTYPE_FP32 ? 4 : 2;
-    const struct { const void *p; const char *name; int needed; size_t align; const char *why; } ptrs[] = {
-        {a->w1, "w1", 1, 16, "16-byte loads"},
-        {a->w2, "w2", 1, 16, "16-byte loads"},
-        {a->x, "x", tokens, 16, "16-byte loads"},
-        {a->out, "out", tokens, 16, "vector stores"},
-        {a->router_logits, "router_logits", tokens && !pre, logit_align, "its element size"},
-        {a->topk_ids, "topk_ids", tokens && pre, 4, "int32 elements"},
-        {a->topk_weights, "topk_weights", tokens && pre, 4, "fp32 elements"},
+    const int per_token = tokens ? REQUIRED : OPTIONAL;
+    /* the other routing's tensors are ignored, as they always were (callers often pass both) */
+    const ptr_rule rules[] = {
+        {a->w1, "w1", REQUIRED, 16, "16-byte aligned rows for vector loads"},
+        {a->w2, "w2", REQUIRED, 16, "16-byte aligned rows for vector loads"},
+        {a->x, "x", per_token, 16, "vector loads"},
+        {a->out, "out", per_token, 16, "vector stores"},
+        {a->router_logits, "router_logits", pre ? IGNORED : per_token, logit_align, "its element size"},
+        {a->topk_ids, "topk_ids", pre ? per_token : IGNORED, 4, "int32 elements, routing=precomputed"},
+        {a->topk_weights, "topk_weights", pre ? per_token : IGNORED, 4, "fp32 elements, routing=precomputed"},
     };
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        if (!ptrs[i].needed) continue;
-        if (!ptrs[i].p)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (routing=%s)",
-                           ptrs[i].name, mj_routing_names[spec->routing]);
-        if ((uintptr_t)ptrs[i].p % ptrs[i].align)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
-                           ptrs[i].name, ptrs[i].align, ptrs[i].why, ptrs[i].p);
-    }
-    return check_unused_inputs(spec, a);
+    moejit_status st = check_rules(rules, sizeof rules / sizeof rules[0]);
+    if (st != MOEJIT_OK) return st;
+    return check_format_inputs(spec, a);
 }
 
 static unsigned ceil_div(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }
+
+/* Blocks of a grid-stride amax over `chunks` 8-element chunks: enough to fill the GPU,
+ * fixed by the shape. */
+static unsigned amax_blocks(int64_t chunks)
+{
+    int64_t b = (chunks + MJ_SIMT_AMAX_THREADS - 1) / MJ_SIMT_AMAX_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > MJ_SIMT_AMAX_MAX_BLOCKS ? MJ_SIMT_AMAX_MAX_BLOCKS : b);
+}
 
 moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                 const moejit_moe_args *args, void *workspace,
@@ -235,6 +417,15 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     p.w1 = (uintptr_t)args->w1;
     p.w2 = (uintptr_t)args->w2;
     p.out = (uintptr_t)args->out;
+    p.routing_bias = (uintptr_t)args->routing_bias;
+    p.b1 = (uintptr_t)args->b1;
+    p.b2 = (uintptr_t)args->b2;
+    p.w1_scale = (uintptr_t)args->w1_scale;
+    p.w2_scale = (uintptr_t)args->w2_scale;
+    p.w1_zero = (uintptr_t)args->w1_zero;
+    p.w2_zero = (uintptr_t)args->w2_zero;
+    for (int i = 0; i < 3; i++) p.act_param[i] = (uintptr_t)args->act_param[i];
+    p.x_scale = (uintptr_t)args->x_scale;
     p.ws_ids = ws + w.ids;
     p.ws_weights = ws + w.weights;
     p.ws_counts = ws + w.counters;
@@ -244,6 +435,11 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     p.ws_rows = ws + w.rows;
     p.ws_inter = ws + w.inter;
     p.ws_y = ws + w.y;
+    p.ws_amax = p.ws_cursors + (unsigned long long)e_local * 4;
+    if (w.xq) p.ws_xq = ws + w.xq;
+    if (w.xscale) p.ws_xscale = ws + w.xscale;
+    if (w.interq) p.ws_interq = ws + w.interq;
+    if (w.interscale) p.ws_interscale = ws + w.interscale;
     p.num_tokens = T;
     p.num_pairs = pairs;
     p.hidden = (int)args->hidden;
@@ -254,20 +450,38 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     p.num_local_experts = (int)e_local;
     p.max_tiles = (int)mj_simt_max_tiles(pairs, tile->block_m, (int)e_local);
 
-    CUresult r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, (size_t)(2 * e_local), stream);
+    /* counts, cursors and the two amax words are contiguous: one memset */
+    CUresult r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, (size_t)(2 * e_local + 2), stream);
     if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
+
+    /* The fp8 activation stages run only where the spec quantizes activations. */
+    const int fp8 = is_fp8(spec), tensor_q = spec->quant == MJ_QUANT_FP8_TENSOR;
+    int run[MJ_SIMT_NUM_KERNELS];
+    for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) run[i] = 1;
+    run[MJ_SIMT_K_X_AMAX] = tensor_q && spec->fp8_act == MJ_FP8_ACT_TENSOR;
+    run[MJ_SIMT_K_X_QUANT] = fp8 && !(tensor_q && spec->fp8_act == MJ_FP8_ACT_STATIC);
+    run[MJ_SIMT_K_INTER_AMAX] = tensor_q && spec->fp8_act != MJ_FP8_ACT_TOKEN;
+    run[MJ_SIMT_K_INTER_QUANT] = fp8;
+    const int64_t x_chunks = T * args->hidden / 8, inter_chunks = pairs * args->inter / 8;
 
     static const char *const names[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_KERNEL_NAME_LIST};
     const struct { unsigned gx, gy, block; } cfg[MJ_SIMT_NUM_KERNELS] = {
         [MJ_SIMT_K_ROUTE] = {ceil_div(T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS},
         [MJ_SIMT_K_EXPERT_OFFSETS] = {1, 1, MJ_SIMT_OFFSETS_THREADS},
         [MJ_SIMT_K_SCATTER] = {ceil_div(pairs, MJ_SIMT_SCATTER_THREADS), 1, MJ_SIMT_SCATTER_THREADS},
+        [MJ_SIMT_K_X_AMAX] = {amax_blocks(x_chunks), 1, MJ_SIMT_AMAX_THREADS},
+        [MJ_SIMT_K_X_QUANT] = {(unsigned)T, 1, MJ_SIMT_QUANT_THREADS},
         [MJ_SIMT_K_GEMM1_ACT] = {(unsigned)p.max_tiles, ceil_div(args->inter, tile->block_n), MJ_SIMT_GEMM_THREADS},
+        [MJ_SIMT_K_INTER_AMAX] = {amax_blocks(inter_chunks), 1, MJ_SIMT_AMAX_THREADS},
+        [MJ_SIMT_K_INTER_QUANT] = {(unsigned)pairs, 1, MJ_SIMT_QUANT_THREADS},
         [MJ_SIMT_K_GEMM2] = {(unsigned)p.max_tiles, ceil_div(args->hidden, tile->block_n), MJ_SIMT_GEMM_THREADS},
         [MJ_SIMT_K_FINALIZE] = {(unsigned)T, 1, MJ_SIMT_FINALIZE_THREADS},
     };
     void *params[] = {&p};
-    for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) {
+    static const int order[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_LAUNCH_ORDER};
+    for (int o = 0; o < MJ_SIMT_NUM_KERNELS; o++) {
+        const int i = order[o];
+        if (!run[i]) continue;
         r = d->cuLaunchKernel((CUfunction)m->kernels[i], cfg[i].gx, cfg[i].gy, 1, cfg[i].block, 1, 1, 0,
                               stream, params, NULL);
         if (r != CUDA_SUCCESS) {

@@ -24,15 +24,18 @@ const mj_backend_caps mj_backend_table[] = {
     {
         .backend = MJ_BACKEND_SIMT,
         .summary = "portable CUDA cores, sm_80+",
-        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16),
+        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16) | MJ_BIT(MJ_QUANT_FP8_TENSOR) |
+                  MJ_BIT(MJ_QUANT_FP8_BLOCK) | MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4),
         .dtypes = MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16),
         .acts = ALL_ACTS,
         .archs = ALL_ARCHS,
         .routings = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
+                    MJ_BIT(MJ_ROUTING_SIGMOID_TOPK) | MJ_BIT(MJ_ROUTING_SIGMOID_RENORM) |
+                    MJ_BIT(MJ_ROUTING_DEEPSEEK_V3) | MJ_BIT(MJ_ROUTING_LLAMA4) |
                     MJ_BIT(MJ_ROUTING_PRECOMPUTED),
-        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE),
-        .biases = MJ_BIT(MJ_BIAS_NONE),
-        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32),
+        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE) | MJ_BIT(MJ_W1_GATE_UP) | MJ_BIT(MJ_W1_INTERLEAVED),
+        .biases = MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH),
+        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16),
     },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];

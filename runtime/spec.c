@@ -39,6 +39,7 @@ const char *const mj_routing_names[MJ_ROUTING_COUNT] = {"softmax_topk",   "renor
                                                         "precomputed"};
 const char *const mj_w1_layout_names[MJ_W1_LAYOUT_COUNT] = {"up_gate", "gate_up", "interleaved"};
 const char *const mj_bias_names[MJ_BIAS_COUNT] = {"none", "b1", "b2", "both"};
+const char *const mj_fp8_act_names[MJ_FP8_ACT_COUNT] = {"tensor", "token", "static"};
 
 /* Compute capability of each arch, in mj_arch order. */
 static const int arch_cc[MJ_ARCH_COUNT][2] = {{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {12, 0}};
@@ -81,6 +82,7 @@ enum field {
     F_ZERO_POINT,
     F_DTYPE,
     F_ACT,
+    F_FP8_ACT,
     F_ARCH,
     F_ROUTING,
     F_N_GROUP,
@@ -97,7 +99,7 @@ enum field {
     F_COUNT
 };
 static const char *const field_names[F_COUNT] = {
-    "backend", "quant",   "group",      "zero_point",     "dtype",  "act",       "arch",
+    "backend", "quant",   "group",      "zero_point",     "dtype",  "act",       "fp8_act", "arch",
     "routing", "n_group", "topk_group", "routed_scaling", "logits", "w1_layout", "bias",
     "hidden",  "inter",   "experts",    "topk",           "tile"};
 
@@ -423,6 +425,13 @@ static moejit_status build(const raw *fields, moejit_spec *s)
         return type_error(act, "act", "a string such as \"swiglu(alpha=1.702)\" or an object");
     }
 
+    if (s->quant == MJ_QUANT_FP8_TENSOR) {
+        READ_ENUM(F_FP8_ACT, mj_fp8_act_names, MJ_FP8_ACT_COUNT, s->fp8_act);
+    } else if (fields[F_FP8_ACT].set) {
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "fp8_act: only valid with quant=fp8_tensor (quant is %s)", mj_quant_names[s->quant]);
+    }
+
     s->routing = MJ_ROUTING_RENORMALIZE;
     READ_ENUM(F_ROUTING, mj_routing_names, MJ_ROUTING_COUNT, s->routing);
     s->routed_scaling = 1.0f;
@@ -517,6 +526,8 @@ void mj_spec_format(const moejit_spec *s, mj_buf *b)
         mj_buf_printf(b, ",group=%d,zero_point=%d", s->group_size, s->zero_point);
     mj_buf_printf(b, ",dtype=%s,act=", name_of(mj_dtype_names, MJ_DTYPE_COUNT, s->dtype));
     mj_activation_format(&s->act, b);
+    if (s->quant == MJ_QUANT_FP8_TENSOR)
+        mj_buf_printf(b, ",fp8_act=%s", name_of(mj_fp8_act_names, MJ_FP8_ACT_COUNT, s->fp8_act));
     mj_buf_printf(b, ",arch=%s,routing=%s", name_of(mj_arch_names, MJ_ARCH_COUNT, s->arch),
                   name_of(mj_routing_names, MJ_ROUTING_COUNT, s->routing));
     if (s->routing == MJ_ROUTING_DEEPSEEK_V3) {
@@ -688,6 +699,8 @@ moejit_status moejit_spec_to_json(const moejit_spec *s, char *buf, size_t cap, s
     }
     ok = ok && cJSON_AddStringToObject(o, "dtype", mj_dtype_names[s->dtype]);
     ok = ok && cJSON_AddStringToObject(o, "act", act.data);
+    if (s->quant == MJ_QUANT_FP8_TENSOR)
+        ok = ok && cJSON_AddStringToObject(o, "fp8_act", mj_fp8_act_names[s->fp8_act]);
     ok = ok && cJSON_AddStringToObject(o, "arch", mj_arch_names[s->arch]);
     ok = ok && cJSON_AddStringToObject(o, "routing", mj_routing_names[s->routing]);
     if (s->routing == MJ_ROUTING_DEEPSEEK_V3) {

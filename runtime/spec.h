@@ -40,6 +40,11 @@ typedef enum mj_w1_layout { MJ_W1_UP_GATE = 0, MJ_W1_GATE_UP, MJ_W1_INTERLEAVED,
 
 typedef enum mj_bias { MJ_BIAS_NONE = 0, MJ_BIAS_B1, MJ_BIAS_B2, MJ_BIAS_BOTH, MJ_BIAS_COUNT } mj_bias;
 
+/* quant=fp8_tensor: how x becomes e4m3 — a dynamic scale per tensor or per token (amax/448,
+ * computed in the kernel), or x handed over already in e4m3 with a static fp32 scale
+ * (moejit_moe_args.x_scale). */
+typedef enum mj_fp8_act { MJ_FP8_ACT_TENSOR = 0, MJ_FP8_ACT_TOKEN, MJ_FP8_ACT_STATIC, MJ_FP8_ACT_COUNT } mj_fp8_act;
+
 struct moejit_spec {
     mj_backend backend;
     mj_quant quant;
@@ -52,6 +57,7 @@ struct moejit_spec {
     mj_bias bias;
     int group_size;          /* w4a16: 32, 64, 128; otherwise 0 */
     int zero_point;          /* w4a16: 0 or 1; otherwise 0 */
+    mj_fp8_act fp8_act;      /* fp8_tensor: tensor (default), token, static; otherwise tensor */
     int n_group, topk_group; /* deepseek_v3 routing; otherwise 0 */
     float routed_scaling;    /* deepseek_v3 routing; otherwise 1.0 */
     int hidden, inter, experts, topk; /* pinned shape; 0 = given at run time */
@@ -68,6 +74,7 @@ extern const char *const mj_arch_names[MJ_ARCH_COUNT];    /* "sm_80" ... "sm_120
 extern const char *const mj_routing_names[MJ_ROUTING_COUNT];
 extern const char *const mj_w1_layout_names[MJ_W1_LAYOUT_COUNT];
 extern const char *const mj_bias_names[MJ_BIAS_COUNT];
+extern const char *const mj_fp8_act_names[MJ_FP8_ACT_COUNT];
 
 /* NVRTC's name for the arch ("sm_90a" for MJ_ARCH_SM90A). */
 const char *mj_arch_target(mj_arch arch);

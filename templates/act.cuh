@@ -31,7 +31,8 @@ __host__ __device__ constexpr bool act_is_known(int kind)
 // An activation's parameters in its descriptor order (runtime/activation.h): SwiGLU
 // (alpha, beta, limit), SwiGLUStep (limit), SiTU (gate_scale, linear_scale, clamp_limit).
 // present[i] == false means "none" (SiTU's optional fields). The generated source supplies
-// the values as exact hex literals; per-expert overrides would replace v[i] per block.
+// the values as exact hex literals; per-expert overrides (act_param) replace v[i] per block
+// (simt_gemm1_act.cuh, expert_act_params).
 struct ActParams {
     float v[3];
     bool present[3];

@@ -1,20 +1,30 @@
 // This file contains the routing stage: one warp per token chooses its k experts and their
 // weights, maps them to this rank's local ids and counts rows per local expert.
 //
-//   softmax_topk : p = softmax over all E logits; the k largest; weights p (not renormalised)
-//   renormalize  : the k largest raw logits; weights = softmax over those k
-//   precomputed  : ids [T, k] (int32, global) and weights [T, k] (fp32) given by the caller
+//   softmax_topk   : p = softmax over all E logits; the k largest; weights p (not renormalised)
+//   renormalize    : the k largest raw logits; weights = softmax over those k
+//   sigmoid_topk   : the k largest logits; weights σ(logit)
+//   sigmoid_renorm : the k largest logits; weights σ / (Σ_k σ + 1e-20)
+//   deepseek_v3    : score = σ(logit) + routing_bias[e] (selection only); groups of E/n_group
+//                    consecutive experts ranked by the sum of their top-2 scores (the top
+//                    score alone for a group of one); the best topk_group groups are kept,
+//                    the others' scores masked to −inf; the k best scores; weights = σ(logit)
+//                    of the k, divided by their sum, × routed_scaling
+//   llama4         : top-1 (k = 1); weight σ(logit)
+//   precomputed    : ids [T, k] (int32, global) and weights [T, k] (fp32) given by the caller
 //
-// Selection is k rounds of a warp argmax; ties go to the lower expert id, and a NaN logit
-// ranks as −inf (so the order is total and every lane agrees on the winner). Selection by
-// logit equals selection by probability (softmax is monotone) without the ties that fp32
-// rounding of the probabilities would add.
+// Selection is rounds of a warp argmax; ties go to the lower id (expert, or group), and a NaN
+// key ranks as −inf (so the order is total and every lane agrees on the winner). Selection by
+// logit equals selection by probability (softmax and σ are monotone) without the ties that
+// fp32 rounding of the probabilities would add. Sums over the k slots are butterfly
+// reductions: symmetric, so every lane gets the same bits, and the order is fixed.
 //
 // Expert parallelism: global id g is local id g − expert_offset when that is in
 // [0, E_local); any other id (another rank's expert, or a precomputed id outside [0, E))
 // becomes −1 and contributes nothing. Counts use integer atomics, so they are exact.
 #pragma once
 
+#include "act.cuh"
 #include "common/params.h"
 #include "common/types.cuh"
 
@@ -53,81 +63,120 @@ struct RoutedSlot {
     float weight;
 };
 
-// Top-k over the logits of one token; lane j < k returns slot j (global id, raw logit in
-// weight). kMaxE bounds the register array (a pinned E shrinks it).
-template <Dtype kLogits, int kMaxE>
-__device__ __forceinline__ RoutedSlot select_topk(const void *logits, i64 row, int E, int k,
-                                                  int lane, float *row_max, float *row_sum,
-                                                  bool want_softmax)
-{
-    constexpr int kPerLane = (kMaxE + kWarp - 1) / kWarp;
-    float v[kPerLane];
-    float local_max = neg_inf();
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-        const int e = lane + i * kWarp;
-        v[i] = e < E ? load_logit<kLogits>(logits, row + e) : neg_inf();
-        if (e < E) local_max = fmaxf(local_max, v[i]);
-    }
-    if (want_softmax) {
-        // max and Σ exp over all E: butterfly reductions give every lane the same bits
-        // (each step combines the same two operands), and the order is fixed.
-        float m = local_max;
-        for (int off = kWarp / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i)
-            if (lane + i * kWarp < E) s += expf(v[i] - m);
-        for (int off = kWarp / 2; off > 0; off >>= 1) s += __shfl_xor_sync(kFullMask, s, off);
-        *row_max = m;
-        *row_sum = s;
-    }
+// Parameters of deepseek_v3 routing (compile-time constants of the spec, folded).
+struct GroupRouting {
+    int n_group;
+    int topk_group;
+    float routed_scaling;
+};
 
+// `rounds` rounds of a warp argmax over the items id = lane + 32·i < n with keys key[i]
+// (NaN ranks as −inf; ties go to the lower id). Lane j < rounds returns round j's winner (its
+// id, and its payload[i] in weight); *taken receives, in each item's owner lane, bit i set
+// for the items chosen. rounds <= n.
+template <int kPerLane>
+__device__ __forceinline__ RoutedSlot warp_select(const float (&key)[kPerLane], const float (&payload)[kPerLane],
+                                                  int n, int rounds, int lane, u32 *taken_out)
+{
+    static_assert(kPerLane >= 1 && kPerLane <= 32, "a lane's taken-mask is one 32-bit word");
     RoutedSlot mine = {-1, 0.0f};
     u32 taken = 0u;
-    for (int j = 0; j < k; ++j) {
-        float best_key = 0.0f, best_raw = 0.0f;
+    for (int j = 0; j < rounds; ++j) {
+        float best_key = 0.0f, best_pay = 0.0f;
         int best_id = -1;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
-            const int e = lane + i * kWarp;
-            const float key = v[i] != v[i] ? neg_inf() : v[i];
-            if (e < E && !((taken >> i) & 1u) && beats(key, e, best_key, best_id)) {
-                best_key = key;
-                best_raw = v[i];
-                best_id = e;
+            const int id = lane + i * kWarp;
+            const float kk = key[i] != key[i] ? neg_inf() : key[i];
+            if (id < n && !((taken >> i) & 1u) && beats(kk, id, best_key, best_id)) {
+                best_key = kk;
+                best_pay = payload[i];
+                best_id = id;
             }
         }
         for (int off = kWarp / 2; off > 0; off >>= 1) {
             const float ok = __shfl_xor_sync(kFullMask, best_key, off);
-            const float oraw = __shfl_xor_sync(kFullMask, best_raw, off);
+            const float op = __shfl_xor_sync(kFullMask, best_pay, off);
             const int oid = __shfl_xor_sync(kFullMask, best_id, off);
             if (beats(ok, oid, best_key, best_id)) {
                 best_key = ok;
-                best_raw = oraw;
+                best_pay = op;
                 best_id = oid;
             }
         }
-        // k <= E guarantees a winner; the owner lane marks it taken.
+        // rounds <= n guarantees a winner; its owner lane marks it taken.
         if (best_id >= 0 && (best_id % kWarp) == lane) taken |= 1u << (best_id / kWarp);
         if (lane == j) {
             mine.id = best_id;
-            mine.weight = best_raw;
+            mine.weight = best_pay;
         }
     }
+    *taken_out = taken;
     return mine;
 }
 
-// The route stage for token t, run by one whole warp (t is warp-uniform).
-template <Routing kRouting, Dtype kLogits, int kMaxE>
-__device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int E, int k, int lane)
+// Σ over the warp of v (lanes past k pass 0); every lane gets the same bits.
+__device__ __forceinline__ float warp_sum(float v)
 {
-    static_assert(kRouting == Routing::softmax_topk || kRouting == Routing::renormalize ||
-                      kRouting == Routing::precomputed,
-                  "the simt route stage implements softmax_topk, renormalize and precomputed");
+    for (int off = kWarp / 2; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+    return v;
+}
+
+// deepseek_v3: masks key[] (the biased scores of this lane's experts) to −inf outside the
+// best topk_group groups. grp[i] is the group of item i (−1 past E).
+template <int kPerLane>
+__device__ __forceinline__ void mask_groups(float (&key)[kPerLane], const int (&grp)[kPerLane], int gsize,
+                                            const GroupRouting &gr, int lane)
+{
+    float gkey[kPerLane]; // group g = lane + 32·j; n_group <= E, so kPerLane slots suffice
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) gkey[j] = neg_inf();
+    for (int g = 0; g < gr.n_group; ++g) { // warp-uniform
+        // this lane's top-2 of group g, then a butterfly merge of (top, second) pairs
+        float b1 = neg_inf(), b2 = neg_inf();
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            if (grp[i] != g) continue;
+            const float x = key[i] != key[i] ? neg_inf() : key[i];
+            if (x > b1) {
+                b2 = b1;
+                b1 = x;
+            } else if (x > b2) {
+                b2 = x;
+            }
+        }
+        for (int off = kWarp / 2; off > 0; off >>= 1) {
+            const float o1 = __shfl_xor_sync(kFullMask, b1, off);
+            const float o2 = __shfl_xor_sync(kFullMask, b2, off);
+            const float n2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
+            b1 = fmaxf(b1, o1);
+            b2 = n2;
+        }
+        const float score = gsize >= 2 ? b1 + b2 : b1;
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+            if (lane + j * kWarp == g) gkey[j] = score;
+    }
+    u32 kept = 0u;
+    (void)warp_select<kPerLane>(gkey, gkey, gr.n_group, gr.topk_group, lane, &kept);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int g = grp[i] < 0 ? 0 : grp[i];
+        const u32 owner_kept = __shfl_sync(kFullMask, kept, g % kWarp); // every lane shuffles
+        if (grp[i] < 0 || !((owner_kept >> (g / kWarp)) & 1u)) key[i] = neg_inf();
+    }
+}
+
+// The route stage for token t, run by one whole warp (t is warp-uniform). gr matters for
+// deepseek_v3 only (a layer without it may leave the default).
+template <Routing kRouting, Dtype kLogits, int kMaxE>
+__device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int E, int k, int lane,
+                                            const GroupRouting &gr = GroupRouting{1, 1, 1.0f})
+{
     static_assert(kLogits == Dtype::fp32 || kLogits == Dtype::bf16 || kLogits == Dtype::fp16,
                   "router logits are fp32, bf16 or fp16");
     static_assert(kMaxE >= 1 && kMaxE <= MJ_SIMT_MAX_EXPERTS, "E must be in 1..512");
+    constexpr int kPerLane = (kMaxE + kWarp - 1) / kWarp;
 
     RoutedSlot s = {-1, 0.0f};
     if constexpr (kRouting == Routing::precomputed) {
@@ -138,19 +187,57 @@ __device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int
             if (s.id < 0 || s.id >= E) s.id = -1; // an invalid id routes nowhere
         }
     } else {
-        float row_max = 0.0f, row_sum = 1.0f;
-        constexpr bool kSoftmax = kRouting == Routing::softmax_topk;
-        s = select_topk<kLogits, kMaxE>(reinterpret_cast<const void *>(p.router_logits), t * E, E,
-                                        k, lane, &row_max, &row_sum, kSoftmax);
-        if constexpr (kSoftmax) {
-            if (lane < k) s.weight = expf(s.weight - row_max) / row_sum;
-        } else {
+        const void *logits = reinterpret_cast<const void *>(p.router_logits);
+        float v[kPerLane];
+        float local_max = neg_inf();
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int e = lane + i * kWarp;
+            v[i] = e < E ? load_logit<kLogits>(logits, t * E + e) : neg_inf();
+            if (e < E) local_max = fmaxf(local_max, v[i]);
+        }
+        u32 taken = 0u;
+        if constexpr (kRouting == Routing::softmax_topk) {
+            // max and Σ exp over all E: butterfly reductions give every lane the same bits
+            float m = local_max;
+            for (int off = kWarp / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, off));
+            float sum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i)
+                if (lane + i * kWarp < E) sum += expf(v[i] - m);
+            sum = warp_sum(sum);
+            s = warp_select<kPerLane>(v, v, E, k, lane, &taken);
+            if (lane < k) s.weight = expf(s.weight - m) / sum;
+        } else if constexpr (kRouting == Routing::renormalize) {
+            s = warp_select<kPerLane>(v, v, E, k, lane, &taken);
             // softmax over the k selected logits; slot 0 holds the largest
             const float top = __shfl_sync(kFullMask, s.weight, 0);
-            float e = lane < k ? expf(s.weight - top) : 0.0f;
-            float sum = e;
-            for (int off = kWarp / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(kFullMask, sum, off);
-            s.weight = e / sum;
+            const float e = lane < k ? expf(s.weight - top) : 0.0f;
+            s.weight = e / warp_sum(e);
+        } else if constexpr (kRouting == Routing::sigmoid_topk || kRouting == Routing::llama4) {
+            s = warp_select<kPerLane>(v, v, E, k, lane, &taken); // llama4: k == 1 (launch.c)
+            if (lane < k) s.weight = sigmoid(s.weight);
+        } else if constexpr (kRouting == Routing::sigmoid_renorm) {
+            s = warp_select<kPerLane>(v, v, E, k, lane, &taken);
+            const float w = lane < k ? sigmoid(s.weight) : 0.0f;
+            s.weight = w / (warp_sum(w) + 1e-20f);
+        } else {
+            static_assert(kRouting == Routing::deepseek_v3, "a routing method of the contract");
+            const float *bias = reinterpret_cast<const float *>(p.routing_bias); // may be null: 0
+            const int gsize = E / gr.n_group; // launch.c: n_group divides E
+            float sig[kPerLane], key[kPerLane];
+            int grp[kPerLane];
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i) {
+                const int e = lane + i * kWarp;
+                sig[i] = e < E ? sigmoid(v[i]) : 0.0f;
+                key[i] = e < E ? sig[i] + (bias ? bias[e] : 0.0f) : neg_inf();
+                grp[i] = e < E ? e / gsize : -1;
+            }
+            if (gr.topk_group < gr.n_group) mask_groups<kPerLane>(key, grp, gsize, gr, lane);
+            s = warp_select<kPerLane>(key, sig, E, k, lane, &taken);
+            const float w = lane < k ? s.weight : 0.0f;
+            s.weight = w / warp_sum(w) * gr.routed_scaling;
         }
     }
 

@@ -1,28 +1,31 @@
 // This file contains the SIMT GEMM mainloop shared by GEMM1 and GEMM2: a block computes a
 // BLOCK_M x (kHalves x BLOCK_N) tile of A · Bᵀ, where A's rows and B's rows are both
-// K-contiguous 16-bit rows found through caller-supplied row functions (so GEMM1 gathers
-// token rows straight from x, and reads the up and gate rows of W1 in one tile). Only the
-// fp32 accumulator crosses to the epilogue.
+// K-contiguous rows found through caller-supplied row functions (so GEMM1 gathers token
+// rows straight from x, and reads the up and gate rows of W1 in one tile), in any operand
+// format of operand.cuh (16-bit, e4m3, int4, e2m1), dequantized to fp32 on the way into
+// shared memory. Only the fp32 accumulator crosses to the epilogue.
 //
 //   threads      256 = 16 (ty, rows) x 16 (tx, columns)
 //   thread tile  TM = BLOCK_M/16 rows x, per half h, TN = BLOCK_N/16 adjacent columns
 //                h·BLOCK_N + tx·TN + [0, TN): the same tx owns column j of EVERY half, so a
 //                gated epilogue finds u and g of one output in one thread's registers
-//   k loop       global -> registers (16-byte loads, next stage prefetched while this one
-//                computes) -> shared memory as fp32, transposed to [k][row]
+//   k loop       global -> registers (one 8-element chunk per load: 16, 8 or 4 bytes, plus
+//                its scale; the next stage prefetched while this one computes) -> shared
+//                memory as dequantized fp32, transposed to [k][row]
 //
 // NOTES: each output is Σ_k a·b accumulated with fmaf in increasing k, by one thread, so
 // the result does not depend on which block or which row position computes it. Zero-filled
 // padding (rows past the tile, columns past N, k past K) adds exact zeros to nothing that
-// is stored. K must be a multiple of 8 (one 16-byte chunk is wholly in or out of range).
+// is stored. K must be a multiple of 8 (one chunk is wholly in or out of range).
 #pragma once
 
 #include "common/params.h"
 #include "common/types.cuh"
+#include "operand.cuh"
 
 namespace mj {
 
-template <Dtype D, int BLOCK_M, int BLOCK_N, int BLOCK_K, int kHalves>
+template <class AOp, class BOp, int BLOCK_M, int BLOCK_N, int BLOCK_K, int kHalves>
 struct SimtMainloop {
     static constexpr int kThreads = MJ_SIMT_GEMM_THREADS;
     static constexpr int kThreadRows = 16;
@@ -44,7 +47,6 @@ struct SimtMainloop {
     static_assert(BLOCK_K % 8 == 0 && BLOCK_K >= 8, "BLOCK_K must be a multiple of the 8-element load");
     static_assert(kHalves == 1 || kHalves == 2, "a tile has one half (ungated, GEMM2) or two (gated)");
     static_assert(kAPerThread <= 4 && kBPerThread <= 4, "at most 4 prefetched chunks per operand per thread");
-    static_assert(D == Dtype::bf16 || D == Dtype::fp16, "the simt mainloop reads bf16 or fp16 operands");
 
     struct Smem {
         alignas(16) float a[BLOCK_K][BLOCK_M];
@@ -57,22 +59,17 @@ struct SimtMainloop {
         float v[TM][kHalves][TN];
     };
 
-    // Per thread: the row base pointer of each chunk it loads (nullptr = zero-fill), fixed
-    // for the whole k loop; the chunk's k offset inside a stage is (chunk / rows) * 8.
+    // Per thread: the row of each chunk it loads (data == nullptr: zero-fill), fixed for the
+    // whole k loop; the chunk's k offset inside a stage is (chunk / rows) * 8.
     struct Sources {
-        const u16 *a[kAPerThread];
-        const u16 *b[kBPerThread];
+        Src a[kAPerThread];
+        Src b[kBPerThread];
     };
 
     struct Staged {
-        Vec16 a[kAPerThread];
-        Vec16 b[kBPerThread];
+        typename AOp::Raw a[kAPerThread];
+        typename BOp::Raw b[kBPerThread];
     };
-
-    __device__ __forceinline__ static Vec16 load_chunk(const u16 *row, int k, int K)
-    {
-        return (row != nullptr && k < K) ? ld_nc_16(row + k) : vec16_zero();
-    }
 
     __device__ __forceinline__ static void load_stage(const Sources &src, int k0, int K, Staged &st)
     {
@@ -80,12 +77,12 @@ struct SimtMainloop {
 #pragma unroll
         for (int s = 0; s < kAPerThread; ++s) {
             const int c = tid + s * kThreads;
-            if (c < kAChunks) st.a[s] = load_chunk(src.a[s], k0 + (c / BLOCK_M) * 8, K);
+            if (c < kAChunks) st.a[s] = AOp::load(src.a[s], k0 + (c / BLOCK_M) * 8, K);
         }
 #pragma unroll
         for (int s = 0; s < kBPerThread; ++s) {
             const int c = tid + s * kThreads;
-            if (c < kBChunks) st.b[s] = load_chunk(src.b[s], k0 + (c / kBRows) * 8, K);
+            if (c < kBChunks) st.b[s] = BOp::load(src.b[s], k0 + (c / kBRows) * 8, K);
         }
     }
 
@@ -100,7 +97,7 @@ struct SimtMainloop {
             if (c < kAChunks) {
                 const int m = c % BLOCK_M, kb = (c / BLOCK_M) * 8;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) sm.a[kb + i][m] = to_float<D>(vec16_elem(st.a[s], i));
+                for (int i = 0; i < 8; ++i) sm.a[kb + i][m] = AOp::value(st.a[s], i);
             }
         }
 #pragma unroll
@@ -109,7 +106,7 @@ struct SimtMainloop {
             if (c < kBChunks) {
                 const int n = c % kBRows, kb = (c / kBRows) * 8;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) sm.b[kb + i][n] = to_float<D>(vec16_elem(st.b[s], i));
+                for (int i = 0; i < 8; ++i) sm.b[kb + i][n] = BOp::value(st.b[s], i);
             }
         }
     }
@@ -135,8 +132,8 @@ struct SimtMainloop {
         }
     }
 
-    // a_row(m) / b_row(n): base pointer of tile row m of A / row n of B (n in [0, kBRows)),
-    // or nullptr for a padding row. K: the reduction length (multiple of 8).
+    // a_row(m) / b_row(n): the Src of tile row m of A / row n of B (n in [0, kBRows)), with
+    // data == nullptr for a padding row. K: the reduction length (multiple of 8).
     template <class ARow, class BRow>
     __device__ __forceinline__ static void run(Smem &sm, ARow a_row, BRow b_row, int K, Acc &acc)
     {
@@ -152,12 +149,12 @@ struct SimtMainloop {
 #pragma unroll
         for (int s = 0; s < kAPerThread; ++s) {
             const int c = tid + s * kThreads;
-            src.a[s] = c < kAChunks ? a_row(c % BLOCK_M) : nullptr;
+            src.a[s] = c < kAChunks ? a_row(c % BLOCK_M) : src_pad();
         }
 #pragma unroll
         for (int s = 0; s < kBPerThread; ++s) {
             const int c = tid + s * kThreads;
-            src.b[s] = c < kBChunks ? b_row(c % kBRows) : nullptr;
+            src.b[s] = c < kBChunks ? b_row(c % kBRows) : src_pad();
         }
 
         Staged st;

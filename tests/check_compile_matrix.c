@@ -1,11 +1,13 @@
 /*
  * This file contains the compile-matrix tests of the simt templates: NVRTC (through mj_emit
  * and mj_nvrtc_compile, one worker process per compile) builds every activation x {bf16,
- * fp16} at every arch into a cubin holding every kernel of the layer; a few more variants
- * (routings, logits dtype, pinned shapes, tiles) compile at sm_90a; and ptxas' resource report
- * says no kernel spills and every block fits the 48 KiB of static shared memory.
+ * fp16} at every arch, every (quant x activation x W1 layout) tuple at sm_90a, every quant at
+ * every arch, and variants of routing, logits, fp8 activation scaling, int4 groups and zero
+ * points, biases, pinned shapes and tiles, each into a cubin holding every kernel of the
+ * layer; ptxas' resource report says no kernel spills and every block fits the 48 KiB of
+ * static shared memory.
  *
- * With MOEJIT_TEST_QUICK (sanitizer runs) a fixed sample of the matrix is compiled instead.
+ * With MOEJIT_TEST_QUICK (sanitizer runs) a fixed sample of each matrix is compiled instead.
  * Compiles run on 2 threads: the machine has 2 cores shared with other work.
  */
 #include <check.h>
@@ -25,7 +27,7 @@
 #include "spec.h"
 #include "status.h"
 
-#define MAX_CASES 256
+#define MAX_CASES 512
 #define COMPILE_THREADS 2
 
 typedef struct compile_case {
@@ -187,7 +189,60 @@ START_TEST(every_activation_and_dtype_compiles_at_every_arch)
 }
 END_TEST
 
-START_TEST(routings_logits_pins_and_tiles_compile_without_spills)
+static const char *const all_quants[] = {"bf16", "fp16", "fp8_tensor", "fp8_block", "w4a16", "mxfp4"};
+#define N_QUANTS (int)(sizeof all_quants / sizeof all_quants[0])
+
+/* The fixed quick sample of the quant x activation x layout matrix. */
+static int in_quick_format_sample(int q, moejit_act_kind kind, mj_w1_layout layout)
+{
+    return (q == 2 && kind == MOEJIT_ACT_SWIGLU && layout == MJ_W1_UP_GATE) ||
+           (q == 3 && kind == MOEJIT_ACT_SITU && layout == MJ_W1_GATE_UP) ||
+           (q == 4 && kind == MOEJIT_ACT_RELU2 && layout == MJ_W1_INTERLEAVED) ||
+           (q == 5 && kind == MOEJIT_ACT_SWIGLU_STEP && layout == MJ_W1_INTERLEAVED);
+}
+
+START_TEST(every_quant_activation_and_layout_compiles_at_sm90a)
+{
+    static case_list l;
+    l.n = 0;
+    int quick = mj_test_quick();
+    for (int q = 0; q < N_QUANTS; q++)
+        for (size_t a = 0; a < mj_act_table_len; a++)
+            for (int w = 0; w < MJ_W1_LAYOUT_COUNT; w++) {
+                moejit_act_kind kind = mj_act_table[a].kind;
+                if (quick && !in_quick_format_sample(q, kind, (mj_w1_layout)w)) continue;
+                add_case(&l, 1, "backend=simt,arch=sm_90a,quant=%s,act=%s,w1_layout=%s", all_quants[q],
+                         mj_act_table[a].name, mj_w1_layout_names[w]);
+            }
+    ck_assert_int_eq(l.n, quick ? 4 : N_QUANTS * (int)mj_act_table_len * MJ_W1_LAYOUT_COUNT);
+    run_cases(&l);
+}
+END_TEST
+
+/* Every quant at every arch, each with a different activation, layout, routing and bias, so
+ * that the per-arch sample also walks the other axes. */
+START_TEST(every_quant_compiles_at_every_arch)
+{
+    static case_list l;
+    l.n = 0;
+    static const char *const acts[] = {"swiglu", "relu2", "situ", "geglu_tanh", "gelu", "swiglu_step"};
+    static const char *const routings[] = {"renormalize", "sigmoid_topk", "sigmoid_renorm",
+                                           "deepseek_v3,n_group=4,topk_group=2", "llama4", "precomputed"};
+    static const char *const biases[] = {"none", "b1", "b2", "both"};
+    int quick = mj_test_quick(), i = 0;
+    for (int q = 0; q < N_QUANTS; q++)
+        for (int arch = 0; arch < MJ_ARCH_COUNT; arch++, i++) {
+            if (quick && (q + arch) % 6 != 0) continue;
+            add_case(&l, arch == MJ_ARCH_SM90A, "backend=simt,arch=%s,quant=%s,act=%s,w1_layout=%s,routing=%s,bias=%s",
+                     mj_arch_names[arch], all_quants[q], acts[i % 6], mj_w1_layout_names[i % 3],
+                     routings[(i / 2) % 6], biases[i % 4]);
+        }
+    ck_assert_int_eq(l.n, quick ? 6 : N_QUANTS * MJ_ARCH_COUNT);
+    run_cases(&l);
+}
+END_TEST
+
+START_TEST(routings_logits_formats_pins_and_tiles_compile_without_spills)
 {
     static case_list l;
     l.n = 0;
@@ -200,6 +255,31 @@ START_TEST(routings_logits_pins_and_tiles_compile_without_spills)
     add_case(&l, 1, "%s,quant=fp16,act=situ(gate_scale=4,linear_scale=none,clamp_limit=8),tile=m64n64k32",
              base);
     add_case(&l, 1, "%s,quant=bf16,act=relu2,tile=m16n64k32,experts=8,topk=1", base);
+    /* every routing method from bf16 logits */
+    for (int r = 0; r < MJ_ROUTING_COUNT; r++)
+        add_case(&l, 1, "%s,quant=bf16,act=swiglu,logits=bf16,routing=%s", base, mj_routing_names[r]);
+    /* the real checkpoints' layers */
+    add_case(&l, 1, "%s,quant=fp8_block,act=swiglu,routing=deepseek_v3,n_group=8,topk_group=4,"
+                    "routed_scaling=2.5,hidden=7168,inter=2048,experts=256,topk=8", base);
+    add_case(&l, 1, "%s,quant=w4a16,group=32,act=swiglu,routing=deepseek_v3,n_group=1,topk_group=1,"
+                    "routed_scaling=2.827,experts=384,topk=8", base);
+    add_case(&l, 1, "%s,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),w1_layout=interleaved,bias=both,"
+                    "hidden=2880,inter=2880,experts=128,topk=4", base);
+    add_case(&l, 1, "%s,quant=fp16,act=relu2,routing=sigmoid_renorm,logits=bf16", base);
+    add_case(&l, 1, "%s,quant=bf16,act=silu,routing=llama4,topk=1,experts=16", base);
+    /* fp8 activation scaling, int4 groups and zero points, in fp16 too */
+    add_case(&l, 1, "%s,quant=fp8_tensor,fp8_act=tensor,act=swiglu,dtype=fp16", base);
+    add_case(&l, 1, "%s,quant=fp8_tensor,fp8_act=token,act=gelu", base);
+    add_case(&l, 1, "%s,quant=fp8_tensor,fp8_act=static,act=situ,bias=both", base);
+    add_case(&l, 1, "%s,quant=fp8_block,act=geglu,dtype=fp16,bias=b2", base);
+    add_case(&l, 1, "%s,quant=w4a16,group=32,zero_point=1,act=swiglu,dtype=fp16", base);
+    add_case(&l, 1, "%s,quant=w4a16,group=64,zero_point=0,act=relu2,bias=b1", base);
+    add_case(&l, 1, "%s,quant=w4a16,group=128,zero_point=1,act=silu,w1_layout=interleaved", base);
+    /* the quantized formats with every tile */
+    add_case(&l, 1, "%s,quant=fp8_block,act=swiglu,tile=m64n64k32", base);
+    add_case(&l, 1, "%s,quant=w4a16,zero_point=1,act=swiglu,tile=m64n64k32", base);
+    add_case(&l, 1, "%s,quant=mxfp4,act=situ,tile=m16n64k32", base);
+    add_case(&l, 1, "%s,quant=fp8_tensor,fp8_act=token,act=swiglu,tile=m64n64k32,bias=both", base);
     add_case(&l, 0, "backend=simt,arch=sm_80,quant=fp16,act=swiglu_step,routing=softmax_topk,tile=m64n64k32");
     if (mj_test_quick()) l.n = 3;
     run_cases(&l);
@@ -212,7 +292,9 @@ static Suite *compile_matrix_suite(void)
     TCase *tc = tcase_create("compile_matrix");
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, every_activation_and_dtype_compiles_at_every_arch);
-    tcase_add_test(tc, routings_logits_pins_and_tiles_compile_without_spills);
+    tcase_add_test(tc, every_quant_activation_and_layout_compiles_at_sm90a);
+    tcase_add_test(tc, every_quant_compiles_at_every_arch);
+    tcase_add_test(tc, routings_logits_formats_pins_and_tiles_compile_without_spills);
     suite_add_tcase(s, tc);
     return s;
 }

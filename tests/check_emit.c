@@ -1,9 +1,10 @@
 /*
  * This file contains the tests of codegen/emit.c: the generated source is byte-deterministic
  * (same spec, and a spec re-read from its own canonical text), carries the canonical spec,
- * changes with every bit of an activation parameter (one ulp, -0.0 vs +0.0), writes floats
- * only as exact hex literals, lists the layer's kernels in launch order, and refuses what the
- * simt templates cannot build, naming the field.
+ * changes with every bit of an activation parameter (one ulp, -0.0 vs +0.0) and with every
+ * field of issue 5 (quant, fp8_act, group, zero_point, w1_layout, bias, routing and its
+ * deepseek_v3 parameters, logits), writes floats only as exact hex literals, lists the
+ * layer's kernel table, and refuses what the simt templates cannot build, naming the field.
  */
 #include <check.h>
 #include <math.h>
@@ -249,16 +250,19 @@ START_TEST(every_float_literal_is_hex)
         char bad[64];
         count_float_literals(src, &dec, &hex, bad, sizeof bad);
         ck_assert_msg(dec == 0, "%s: decimal float literal '%s' in:\n%s", specs[i], bad, src);
-        ck_assert_msg(hex == 3, "%s: %d hex float literals, want one per parameter slot", specs[i], hex);
+        ck_assert_msg(hex == 4, "%s: %d hex float literals, want one per parameter slot and kRoutedScaling",
+                      specs[i], hex);
         free(src);
     }
 }
 END_TEST
 
-START_TEST(kernel_names_are_listed_in_launch_order)
+START_TEST(kernel_names_are_listed_in_table_order)
 {
-    static const char *const want[] = {"mj_route",     "mj_expert_offsets", "mj_scatter",
-                                       "mj_gemm1_act", "mj_gemm2",          "mj_finalize"};
+    static const char *const want[] = {"mj_route",      "mj_expert_offsets", "mj_scatter",
+                                       "mj_gemm1_act",  "mj_gemm2",          "mj_finalize",
+                                       "mj_x_amax",     "mj_x_quant",        "mj_inter_amax",
+                                       "mj_inter_quant"};
     moejit_spec *s = parse_ok(GPT_OSS);
     mj_source src;
     emit_ok(s, &src);
@@ -315,12 +319,166 @@ static void emit_fails(const char *text, moejit_status want, const char *part)
 START_TEST(unbuildable_specs_are_refused_naming_the_field)
 {
     emit_fails("backend=mma,quant=bf16,act=silu,arch=sm_90a", MOEJIT_ERR_UNSUPPORTED, "backend");
-    emit_fails("backend=simt,quant=bf16,act=silu,arch=sm_90a,routing=sigmoid_topk",
-               MOEJIT_ERR_UNSUPPORTED, "routing");
     emit_fails("backend=simt,quant=bf16,act=silu,arch=sm_90a,tile=m8n8k8", MOEJIT_ERR_UNSUPPORTED,
                "tile");
-    emit_fails("backend=simt,quant=bf16,act=silu,arch=sm_90a,w1_layout=gate_up",
-               MOEJIT_ERR_UNSUPPORTED, "w1_layout");
+    /* pinned shapes that cut a scale group */
+    emit_fails("backend=simt,quant=fp8_block,act=silu,arch=sm_90a,hidden=2880", MOEJIT_ERR_INVALID_ARGUMENT,
+               "hidden: quant=fp8_block needs a multiple of 128");
+    emit_fails("backend=simt,quant=w4a16,group=64,zero_point=1,act=silu,arch=sm_90a,inter=64",
+               MOEJIT_ERR_INVALID_ARGUMENT, "inter: quant=w4a16 with zero points needs a multiple of 128");
+    emit_fails("backend=simt,quant=mxfp4,act=silu,arch=sm_90a,inter=48", MOEJIT_ERR_INVALID_ARGUMENT,
+               "inter: quant=mxfp4 needs a multiple of 32");
+    /* routing rules on pinned shapes */
+    emit_fails("backend=simt,quant=bf16,act=silu,arch=sm_90a,routing=llama4,experts=16,topk=2",
+               MOEJIT_ERR_INVALID_ARGUMENT, "topk: routing=llama4 is top-1");
+    emit_fails("backend=simt,quant=bf16,act=silu,arch=sm_90a,routing=deepseek_v3,n_group=8,topk_group=1,"
+               "experts=16,topk=4",
+               MOEJIT_ERR_INVALID_ARGUMENT, "topk: deepseek_v3 chooses among topk_group x experts/n_group = 2");
+}
+END_TEST
+
+START_TEST(edited_spec_values_the_templates_lack_are_refused)
+{
+    moejit_spec *s = parse_ok("backend=simt,quant=bf16,act=silu,arch=sm_90a");
+    mj_source src;
+    s->dtype = MJ_DTYPE_FP16; /* quant=bf16 with fp16 activations: no such layer */
+    ck_assert_int_eq(mj_emit(s, &src), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "dtype: quant bf16 needs dtype bf16"));
+    s->dtype = MJ_DTYPE_BF16;
+    s->fp8_act = MJ_FP8_ACT_STATIC; /* fp8_act belongs to fp8_tensor */
+    ck_assert_int_eq(mj_emit(s, &src), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "fp8_act"));
+    s->fp8_act = MJ_FP8_ACT_TENSOR;
+    s->logits_dtype = MJ_DTYPE_FP16;
+    ck_assert_int_eq(mj_emit(s, &src), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "logits"));
+    ck_assert_ptr_null(src.text);
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+/* Every field of issue 5 reaches the source as a constant the templates read. */
+START_TEST(format_layout_bias_and_routing_fields_become_constants)
+{
+    char *src = source_of("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=static,act=swiglu,"
+                          "w1_layout=interleaved,bias=b1,logits=bf16");
+    ck_assert_ptr_nonnull(strstr(src, "kQuant = Quant::fp8_tensor;"));
+    ck_assert_ptr_nonnull(strstr(src, "kFp8Act = Fp8Act::static_scale;"));
+    ck_assert_ptr_nonnull(strstr(src, "kW1Layout = W1Layout::interleaved;"));
+    ck_assert_ptr_nonnull(strstr(src, "kHasB1 = true;"));
+    ck_assert_ptr_nonnull(strstr(src, "kHasB2 = false;"));
+    ck_assert_ptr_nonnull(strstr(src, "kLogitsDtype = Dtype::bf16;"));
+    ck_assert_ptr_nonnull(strstr(src, "kActNParams = 3;"));
+    ck_assert_ptr_nonnull(strstr(src, "kInt4Group = 0;"));
+    free(src);
+
+    src = source_of("backend=simt,arch=sm_90a,quant=w4a16,group=64,zero_point=1,act=relu2,bias=b2,"
+                    "w1_layout=gate_up");
+    ck_assert_ptr_nonnull(strstr(src, "kQuant = Quant::w4a16;"));
+    ck_assert_ptr_nonnull(strstr(src, "kInt4Group = 64;"));
+    ck_assert_ptr_nonnull(strstr(src, "kInt4Zero = true;"));
+    ck_assert_ptr_nonnull(strstr(src, "kHasB1 = false;"));
+    ck_assert_ptr_nonnull(strstr(src, "kHasB2 = true;"));
+    ck_assert_ptr_nonnull(strstr(src, "kW1Layout = W1Layout::gate_up;"));
+    ck_assert_ptr_nonnull(strstr(src, "kActNParams = 0;"));
+    ck_assert_ptr_nonnull(strstr(src, "kFp8Act = Fp8Act::tensor;"));
+    free(src);
+
+    src = source_of("backend=simt,arch=sm_90a,quant=fp8_block,routing=deepseek_v3,n_group=8,topk_group=4,"
+                    "routed_scaling=2.5,bias=both");
+    ck_assert_ptr_nonnull(strstr(src, "kQuant = Quant::fp8_block;"));
+    ck_assert_ptr_nonnull(strstr(src, "kRouting = Routing::deepseek_v3;"));
+    ck_assert_ptr_nonnull(strstr(src, "kNGroup = 8;"));
+    ck_assert_ptr_nonnull(strstr(src, "kTopkGroup = 4;"));
+    ck_assert_ptr_nonnull(strstr(src, "kRoutedScaling = 0x1.4p+1f;"));
+    ck_assert_ptr_nonnull(strstr(src, "kHasB1 = true;"));
+    ck_assert_ptr_nonnull(strstr(src, "kHasB2 = true;"));
+    free(src);
+
+    /* routings other than deepseek_v3 get the neutral grouping */
+    src = source_of("backend=simt,arch=sm_90a,quant=mxfp4,routing=sigmoid_renorm");
+    ck_assert_ptr_nonnull(strstr(src, "kQuant = Quant::mxfp4;"));
+    ck_assert_ptr_nonnull(strstr(src, "kRouting = Routing::sigmoid_renorm;"));
+    ck_assert_ptr_nonnull(strstr(src, "kNGroup = 1;"));
+    ck_assert_ptr_nonnull(strstr(src, "kRoutedScaling = 0x1p+0f;"));
+    free(src);
+}
+END_TEST
+
+/* fp8_act (added to the spec for fp8_tensor) is part of the canonical text, hence of the
+ * source comment and the cache key; no other quant accepts it. */
+START_TEST(fp8_act_is_canonical_for_fp8_tensor_only)
+{
+    moejit_spec *s = parse_ok("backend=simt,arch=sm_90a,quant=fp8_tensor");
+    ck_assert_ptr_nonnull(strstr(moejit_spec_canonical(s), ",act=swiglu(alpha=0x1p+0,beta=0x0p+0,"
+                                                            "limit=0x1.fffffep+127),fp8_act=tensor,arch="));
+    moejit_spec *again = parse_ok(moejit_spec_canonical(s));
+    ck_assert(moejit_spec_equal(s, again));
+    moejit_spec_destroy(again);
+    moejit_spec_destroy(s);
+    s = parse_ok("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=static");
+    ck_assert_int_eq(s->fp8_act, MJ_FP8_ACT_STATIC);
+    char json[2048];
+    ck_assert_int_eq(moejit_spec_to_json(s, json, sizeof json, NULL), MOEJIT_OK);
+    ck_assert_ptr_nonnull(strstr(json, "\"fp8_act\":\"static\""));
+    moejit_spec *from_json = NULL;
+    ck_assert_int_eq(moejit_spec_from_json(json, &from_json), MOEJIT_OK);
+    ck_assert(moejit_spec_equal(s, from_json));
+    moejit_spec_destroy(from_json);
+    moejit_spec_destroy(s);
+    s = parse_ok("backend=simt,arch=sm_90a,quant=fp8_block");
+    ck_assert_ptr_null(strstr(moejit_spec_canonical(s), "fp8_act"));
+    moejit_spec_destroy(s);
+
+    s = (moejit_spec *)0x1;
+    ck_assert_int_eq(moejit_spec_parse("arch=sm_90a,quant=fp8_block,fp8_act=token", &s), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(moejit_last_error(), "fp8_act: only valid with quant=fp8_tensor (quant is fp8_block)");
+    ck_assert_ptr_null(s);
+    ck_assert_int_eq(moejit_spec_parse("arch=sm_90a,quant=fp8_tensor,fp8_act=block", &s), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(moejit_last_error(), "fp8_act: unknown value 'block'; allowed: tensor, token, static");
+}
+END_TEST
+
+/* Specs that differ in exactly one field of issue 5 never share a source (hence a kernel). */
+START_TEST(each_new_field_changes_the_source)
+{
+    static const char *const base = "backend=simt,arch=sm_90a,act=swiglu";
+    static const char *const variants[] = {
+        "quant=bf16",
+        "quant=fp8_tensor",
+        "quant=fp8_tensor,fp8_act=token",
+        "quant=fp8_tensor,fp8_act=static",
+        "quant=fp8_block",
+        "quant=w4a16",
+        "quant=w4a16,group=32",
+        "quant=w4a16,zero_point=1",
+        "quant=mxfp4",
+        "quant=bf16,w1_layout=gate_up",
+        "quant=bf16,w1_layout=interleaved",
+        "quant=bf16,bias=b1",
+        "quant=bf16,bias=b2",
+        "quant=bf16,bias=both",
+        "quant=bf16,routing=sigmoid_topk",
+        "quant=bf16,routing=sigmoid_renorm",
+        "quant=bf16,routing=llama4",
+        "quant=bf16,routing=deepseek_v3",
+        "quant=bf16,routing=deepseek_v3,n_group=2",
+        "quant=bf16,routing=deepseek_v3,n_group=2,topk_group=2",
+        "quant=bf16,routing=deepseek_v3,routed_scaling=2.5",
+        "quant=bf16,logits=bf16",
+    };
+    enum { N = sizeof variants / sizeof variants[0] };
+    char *src[N];
+    for (int i = 0; i < N; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s,%s", base, variants[i]);
+        src[i] = source_of(text);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            ck_assert_msg(strcmp(src[i], src[j]) != 0, "'%s' and '%s' give the same source", variants[i],
+                          variants[j]);
+    for (int i = 0; i < N; i++) free(src[i]);
 }
 END_TEST
 
@@ -336,9 +494,13 @@ static Suite *emit_suite(void)
     tcase_add_test(tc, negative_zero_beta_differs_from_positive_zero);
     tcase_add_test(tc, parameter_literals_round_trip_bit_exactly);
     tcase_add_test(tc, every_float_literal_is_hex);
-    tcase_add_test(tc, kernel_names_are_listed_in_launch_order);
+    tcase_add_test(tc, kernel_names_are_listed_in_table_order);
     tcase_add_test(tc, pinned_shape_routing_and_tile_become_constants);
     tcase_add_test(tc, unbuildable_specs_are_refused_naming_the_field);
+    tcase_add_test(tc, edited_spec_values_the_templates_lack_are_refused);
+    tcase_add_test(tc, format_layout_bias_and_routing_fields_become_constants);
+    tcase_add_test(tc, each_new_field_changes_the_source);
+    tcase_add_test(tc, fp8_act_is_canonical_for_fp8_tensor_only);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -35,7 +35,10 @@ START_TEST(simt_row_is_declared_as_static_data)
     const mj_backend_caps *c = mj_backend_caps_of(MJ_BACKEND_SIMT);
     ck_assert_ptr_nonnull(c);
     ck_assert_uint_eq(mj_backend_table_len, 1);
-    ck_assert_uint_eq(c->quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
+    ck_assert_uint_eq(c->quants, MJ_BIT(MJ_QUANT_COUNT) - 1u); /* every format of the contract */
+    ck_assert_uint_eq(c->routings, MJ_BIT(MJ_ROUTING_COUNT) - 1u);
+    ck_assert_uint_eq(c->w1_layouts, MJ_BIT(MJ_W1_LAYOUT_COUNT) - 1u);
+    ck_assert_uint_eq(c->biases, MJ_BIT(MJ_BIAS_COUNT) - 1u);
     ck_assert_uint_eq(c->archs, (1u << MJ_ARCH_COUNT) - 1u);
     ck_assert_ptr_null(mj_backend_caps_of(MJ_BACKEND_MMA));
     ck_assert_ptr_null(mj_backend_caps_of(MJ_BACKEND_WGMMA));
@@ -66,22 +69,26 @@ START_TEST(simt_accepts_every_activation_dtype_arch_and_routing)
 }
 END_TEST
 
+/* check_support of a spec whose field was set past what the parser allows. */
+static void unsupported_mutated(const char *text, int dtype, int logits, const char *message)
+{
+    moejit_spec *s = parse_ok(text);
+    if (dtype >= 0) s->dtype = (mj_dtype)dtype;
+    if (logits >= 0) s->logits_dtype = (mj_dtype)logits;
+    ck_assert_int_eq(moejit_check_support(s), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(), message);
+    moejit_spec_destroy(s);
+}
+
 START_TEST(simt_rejects_what_it_does_not_declare)
 {
-    unsupported("backend=simt,quant=fp8_block,arch=sm_90a",
-                "backend simt does not support quant fp8_block on sm_90a; supported quants: bf16, fp16");
-    unsupported("backend=simt,quant=w4a16,arch=sm_80",
-                "backend simt does not support quant w4a16 on sm_80; supported quants: bf16, fp16");
-    unsupported("backend=simt,arch=sm_89,routing=deepseek_v3",
-                "backend simt does not support routing deepseek_v3 on sm_89; supported routings: "
-                "softmax_topk, renormalize, precomputed");
-    unsupported(
-        "backend=simt,arch=sm_80,w1_layout=interleaved",
-        "backend simt does not support w1_layout interleaved on sm_80; supported W1 layouts: up_gate");
-    unsupported("backend=simt,arch=sm_80,bias=both",
-                "backend simt does not support bias both on sm_80; supported biases: none");
-    unsupported("backend=simt,arch=sm_80,logits=bf16",
-                "backend simt does not support logits bf16 on sm_80; supported logits dtypes: fp32");
+    /* simt declares every quant, routing, layout and bias the parser accepts; what it leaves
+     * out (fp32 activations, fp16 logits) the parser already refuses, so the spec is edited. */
+    unsupported_mutated("backend=simt,quant=fp8_block,arch=sm_90a", MJ_DTYPE_FP32, -1,
+                        "backend simt does not support dtype fp32 on sm_90a; supported dtypes: bf16, fp16");
+    unsupported_mutated("backend=simt,arch=sm_80,routing=deepseek_v3", -1, MJ_DTYPE_FP16,
+                        "backend simt does not support logits fp16 on sm_80; supported logits dtypes: "
+                        "bf16, fp32");
 }
 END_TEST
 
@@ -108,7 +115,8 @@ START_TEST(markdown_has_the_header_and_every_simt_activation)
         md,
         "| backend | quantizations | dtypes | activations | archs | routing | W1 layouts | biases |\n"
         "|---|---|---|---|---|---|---|---|\n"));
-    ck_assert_ptr_nonnull(strstr(md, "| simt | bf16, fp16 | bf16, fp16 | "));
+    ck_assert_ptr_nonnull(
+        strstr(md, "| simt | bf16, fp16, fp8_tensor, fp8_block, w4a16, mxfp4 | bf16, fp16 | "));
     for (size_t i = 0; i < mj_act_table_len; i++)
         ck_assert_msg(strstr(md, mj_act_table[i].name), "markdown lacks %s", mj_act_table[i].name);
     ck_assert_ptr_nonnull(
@@ -136,10 +144,10 @@ START_TEST(json_matrix_parses_and_lists_simt)
     ck_assert_int_eq(cJSON_GetArraySize(acts), 10);
     ck_assert_str_eq(cJSON_GetArrayItem(acts, 9)->valuestring, "situ");
     cJSON *quants = cJSON_GetObjectItem(simt, "quants");
-    ck_assert_int_eq(cJSON_GetArraySize(quants), 2);
+    ck_assert_int_eq(cJSON_GetArraySize(quants), 6);
     ck_assert_str_eq(cJSON_GetArrayItem(quants, 1)->valuestring, "fp16");
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(simt, "archs")), 6);
-    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(simt, "biases")), 1);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(simt, "biases")), 4);
     cJSON_Delete(root);
     free(js);
 }

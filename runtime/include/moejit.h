@@ -207,6 +207,8 @@ typedef struct moejit_moe_args {
     const float *act_param[3]; /* per-expert [E_local] fp32 overrides of activation
                                   parameters, in the activation's parameter order; NULL: none */
     void *out;                 /* [T, H], fully written */
+    const float *x_scale;      /* [1] fp32 dequant scale of an e4m3 x (quant=fp8_tensor,
+                                  fp8_act=static only; x is then [T, H] e4m3) */
 } moejit_moe_args;
 
 /* Device workspace bytes moejit_moe_forward needs for args' shape (pointers unused). */

@@ -12,18 +12,32 @@
 #ifndef MJ_TEMPLATES_COMMON_PARAMS_H
 #define MJ_TEMPLATES_COMMON_PARAMS_H
 
-/* ---- kernels, in launch order (codegen/emit.c lists the names, runtime/launch.c indexes) -- */
+/* ---- kernels: the module's kernel table (codegen/emit.c lists the names, launch.c indexes) */
+/* Every layer has all ten entries (one kernel table for every spec). Indices 0..5 are the
+ * stages every backend shares the numbering of (common/mma_params.h); the fp8 activation
+ * stages follow, and run only for a quant that quantizes activations (their bodies are
+ * empty elsewhere). Launch order is MJ_SIMT_LAUNCH_ORDER: the fp8 stages sit between the
+ * scatter and GEMM1, and between GEMM1 and GEMM2. */
 enum {
     MJ_SIMT_K_ROUTE = 0,      /* per token: top-k ids (local, or -1) and weights; counts */
     MJ_SIMT_K_EXPERT_OFFSETS, /* one block: row offsets and row-tile offsets per expert */
     MJ_SIMT_K_SCATTER,        /* (token, slot) pairs into per-expert row lists */
-    MJ_SIMT_K_GEMM1_ACT,      /* gathered x · W1[e]ᵀ, activation, intermediate in dtype */
-    MJ_SIMT_K_GEMM2,          /* intermediate · W2[e]ᵀ -> y per (token, slot), fp32 */
+    MJ_SIMT_K_GEMM1_ACT,      /* gathered x · W1[e]ᵀ (+ b1), activation, intermediate in dtype */
+    MJ_SIMT_K_GEMM2,          /* intermediate · W2[e]ᵀ (+ b2) -> y per (token, slot), fp32 */
     MJ_SIMT_K_FINALIZE,       /* out[t] = Σ_j w[t,j]·y[t,j] in fixed slot order */
+    MJ_SIMT_K_X_AMAX,         /* fp8 per-tensor: amax of |x| over [T, H] */
+    MJ_SIMT_K_X_QUANT,        /* fp8: x -> e4m3 with its scales (tensor, token, 1x128) */
+    MJ_SIMT_K_INTER_AMAX,     /* fp8 per-tensor: amax of |intermediate| over the routed rows */
+    MJ_SIMT_K_INTER_QUANT,    /* fp8: intermediate -> e4m3 with its scales */
     MJ_SIMT_NUM_KERNELS
 };
-#define MJ_SIMT_KERNEL_NAME_LIST \
-    "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize"
+#define MJ_SIMT_KERNEL_NAME_LIST                                                                 \
+    "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize",   \
+        "mj_x_amax", "mj_x_quant", "mj_inter_amax", "mj_inter_quant"
+#define MJ_SIMT_LAUNCH_ORDER                                                                     \
+    MJ_SIMT_K_ROUTE, MJ_SIMT_K_EXPERT_OFFSETS, MJ_SIMT_K_SCATTER, MJ_SIMT_K_X_AMAX,             \
+        MJ_SIMT_K_X_QUANT, MJ_SIMT_K_GEMM1_ACT, MJ_SIMT_K_INTER_AMAX, MJ_SIMT_K_INTER_QUANT,    \
+        MJ_SIMT_K_GEMM2, MJ_SIMT_K_FINALIZE
 
 /* ---- block sizes (threads per block, x dimension only) ------------------------------------ */
 #define MJ_SIMT_ROUTE_THREADS 256    /* 8 warps = 8 tokens per block */
@@ -31,40 +45,54 @@ enum {
 #define MJ_SIMT_SCATTER_THREADS 256  /* one thread per (token, slot) pair */
 #define MJ_SIMT_GEMM_THREADS 256     /* 16 x 16 threads over a BLOCK_M x BLOCK_N tile */
 #define MJ_SIMT_FINALIZE_THREADS 128 /* one block per token, 4 columns per thread per step */
+#define MJ_SIMT_AMAX_THREADS 256     /* grid-stride over 8-element chunks */
+#define MJ_SIMT_AMAX_MAX_BLOCKS 2048 /* the amax grid: enough to fill any GPU, fixed by shape */
+#define MJ_SIMT_QUANT_THREADS 256    /* one block per row, one 8-element chunk per thread per step */
 
 /* Limits of the backend (launch.c checks them; the templates static_assert what they rely on). */
 #define MJ_SIMT_MAX_EXPERTS 512
 #define MJ_SIMT_MAX_TOPK 32
 #define MJ_SIMT_MAX_DIM 1048576 /* H, I: column indices and grid.y stay far inside 32 bits */
 
+/* Quantization constants of the contract (moe-semantics.md §3). */
+#define MJ_FP8_BLOCK 128   /* fp8_block: 128x128 weight blocks, 1x128 activation groups */
+#define MJ_MXFP4_GROUP 32  /* mxfp4: one e8m0 scale per 32 elements along K */
+#define MJ_INT4_DEFAULT_ZERO 8 /* w4a16 without zero points */
+
 /* ---- the kernel parameter struct ------------------------------------------------------- */
 /* All device addresses are 0 when unused. Shapes are the runtime values (the kernels use a
- * pinned constant instead where the spec pins one; launch.c checks they agree). */
+ * pinned constant instead where the spec pins one; launch.c checks they agree). Element
+ * types and layouts per quantization are listed in runtime/launch.c's header comment. */
 typedef struct mj_layer_params {
     /* caller tensors */
-    unsigned long long x;             /* [T, H] dtype, 16-byte aligned */
+    unsigned long long x;             /* [T, H] dtype (e4m3 for fp8_act=static), 16-byte aligned */
     unsigned long long router_logits; /* [T, E] logits dtype; 0 for routing=precomputed */
     unsigned long long topk_ids;      /* [T, k] int32 global expert ids (precomputed) */
     unsigned long long topk_weights;  /* [T, k] fp32 (precomputed) */
-    unsigned long long w1;            /* [E_local, rows1, H] dtype; rows1 = 2I gated, else I */
-    unsigned long long w2;            /* [E_local, H, I] dtype */
+    unsigned long long w1;            /* [E_local, rows1, H] weights; rows1 = 2I gated, else I */
+    unsigned long long w2;            /* [E_local, H, I] weights */
     unsigned long long out;           /* [T, H] dtype, every element written */
-    /* reserved for later stages (selection bias, biases, quantization scales and zero
-     * points, per-expert activation parameters); copied from the args, unread today */
-    unsigned long long routing_bias;
-    unsigned long long b1, b2;
-    unsigned long long w1_scale, w2_scale, w1_zero, w2_zero;
-    unsigned long long act_param[3];
+    unsigned long long routing_bias;  /* [E] fp32 selection bias (deepseek_v3), or 0 */
+    unsigned long long b1, b2;        /* [E_local, rows1] / [E_local, H] dtype, or 0 */
+    unsigned long long w1_scale, w2_scale, w1_zero, w2_zero; /* per quant, see launch.c */
+    unsigned long long act_param[3];  /* [E_local] fp32 per-expert overrides, or 0 */
+    unsigned long long x_scale;       /* [1] fp32 dequant scale of a pre-quantized e4m3 x */
     /* workspace regions (see runtime/launch.c for the layout) */
     unsigned long long ws_ids;          /* [T*k] int32: local expert id, or -1 (not on this rank) */
     unsigned long long ws_weights;      /* [T*k] fp32 routing weight of each slot */
     unsigned long long ws_counts;       /* [E_local] int32 rows per local expert (zeroed first) */
     unsigned long long ws_cursors;      /* [E_local] int32 scatter cursors (zeroed first) */
+    unsigned long long ws_amax;         /* [2] u32: bits of amax|x|, amax|inter| (zeroed first) */
     unsigned long long ws_offsets;      /* [E_local + 1] int32 first row of each expert */
     unsigned long long ws_tile_offsets; /* [E_local + 1] int32 first row tile of each expert */
     unsigned long long ws_rows;         /* [T*k] int32 pair index t*k+j, grouped by expert */
     unsigned long long ws_inter;        /* [T*k, I] dtype, row = position in ws_rows */
     unsigned long long ws_y;            /* [T*k, H] fp32, row = pair index t*k+j */
+    unsigned long long ws_xq;           /* fp8: [T, H] e4m3 quantized x */
+    unsigned long long ws_xscale;       /* fp8: fp32 [1] tensor, [T] token, [T, H/128] block */
+    unsigned long long ws_interq;       /* fp8: [T*k, I] e4m3 quantized intermediate */
+    unsigned long long ws_interscale;   /* fp8: fp32 [1] tensor, [T*k] token, [T*k, I/128] block */
+    unsigned long long reserved_ptr[2];
     /* shape */
     long long num_tokens;    /* T >= 1 (T = 0 launches nothing) */
     long long num_pairs;     /* T*k <= INT32_MAX (row indices are int32) */
@@ -79,9 +107,9 @@ typedef struct mj_layer_params {
 } mj_layer_params;
 
 #ifdef __cplusplus
-static_assert(sizeof(mj_layer_params) == 256, "mj_layer_params must be 256 bytes on host and device");
+static_assert(sizeof(mj_layer_params) == 320, "mj_layer_params must be 320 bytes on host and device");
 #else
-_Static_assert(sizeof(mj_layer_params) == 256, "mj_layer_params must be 256 bytes on host and device");
+_Static_assert(sizeof(mj_layer_params) == 320, "mj_layer_params must be 320 bytes on host and device");
 #endif
 
 /* ---- tile configurations (host side: codegen emits the constants, launch sizes grids) ---- */

@@ -22,14 +22,27 @@ static_assert(sizeof(u16) == 2 && sizeof(u32) == 4 && sizeof(u64) == 8 && sizeof
 // Element types. The generated source names them (mj::Dtype::bf16); the numbers are internal.
 enum class Dtype : int { bf16 = 0, fp16 = 1, fp32 = 2 };
 
-// Routing methods of the contract (section 4). The simt backend implements softmax_topk,
-// renormalize and precomputed; the others are named so that route.cuh can reject them
-// with a sentence.
+// Routing methods of the contract (section 4), all implemented by route.cuh.
 enum class Routing : int {
     softmax_topk = 0, renormalize, sigmoid_topk, sigmoid_renorm, deepseek_v3, llama4, precomputed
 };
 
-// Eight 16-bit elements: the unit of every global load of x, W1, W2 and the intermediate.
+// Weight formats (spec quant=, moe-semantics.md §3).
+enum class Quant : int { bf16 = 0, fp16, fp8_tensor, fp8_block, w4a16, mxfp4 };
+
+// The formats whose activations are e4m3 (quantized in the kernel, or given so).
+__host__ __device__ constexpr bool quant_fp8(Quant q) { return q == Quant::fp8_tensor || q == Quant::fp8_block; }
+
+// How fp8_tensor gets its e4m3 activations (spec fp8_act=): a dynamic scale per tensor or
+// per token computed in the kernel, or x given already quantized with a static scale.
+// fp8_block always uses one dynamic scale per token per 128 elements of K.
+enum class Fp8Act : int { tensor = 0, token, static_scale };
+
+// Order of W1's rows (spec w1_layout=): [up; gate] halves, [gate; up] halves, or rows
+// alternating gate, up (gpt-oss: row 2j is gate j, row 2j+1 is up j).
+enum class W1Layout : int { up_gate = 0, gate_up, interleaved };
+
+// Eight 16-bit elements: the unit of every global load of 16-bit x, W1, W2 and intermediate.
 struct alignas(16) Vec16 {
     u32 w[4];
 };
@@ -119,6 +132,20 @@ __device__ __forceinline__ Vec16 ld_nc_16(const void *p)
                  : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
                  : "l"(p));
     return v;
+}
+
+// 8-byte and 4-byte loads through the same path (eight e4m3 / eight 4-bit elements); the
+// address must be 8- / 4-byte aligned.
+__device__ __forceinline__ void ld_nc_8(const void *p, u32 *w0, u32 *w1)
+{
+    asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(*w0), "=r"(*w1) : "l"(p));
+}
+
+__device__ __forceinline__ u32 ld_nc_4(const void *p)
+{
+    u32 w;
+    asm("ld.global.nc.u32 %0, [%1];" : "=r"(w) : "l"(p));
+    return w;
 }
 
 __device__ __forceinline__ Vec16 vec16_zero()

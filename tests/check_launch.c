@@ -1,0 +1,495 @@
+/*
+ * This file contains the tests of runtime/launch.c without a GPU: the shape rules of every
+ * format (fp8_block multiples of 128, w4a16 multiples of the group, mxfp4 multiples of 32),
+ * the tensors each spec requires and refuses (scales, zero points, biases, the selection
+ * bias, the static fp8 input scale, per-expert activation overrides) with their alignment,
+ * the routing methods' own rules (deepseek_v3's n_group must divide E, llama4 is top-1), the
+ * workspace size of each format, and — through a driver table whose launch and memset only
+ * record their arguments — which kernels a forward enqueues, in which order, with which
+ * grids, and the parameter block they receive.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/params.h"
+#include "driver.h"
+#include "launch.h"
+#include "lib/check_main.h"
+#include "loader.h"
+#include "moejit.h"
+#include "spec.h"
+
+/* ---- a recording driver -------------------------------------------------------------------- */
+
+typedef struct launch_rec {
+    int kernel; /* index in the kernel table */
+    unsigned gx, gy, block;
+    mj_layer_params p;
+} launch_rec;
+
+static launch_rec recs[32];
+static int n_recs;
+static size_t memset_count;
+static CUdeviceptr memset_ptr;
+
+static CUresult fake_memset(CUdeviceptr ptr, unsigned int v, size_t n, CUstream s)
+{
+    (void)v, (void)s;
+    memset_ptr = ptr;
+    memset_count = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+{
+    (void)gz, (void)by, (void)bz, (void)smem, (void)s, (void)extra;
+    ck_assert_int_lt(n_recs, 32);
+    launch_rec *r = &recs[n_recs++];
+    r->kernel = (int)((uintptr_t)f - 1);
+    r->gx = gx, r->gy = gy, r->block = bx;
+    memcpy(&r->p, params[0], sizeof r->p);
+    return CUDA_SUCCESS;
+}
+
+static mj_driver fake_driver(void)
+{
+    mj_driver d;
+    memset(&d, 0, sizeof d);
+    d.cuMemsetD32Async = fake_memset;
+    d.cuLaunchKernel = fake_launch;
+    return d;
+}
+
+static mj_module fake_module(void)
+{
+    mj_module m;
+    memset(&m, 0, sizeof m);
+    m.n_kernels = MJ_SIMT_NUM_KERNELS;
+    for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
+    return m;
+}
+
+/* ---- specs and args -------------------------------------------------------------------------- */
+
+static moejit_spec *spec_of(const char *text)
+{
+    moejit_spec *s = NULL;
+    moejit_status st = moejit_spec_parse(text, &s);
+    ck_assert_msg(st == MOEJIT_OK, "parse '%s': %s", text, moejit_last_error());
+    return s;
+}
+
+/* A fake device address: never dereferenced, 256-byte aligned unless offset. */
+static const void *dev(int n) { return (const void *)(uintptr_t)(0x10000000u + 0x100000u * (unsigned)n); }
+
+/* Args with every tensor the spec needs, at aligned fake addresses. */
+static moejit_moe_args args_for(const moejit_spec *s, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k)
+{
+    moejit_moe_args a;
+    memset(&a, 0, sizeof a);
+    a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = E, a.topk = k;
+    a.x = dev(1), a.w1 = dev(2), a.w2 = dev(3), a.out = (void *)dev(4);
+    if (s->routing == MJ_ROUTING_PRECOMPUTED)
+        a.topk_ids = dev(5), a.topk_weights = dev(6);
+    else
+        a.router_logits = dev(7);
+    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16) a.w1_scale = dev(8), a.w2_scale = dev(9);
+    if (s->quant == MJ_QUANT_W4A16 && s->zero_point) a.w1_zero = dev(10), a.w2_zero = dev(11);
+    if (s->bias == MJ_BIAS_B1 || s->bias == MJ_BIAS_BOTH) a.b1 = dev(12);
+    if (s->bias == MJ_BIAS_B2 || s->bias == MJ_BIAS_BOTH) a.b2 = dev(13);
+    if (s->quant == MJ_QUANT_FP8_TENSOR && s->fp8_act == MJ_FP8_ACT_STATIC) a.x_scale = dev(14);
+    return a;
+}
+
+/* A forward through the recording driver; returns its status, recs/n_recs hold the launches. */
+static moejit_status forward(const moejit_spec *s, const moejit_moe_args *a)
+{
+    mj_driver d = fake_driver();
+    mj_module m = fake_module();
+    size_t bytes = 0;
+    n_recs = 0;
+    memset_count = 0;
+    moejit_status st = mj_launch_workspace_size(s, a, &bytes);
+    if (st != MOEJIT_OK) return st;
+    return mj_launch_forward(&d, s, &m, a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
+}
+
+static void expect_error(moejit_status st, const char *what, const char *part)
+{
+    ck_assert_msg(st == MOEJIT_ERR_INVALID_ARGUMENT, "%s: got %s (%s)", what, moejit_status_name(st),
+                  moejit_last_error());
+    ck_assert_msg(strstr(moejit_last_error(), part), "%s: message '%s' lacks '%s'", what, moejit_last_error(),
+                  part);
+}
+
+/* The forward of spec text with args edited by `edit` fails naming `part`. */
+static void forward_fails(const char *text, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k,
+                          void (*edit)(moejit_moe_args *), const char *part)
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, T, H, I, E, k);
+    if (edit) edit(&a);
+    expect_error(forward(s, &a), text, part);
+    ck_assert_int_eq(n_recs, 0); /* nothing was enqueued */
+    moejit_spec_destroy(s);
+}
+
+static void forward_ok(const char *text, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k,
+                       void (*edit)(moejit_moe_args *))
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, T, H, I, E, k);
+    if (edit) edit(&a);
+    moejit_status st = forward(s, &a);
+    ck_assert_msg(st == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    moejit_spec_destroy(s);
+}
+
+/* ---- shapes ------------------------------------------------------------------------------------ */
+
+START_TEST(fp8_block_needs_hidden_and_inter_multiples_of_128)
+{
+    const char *spec = "backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu";
+    forward_fails(spec, 4, 96, 128, 8, 2, NULL,
+                  "args.hidden: must be a multiple of 128 (quant=fp8_block scales 128x128 weight blocks and "
+                  "1x128 activation groups), got 96");
+    forward_fails(spec, 4, 256, 200, 8, 2, NULL, "args.inter: must be a multiple of 128");
+    forward_ok(spec, 4, 256, 128, 8, 2, NULL);
+    /* the shape check alone (workspace size) says the same */
+    moejit_spec *s = spec_of(spec);
+    moejit_moe_args a = args_for(s, 4, 136, 128, 8, 2);
+    size_t bytes = 1;
+    expect_error(mj_launch_workspace_size(s, &a, &bytes), "workspace", "args.hidden: must be a multiple of 128");
+    ck_assert_uint_eq(bytes, 0);
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+START_TEST(w4a16_needs_multiples_of_its_group_and_whole_zero_point_bytes)
+{
+    forward_fails("backend=simt,arch=sm_90a,quant=w4a16,group=64,act=silu", 3, 96, 64, 4, 1, NULL,
+                  "args.hidden: must be a multiple of 64 (quant=w4a16 has one scale per 64 along K), got 96");
+    forward_fails("backend=simt,arch=sm_90a,quant=w4a16,group=128,act=silu", 3, 128, 64, 4, 1, NULL,
+                  "args.inter: must be a multiple of 128");
+    /* with zero points each row's zero nibbles must fill whole bytes: 2 groups */
+    forward_fails("backend=simt,arch=sm_90a,quant=w4a16,group=32,zero_point=1,act=silu", 3, 96, 64, 4, 1, NULL,
+                  "args.hidden: must be a multiple of 64 (quant=w4a16 has one scale per 32 along K, and two "
+                  "4-bit zero points per byte), got 96");
+    forward_ok("backend=simt,arch=sm_90a,quant=w4a16,group=32,act=silu", 3, 96, 32, 4, 1, NULL);
+    forward_ok("backend=simt,arch=sm_90a,quant=w4a16,group=32,zero_point=1,act=silu", 3, 128, 64, 4, 1, NULL);
+}
+END_TEST
+
+START_TEST(mxfp4_needs_multiples_of_32)
+{
+    forward_fails("backend=simt,arch=sm_90a,quant=mxfp4,act=swiglu", 2, 64, 48, 4, 2, NULL,
+                  "args.inter: must be a multiple of 32 (quant=mxfp4 has one e8m0 scale per 32 along K), got 48");
+    forward_ok("backend=simt,arch=sm_90a,quant=mxfp4,act=swiglu", 2, 2880, 32, 4, 2, NULL);
+}
+END_TEST
+
+/* ---- scales, zero points, biases -------------------------------------------------------------- */
+
+static void drop_w1_scale(moejit_moe_args *a) { a->w1_scale = NULL; }
+static void drop_w2_scale(moejit_moe_args *a) { a->w2_scale = NULL; }
+static void drop_w2_zero(moejit_moe_args *a) { a->w2_zero = NULL; }
+static void add_w1_scale(moejit_moe_args *a) { a->w1_scale = dev(20); }
+static void add_w1_zero(moejit_moe_args *a) { a->w1_zero = dev(20); }
+static void odd_w1_scale(moejit_moe_args *a) { a->w1_scale = (const char *)dev(20) + 2; }
+static void odd_w2_scale_by_one(moejit_moe_args *a) { a->w2_scale = (const char *)dev(20) + 1; }
+static void odd_w1(moejit_moe_args *a) { a->w1 = (const char *)dev(20) + 8; }
+
+START_TEST(missing_or_foreign_scales_are_refused_naming_the_field)
+{
+    forward_fails("backend=simt,arch=sm_90a,quant=fp8_tensor,act=swiglu", 2, 64, 32, 4, 2, drop_w1_scale,
+                  "args.w1_scale: must not be NULL (quant=fp8_tensor: fp32 [E_local] per matrix)");
+    forward_fails("backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu", 2, 128, 128, 4, 2, drop_w2_scale,
+                  "args.w2_scale: must not be NULL (quant=fp8_block: fp32 [E_local, N/128, K/128])");
+    forward_fails("backend=simt,arch=sm_90a,quant=mxfp4,act=swiglu", 2, 64, 32, 4, 2, drop_w1_scale,
+                  "args.w1_scale: must not be NULL (quant=mxfp4: e8m0 bytes [E_local, N, K/32])");
+    forward_fails("backend=simt,arch=sm_90a,quant=w4a16,zero_point=1,act=swiglu", 2, 256, 256, 4, 2,
+                  drop_w2_zero, "args.w2_zero: must not be NULL (quant=w4a16 with zero_point=1");
+    forward_fails("backend=simt,arch=sm_90a,quant=bf16,act=swiglu", 2, 64, 32, 4, 2, add_w1_scale,
+                  "args.w1_scale: must be NULL: bf16/fp16 weights have no scales");
+    forward_fails("backend=simt,arch=sm_90a,quant=w4a16,zero_point=0,act=swiglu", 2, 128, 128, 4, 2,
+                  add_w1_zero, "args.w1_zero: must be NULL: only w4a16 with zero_point=1 has zero points");
+}
+END_TEST
+
+START_TEST(misaligned_tensors_are_refused)
+{
+    forward_fails("backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu", 2, 128, 128, 4, 2, odd_w1_scale,
+                  "args.w1_scale: must be 4-byte aligned");
+    /* bf16 int4 scales need 2 bytes; e8m0 bytes need nothing */
+    forward_fails("backend=simt,arch=sm_90a,quant=w4a16,act=swiglu", 2, 128, 128, 4, 2, odd_w2_scale_by_one,
+                  "args.w2_scale: must be 2-byte aligned");
+    forward_ok("backend=simt,arch=sm_90a,quant=mxfp4,act=swiglu", 2, 64, 32, 4, 2, odd_w2_scale_by_one);
+    forward_fails("backend=simt,arch=sm_90a,quant=fp8_tensor,act=swiglu", 2, 64, 32, 4, 2, odd_w1,
+                  "args.w1: must be 16-byte aligned");
+}
+END_TEST
+
+static void drop_b1(moejit_moe_args *a) { a->b1 = NULL; }
+static void add_b2(moejit_moe_args *a) { a->b2 = dev(21); }
+static void odd_b2(moejit_moe_args *a) { a->b2 = (const char *)dev(21) + 1; }
+
+START_TEST(biases_are_required_exactly_when_the_spec_has_them)
+{
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu,bias=b1", 2, 64, 32, 4, 2, drop_b1,
+                  "args.b1: must not be NULL (the spec has bias b1 or both: dtype [E_local, rows])");
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu,bias=b1", 2, 64, 32, 4, 2, add_b2,
+                  "args.b2: must be NULL: the spec has no bias b2");
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu,bias=both", 2, 64, 32, 4, 2, odd_b2,
+                  "args.b2: must be 2-byte aligned");
+    forward_ok("backend=simt,arch=sm_90a,act=swiglu,bias=both,quant=mxfp4,w1_layout=interleaved", 2, 64, 32, 4,
+               2, NULL);
+}
+END_TEST
+
+static void drop_x_scale(moejit_moe_args *a) { a->x_scale = NULL; }
+static void add_x_scale(moejit_moe_args *a) { a->x_scale = (const float *)dev(22); }
+
+START_TEST(static_fp8_input_needs_its_scale_and_only_it_takes_one)
+{
+    forward_fails("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=static,act=swiglu", 2, 64, 32, 4, 2,
+                  drop_x_scale, "args.x_scale: must not be NULL (quant=fp8_tensor with fp8_act=static");
+    forward_fails("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=tensor,act=swiglu", 2, 64, 32, 4, 2,
+                  add_x_scale,
+                  "args.x_scale: must be NULL: only quant=fp8_tensor with fp8_act=static takes a static x scale");
+    forward_fails("backend=simt,arch=sm_90a,quant=bf16,act=swiglu", 2, 64, 32, 4, 2, add_x_scale,
+                  "args.x_scale: must be NULL");
+}
+END_TEST
+
+/* ---- routing ------------------------------------------------------------------------------------ */
+
+static void add_routing_bias(moejit_moe_args *a) { a->routing_bias = (const float *)dev(23); }
+
+START_TEST(routing_rules_are_checked_at_launch)
+{
+    const char *dsv3 = "backend=simt,arch=sm_90a,act=swiglu,routing=deepseek_v3,n_group=8,topk_group=2";
+    forward_fails(dsv3, 4, 64, 32, 12, 2, NULL,
+                  "args.num_experts: routing=deepseek_v3 needs num_experts divisible by n_group (8), got 12");
+    forward_fails(dsv3, 4, 64, 32, 4, 2, NULL, "args.num_experts: routing=deepseek_v3 needs num_experts divisible");
+    /* 16 experts in 8 groups of 2, 2 groups kept: at most 4 eligible */
+    forward_fails(dsv3, 4, 64, 32, 16, 5, NULL,
+                  "args.topk: routing=deepseek_v3 chooses among topk_group x num_experts/n_group = 2 x 2 = 4 "
+                  "experts, got 5");
+    forward_ok(dsv3, 4, 64, 32, 16, 4, add_routing_bias);
+    forward_ok(dsv3, 4, 64, 32, 16, 4, NULL); /* the selection bias is optional */
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu,routing=llama4", 4, 64, 32, 16, 2, NULL,
+                  "args.topk: routing=llama4 is top-1, must be 1, got 2");
+    forward_ok("backend=simt,arch=sm_90a,act=swiglu,routing=llama4,logits=bf16", 4, 64, 32, 16, 1, NULL);
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu,routing=sigmoid_renorm", 4, 64, 32, 16, 2,
+                  add_routing_bias, "args.routing_bias: must be NULL: only deepseek_v3 routing has a selection bias");
+}
+END_TEST
+
+/* ---- per-expert activation parameters ---------------------------------------------------------- */
+
+static void override_0(moejit_moe_args *a) { a->act_param[0] = (const float *)dev(24); }
+static void override_1(moejit_moe_args *a) { a->act_param[1] = (const float *)dev(24); }
+static void override_all(moejit_moe_args *a)
+{
+    for (int i = 0; i < 3; i++) a->act_param[i] = (const float *)dev(24 + i);
+}
+static void override_odd(moejit_moe_args *a) { a->act_param[2] = (const float *)((const char *)dev(24) + 2); }
+
+START_TEST(activation_overrides_follow_the_activations_parameters)
+{
+    forward_fails("backend=simt,arch=sm_90a,act=relu2", 2, 64, 32, 4, 2, override_0,
+                  "args.act_param[0]: must be NULL: activation relu2 has no parameters to override");
+    forward_fails("backend=simt,arch=sm_90a,act=geglu,quant=fp8_tensor", 2, 64, 32, 4, 2, override_1,
+                  "args.act_param[1]: must be NULL: activation geglu has no parameters to override");
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu_step", 2, 64, 32, 4, 2, override_1,
+                  "args.act_param[1]: must be NULL: activation swiglu_step has 1 parameter; allowed indices: "
+                  "0 (limit)");
+    forward_fails("backend=simt,arch=sm_90a,act=swiglu", 2, 64, 32, 4, 2, override_odd,
+                  "args.act_param[2]: must be 4-byte aligned (fp32 [E_local] values of limit)");
+    forward_ok("backend=simt,arch=sm_90a,act=swiglu_step", 2, 64, 32, 4, 2, override_0);
+    forward_ok("backend=simt,arch=sm_90a,act=situ(gate_scale=4,linear_scale=none)", 2, 64, 32, 4, 2,
+               override_all);
+    ck_assert_uint_eq(recs[0].p.act_param[1], (uintptr_t)dev(25)); /* handed to the kernels */
+}
+END_TEST
+
+/* ---- workspace and launch sequence ------------------------------------------------------------- */
+
+static size_t ws_of(const char *text, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k)
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, T, H, I, E, k);
+    size_t bytes = 0;
+    moejit_status st = mj_launch_workspace_size(s, &a, &bytes);
+    ck_assert_msg(st == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    moejit_spec_destroy(s);
+    return bytes;
+}
+
+START_TEST(fp8_workspace_holds_the_quantized_activations_and_their_scales)
+{
+    const int64_t T = 64, H = 1024, I = 512, E = 16, k = 4, P = T * k;
+    const size_t bf16 = ws_of("backend=simt,arch=sm_90a,act=swiglu", T, H, I, E, k);
+    const size_t tensor = ws_of("backend=simt,arch=sm_90a,quant=fp8_tensor,act=swiglu", T, H, I, E, k);
+    const size_t token = ws_of("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=token,act=swiglu", T, H, I, E, k);
+    const size_t stat = ws_of("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=static,act=swiglu", T, H, I, E, k);
+    const size_t block = ws_of("backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu", T, H, I, E, k);
+    const size_t w4 = ws_of("backend=simt,arch=sm_90a,quant=w4a16,act=swiglu", T, H, I, E, k);
+    ck_assert_uint_eq(w4, bf16); /* weight-only formats need nothing more */
+    /* xq [T, H] + interq [P, I] bytes, each region rounded to 256 */
+    ck_assert_uint_ge(tensor, bf16 + (size_t)(T * H + P * I));
+    ck_assert_uint_le(tensor, bf16 + (size_t)(T * H + P * I) + 4 * 256);
+    ck_assert_uint_eq(stat + (size_t)(T * H) + 256, tensor); /* no xq, one-float xscale */
+    ck_assert_uint_ge(token, tensor + 4 * (size_t)(T + P) - 2 * 256);
+    ck_assert_uint_ge(block, tensor + 4 * (size_t)(T * H / 128 + P * I / 128) - 2 * 256);
+    ck_assert_uint_eq(ws_of("backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu", 0, H, I, E, k), 0);
+}
+END_TEST
+
+/* The kernels a forward of `text` launched, in order, as table indices. */
+static int launched(const char *text, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, int *out)
+{
+    forward_ok(text, T, H, I, E, k, NULL);
+    for (int i = 0; i < n_recs; i++) out[i] = recs[i].kernel;
+    return n_recs;
+}
+
+START_TEST(forward_launches_the_fp8_stages_only_where_activations_are_quantized)
+{
+    int seq[32], n;
+    static const int plain[] = {MJ_SIMT_K_ROUTE, MJ_SIMT_K_EXPERT_OFFSETS, MJ_SIMT_K_SCATTER,
+                                MJ_SIMT_K_GEMM1_ACT, MJ_SIMT_K_GEMM2, MJ_SIMT_K_FINALIZE};
+    static const int tensor[] = {MJ_SIMT_K_ROUTE,      MJ_SIMT_K_EXPERT_OFFSETS, MJ_SIMT_K_SCATTER,
+                                 MJ_SIMT_K_X_AMAX,     MJ_SIMT_K_X_QUANT,        MJ_SIMT_K_GEMM1_ACT,
+                                 MJ_SIMT_K_INTER_AMAX, MJ_SIMT_K_INTER_QUANT,    MJ_SIMT_K_GEMM2,
+                                 MJ_SIMT_K_FINALIZE};
+    static const int token[] = {MJ_SIMT_K_ROUTE,     MJ_SIMT_K_EXPERT_OFFSETS, MJ_SIMT_K_SCATTER,
+                                MJ_SIMT_K_X_QUANT,   MJ_SIMT_K_GEMM1_ACT,      MJ_SIMT_K_INTER_QUANT,
+                                MJ_SIMT_K_GEMM2,     MJ_SIMT_K_FINALIZE};
+    static const int stat[] = {MJ_SIMT_K_ROUTE,      MJ_SIMT_K_EXPERT_OFFSETS, MJ_SIMT_K_SCATTER,
+                               MJ_SIMT_K_GEMM1_ACT,  MJ_SIMT_K_INTER_AMAX,     MJ_SIMT_K_INTER_QUANT,
+                               MJ_SIMT_K_GEMM2,      MJ_SIMT_K_FINALIZE};
+    n = launched("backend=simt,arch=sm_90a,act=swiglu", 5, 64, 32, 8, 2, seq);
+    ck_assert_int_eq(n, 6);
+    ck_assert_int_eq(memcmp(seq, plain, sizeof plain), 0);
+    n = launched("backend=simt,arch=sm_90a,quant=mxfp4,act=swiglu", 5, 64, 32, 8, 2, seq);
+    ck_assert_int_eq(n, 6);
+    ck_assert_int_eq(memcmp(seq, plain, sizeof plain), 0);
+    n = launched("backend=simt,arch=sm_90a,quant=fp8_tensor,act=swiglu", 5, 64, 32, 8, 2, seq);
+    ck_assert_int_eq(n, 10);
+    ck_assert_int_eq(memcmp(seq, tensor, sizeof tensor), 0);
+    n = launched("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=token,act=swiglu", 5, 64, 32, 8, 2, seq);
+    ck_assert_int_eq(n, 8);
+    ck_assert_int_eq(memcmp(seq, token, sizeof token), 0);
+    n = launched("backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu", 5, 128, 128, 8, 2, seq);
+    ck_assert_int_eq(n, 8); /* per 1x128 group: no amax passes */
+    ck_assert_int_eq(memcmp(seq, token, sizeof token), 0);
+    n = launched("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=static,act=swiglu", 5, 64, 32, 8, 2, seq);
+    ck_assert_int_eq(n, 8);
+    ck_assert_int_eq(memcmp(seq, stat, sizeof stat), 0);
+}
+END_TEST
+
+static const launch_rec *rec_of(int kernel)
+{
+    for (int i = 0; i < n_recs; i++)
+        if (recs[i].kernel == kernel) return &recs[i];
+    ck_abort_msg("kernel %d was not launched", kernel);
+    return NULL;
+}
+
+START_TEST(forward_hands_every_tensor_and_disjoint_workspace_regions_to_the_kernels)
+{
+    const int64_t T = 7, H = 256, I = 128, E = 6, k = 3, P = T * k, e_local = 2;
+    moejit_spec *s = spec_of("backend=simt,arch=sm_90a,quant=fp8_block,act=swiglu,bias=both,"
+                             "routing=deepseek_v3,n_group=3,topk_group=2");
+    moejit_moe_args a = args_for(s, T, H, I, E, k);
+    a.expert_offset = 2, a.num_local_experts = e_local;
+    a.routing_bias = (const float *)dev(30);
+    a.act_param[2] = (const float *)dev(31);
+    ck_assert_msg(forward(s, &a) == MOEJIT_OK, "%s", moejit_last_error());
+    const mj_layer_params *p = &recs[0].p;
+    ck_assert_uint_eq(p->w1_scale, (uintptr_t)a.w1_scale);
+    ck_assert_uint_eq(p->w2_scale, (uintptr_t)a.w2_scale);
+    ck_assert_uint_eq(p->b1, (uintptr_t)a.b1);
+    ck_assert_uint_eq(p->b2, (uintptr_t)a.b2);
+    ck_assert_uint_eq(p->routing_bias, (uintptr_t)a.routing_bias);
+    ck_assert_uint_eq(p->act_param[2], (uintptr_t)a.act_param[2]);
+    ck_assert_int_eq(p->expert_offset, 2);
+    ck_assert_int_eq(p->num_local_experts, 2);
+    /* one memset zeroes counts, cursors and both amax words */
+    ck_assert_uint_eq(memset_ptr, p->ws_counts);
+    ck_assert_uint_eq(memset_count, (size_t)(2 * e_local + 2));
+    ck_assert_uint_eq(p->ws_cursors, p->ws_counts + 4 * e_local);
+    ck_assert_uint_eq(p->ws_amax, p->ws_cursors + 4 * e_local);
+    /* the fp8 regions come after y, in order, 256-aligned, each large enough */
+    const unsigned long long regions[][2] = {
+        {p->ws_y, (unsigned long long)(P * H * 4)},
+        {p->ws_xq, (unsigned long long)(T * H)},
+        {p->ws_xscale, (unsigned long long)(4 * T * (H / 128))},
+        {p->ws_interq, (unsigned long long)(P * I)},
+        {p->ws_interscale, (unsigned long long)(4 * P * (I / 128))},
+    };
+    for (size_t i = 0; i + 1 < sizeof regions / sizeof regions[0]; i++) {
+        ck_assert_uint_eq(regions[i + 1][0] % 256, 0);
+        ck_assert_uint_ge(regions[i + 1][0], regions[i][0] + regions[i][1]);
+    }
+    /* grids: quantization one block per row, GEMM tiles sized for any routing */
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_X_QUANT)->gx, (unsigned)T);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_X_QUANT)->block, MJ_SIMT_QUANT_THREADS);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_INTER_QUANT)->gx, (unsigned)P);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_GEMM1_ACT)->gx, (unsigned)mj_simt_max_tiles(P, 32, (int)e_local));
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_GEMM1_ACT)->gy, (unsigned)(I / 64));
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_GEMM2)->gy, (unsigned)(H / 64));
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+START_TEST(amax_grid_is_capped_and_fixed_by_the_shape)
+{
+    forward_ok("backend=simt,arch=sm_90a,quant=fp8_tensor,act=swiglu", 3, 64, 32, 8, 2, NULL);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_X_AMAX)->gx, 1); /* 3·64/8 = 24 chunks */
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_X_AMAX)->block, MJ_SIMT_AMAX_THREADS);
+    forward_ok("backend=simt,arch=sm_90a,quant=fp8_tensor,act=swiglu", 4096, 8192, 1024, 8, 2, NULL);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_X_AMAX)->gx, MJ_SIMT_AMAX_MAX_BLOCKS);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_INTER_AMAX)->gx, MJ_SIMT_AMAX_MAX_BLOCKS);
+}
+END_TEST
+
+START_TEST(parameter_block_layout_is_pinned)
+{
+    /* host and device read the same struct; launch.c hands it by pointer to cuLaunchKernel */
+    ck_assert_uint_eq(sizeof(mj_layer_params), 320);
+    ck_assert_uint_eq(offsetof(mj_layer_params, x), 0);
+    ck_assert_uint_eq(offsetof(mj_layer_params, x_scale) % 8, 0);
+    ck_assert_uint_eq(offsetof(mj_layer_params, num_tokens) % 8, 0);
+}
+END_TEST
+
+static Suite *launch_suite(void)
+{
+    Suite *s = suite_create("launch");
+    TCase *tc = tcase_create("launch");
+    tcase_add_test(tc, fp8_block_needs_hidden_and_inter_multiples_of_128);
+    tcase_add_test(tc, w4a16_needs_multiples_of_its_group_and_whole_zero_point_bytes);
+    tcase_add_test(tc, mxfp4_needs_multiples_of_32);
+    tcase_add_test(tc, missing_or_foreign_scales_are_refused_naming_the_field);
+    tcase_add_test(tc, misaligned_tensors_are_refused);
+    tcase_add_test(tc, biases_are_required_exactly_when_the_spec_has_them);
+    tcase_add_test(tc, static_fp8_input_needs_its_scale_and_only_it_takes_one);
+    tcase_add_test(tc, routing_rules_are_checked_at_launch);
+    tcase_add_test(tc, activation_overrides_follow_the_activations_parameters);
+    tcase_add_test(tc, fp8_workspace_holds_the_quantized_activations_and_their_scales);
+    tcase_add_test(tc, forward_launches_the_fp8_stages_only_where_activations_are_quantized);
+    tcase_add_test(tc, forward_hands_every_tensor_and_disjoint_workspace_regions_to_the_kernels);
+    tcase_add_test(tc, amax_grid_is_capped_and_fixed_by_the_shape);
+    tcase_add_test(tc, parameter_block_layout_is_pinned);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(launch_suite)
