@@ -15,6 +15,7 @@
 #include "activation.h"
 #include "common/params.h"
 #include "emit.h"
+#include "emit_backends.h"
 #include "spec.h"
 #include "status.h"
 #include "strbuf.h"
@@ -196,6 +197,7 @@ moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
 {
     if (!spec || !out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "mj_emit: spec and out must not be NULL");
     memset(out, 0, sizeof *out);
+    if (spec->backend == MJ_BACKEND_MMA) return mj_emit_mma(spec, out);
     const mj_simt_tile *tile = NULL;
     moejit_status st = check_emittable(spec, &tile);
     if (st != MOEJIT_OK) return st;

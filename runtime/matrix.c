@@ -37,6 +37,19 @@ const mj_backend_caps mj_backend_table[] = {
         .biases = MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH),
         .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16),
     },
+    {
+        .backend = MJ_BACKEND_MMA,
+        .summary = "warp-level tensor cores (mma.sync, ldmatrix, cp.async), sm_80+",
+        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16),
+        .dtypes = MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16),
+        .acts = ALL_ACTS,
+        .archs = ALL_ARCHS,
+        .routings = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
+                    MJ_BIT(MJ_ROUTING_PRECOMPUTED),
+        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE),
+        .biases = MJ_BIT(MJ_BIAS_NONE),
+        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32),
+    },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];
 

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""This file contains the torch baseline of `moejit bench layer`: the same MoE layer (renormalize
+routing: top-k of the logits, softmax over the k; argsort by expert; gather; grouped GEMM1 with
+torch._grouped_mm; activation; grouped GEMM2; weighted scatter-add) on the same shapes, batches,
+input distributions and input-set rotation, timed by CUDA-graph replay (eager with CUDA events if
+capture fails). It prints one JSON object per (shape, batch) on stdout (and --json FILE), which
+bench/merge.py joins with the moejit rows.
+
+Usage: python3 bench/torch_baseline.py [--shapes a,b] [--batches 1,8] [--json FILE] [--rotate N]
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = {
+    "mixtral-8x7b": (4096, 14336, 8, 2, "swiglu"),
+    "qwen3-30b-a3b": (2048, 768, 128, 8, "swiglu"),
+    "qwen3-235b-a22b": (4096, 1536, 128, 8, "swiglu"),
+    "deepseek-v3": (7168, 2048, 256, 8, "swiglu"),
+    "nemotron": (2688, 1856, 128, 6, "relu2"),
+    "gpt-oss-bf16": (2880, 2880, 128, 4, "swiglu_oss"),
+}
+DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
+
+
+def activation(h, inter, act):
+    if act == "relu2":
+        return torch.relu(h).square()
+    u, g = h[:, :inter], h[:, inter:]  # up FIRST, gate SECOND (the contract's layout)
+    if act == "swiglu":
+        return F.silu(g) * u
+    g = g.clamp(max=7.0)  # gpt-oss: SwiGLU(alpha=1.702, beta=1, limit=7)
+    return g * torch.sigmoid(1.702 * g) * (u.clamp(-7.0, 7.0) + 1.0)
+
+
+def moe_forward(x, logits, w1t, w2t, inter, k, act):
+    """One layer; w1t [E, H, rows] and w2t [E, I, H] are transposed views of the weights."""
+    T, H = x.shape
+    E = logits.shape[1]
+    vals, ids = torch.topk(logits, k, dim=-1)
+    weights = torch.softmax(vals, dim=-1)
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    token = order // k
+    counts = torch.zeros(E, dtype=torch.int32, device=x.device)
+    counts.scatter_add_(0, flat.to(torch.int64), torch.ones_like(flat, dtype=torch.int32))
+    offs = torch.cumsum(counts, 0, dtype=torch.int32)
+    xs = x[token]
+    h = torch._grouped_mm(xs, w1t, offs=offs)
+    a = activation(h, inter, act)
+    y = torch._grouped_mm(a, w2t, offs=offs)
+    y = y.float() * weights.flatten()[order].unsqueeze(1)
+    out = torch.zeros(T, H, dtype=torch.float32, device=x.device)
+    out.index_add_(0, token, y)
+    return out.to(x.dtype)
+
+
+def time_shape(name, batches, rotate, reps_cap=30):
+    H, I, E, k, act = SHAPES[name]
+    rows = I if act == "relu2" else 2 * I
+    dev = "cuda"
+    torch.manual_seed(1234)
+    w1 = (torch.rand(E, rows, H, device=dev) * 2 - 1).mul_(1 / math.sqrt(H)).to(torch.bfloat16)
+    w2 = (torch.rand(E, H, I, device=dev) * 2 - 1).mul_(1 / math.sqrt(I)).to(torch.bfloat16)
+    w1t, w2t = w1.transpose(1, 2), w2.transpose(1, 2)
+    results = []
+    for B in batches:
+        sets = rotate if rotate else (4 if B >= 1024 else 8)
+        xs = [(torch.rand(B, H, device=dev) * 2 - 1).to(torch.bfloat16) for _ in range(sets)]
+        ls = [torch.rand(B, E, device=dev) * 4 - 2 for _ in range(sets)]
+        mode = "graph"
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for i in range(sets):  # warm-up outside the capture (allocator, cuBLAS handles)
+                    moe_forward(xs[i], ls[i], w1t, w2t, I, k, act)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for i in range(sets):
+                    moe_forward(xs[i], ls[i], w1t, w2t, I, k, act)
+            run = g.replay
+        except Exception as e:  # noqa: BLE001 - report and fall back to eager timing
+            print(f"torch baseline: {name} B={B}: graph capture failed ({e}); eager timing", file=sys.stderr)
+            mode = "eager"
+
+            def run():
+                for i in range(sets):
+                    moe_forward(xs[i], ls[i], w1t, w2t, I, k, act)
+
+        for _ in range(2):
+            run()
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        first = e0.elapsed_time(e1)
+        reps = max(5, min(reps_cap, int(250 / max(first, 1e-3))))
+        times = []
+        for _ in range(reps):
+            e0.record()
+            run()
+            e1.record()
+            e1.synchronize()
+            times.append(1000.0 * e0.elapsed_time(e1) / sets)
+        times.sort()
+        med = statistics.median(times)
+        row = {"source": "torch", "device": torch.cuda.get_device_name(), "shape": name, "batch": B,
+               "us": round(med, 3), "spread": round((times[-1] - times[0]) / med, 4), "mode": mode,
+               "torch": torch.__version__}
+        print(json.dumps(row), flush=True)
+        results.append(row)
+        del xs, ls
+        if mode == "graph":
+            del g
+        torch.cuda.empty_cache()
+    del w1, w2, w1t, w2t
+    torch.cuda.empty_cache()
+    return results
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", default=DEFAULT_SHAPES)
+    p.add_argument("--batches", default="1,8,64,512,4096")
+    p.add_argument("--rotate", type=int, default=0)
+    p.add_argument("--json", default=None)
+    a = p.parse_args()
+    names = list(SHAPES) if a.shapes == "all" else a.shapes.split(",")
+    for n in names:
+        if n not in SHAPES:
+            p.error(f"--shapes: unknown shape {n!r}; allowed: {', '.join(SHAPES)}, all")
+    batches = [int(b) for b in a.batches.split(",")]
+    rows = []
+    for n in names:
+        rows += time_shape(n, batches, a.rotate)
+    if a.json:
+        with open(a.json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+/*
+ * emit_backends.h — code generators of the backends other than simt (emit.c keeps simt and
+ * the dispatch on spec->backend).
+ *
+ * Each generator has mj_emit's contract (emit.h): deterministic bytes for a spec that passed
+ * mj_check_support, the canonical spec in the opening comment, constants as exact literals,
+ * the kernel names in the order of the backend's launch table.
+ */
+#ifndef MJ_EMIT_BACKENDS_H
+#define MJ_EMIT_BACKENDS_H
+
+#include "emit.h"
+
+/* backend=mma: the instantiation of templates/mma_layer.cuh (kernel table of
+ * templates/common/mma_params.h: MJ_MMA_NUM_KERNELS entries). Refuses, naming the field,
+ * anything the mma templates cannot build: quant other than bf16/fp16, routing other than
+ * softmax_topk/renormalize/precomputed, w1_layout other than up_gate, bias other than none,
+ * logits other than fp32/bf16/fp16, a tile other than auto/large/small. */
+moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * This file contains what the host and the `mma` templates share beyond mj_layer_params
+ * (common/params.h, reused unchanged): the mma kernel list in launch-table order, the block
+ * sizes and tiles of its two GEMM paths, their shared-memory sizes, and the launch-time
+ * heuristic that picks a path. Plain C, included by the templates (NVRTC, C++17) and by
+ * runtime/launch_mma.c and codegen/emit_mma.c (C11).
+ *
+ * Two GEMM paths live in every mma cubin, so the choice is made per forward from T:
+ *
+ *   large (prefill)  tokens are the MMA's M: a CTA owns 128 gathered token rows x 128 weight
+ *                    rows (gated GEMM1: 64 up + 64 gate rows -> 64 intermediate columns);
+ *                    8 warps as 2 (M) x 4 (N), warp tile 64 x 32; BK 64; 3 cp.async stages.
+ *   small (decode)   operands swapped: WEIGHT rows are M (m16), tokens are N (n8): a CTA owns
+ *                    64 weight rows x 16 token rows; 4 warps, each 16 weight rows x 16 tokens;
+ *                    BK 64; 6 cp.async stages, so ~60 KB of weights are in flight per CTA and
+ *                    CTAs = (weight rows / 64) x (token tiles) fill the 132 SMs already at T=1.
+ *
+ * Each path has its own row-tile size, hence its own expert-offsets kernel (the tile offsets
+ * are computed for the BLOCK_M the GEMMs use); route, scatter and finalize are shared.
+ */
+#ifndef MJ_TEMPLATES_COMMON_MMA_PARAMS_H
+#define MJ_TEMPLATES_COMMON_MMA_PARAMS_H
+
+/* ---- kernels, in the order of the module's kernel table ---------------------------------- */
+/* 0..5 are the simt indices (common/params.h) with the large-path GEMMs; 6..8 the small path.
+ * A forward launches route, offsets, scatter, gemm1, gemm2, finalize of ONE path. */
+enum {
+    MJ_MMA_K_ROUTE = 0,
+    MJ_MMA_K_EXPERT_OFFSETS,       /* row tiles of MJ_MMA_LARGE_BM tokens */
+    MJ_MMA_K_SCATTER,
+    MJ_MMA_K_GEMM1_ACT,            /* large path */
+    MJ_MMA_K_GEMM2,                /* large path */
+    MJ_MMA_K_FINALIZE,
+    MJ_MMA_K_EXPERT_OFFSETS_SMALL, /* row tiles of MJ_MMA_SMALL_BT tokens */
+    MJ_MMA_K_GEMM1_ACT_SMALL,
+    MJ_MMA_K_GEMM2_SMALL,
+    MJ_MMA_K_ROUTE_FUSED_SMALL,    /* T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS: counters, route,
+                                      offsets (small tiles) and scatter in ONE block */
+    MJ_MMA_NUM_KERNELS
+};
+#define MJ_MMA_KERNEL_NAME_LIST                                                                 \
+    "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize", \
+        "mj_expert_offsets_small", "mj_gemm1_act_small", "mj_gemm2_small", "mj_route_fused_small"
+
+/* Decode: at most this many tokens (one warp each in a block of MJ_SIMT_OFFSETS_THREADS)
+ * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
+ * each of which costs a few microseconds of launch and drain at batch 1. More tokens would
+ * serialise several warp-argmax chains per warp and lose what the launches saved. */
+#define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 16
+
+/* ---- the two GEMM paths ------------------------------------------------------------------- */
+#define MJ_MMA_BK 64 /* k per stage: 128-byte smem rows, 8 x 16-byte chunks, XOR swizzle */
+
+#define MJ_MMA_LARGE_THREADS 256
+#define MJ_MMA_LARGE_BM 128 /* token rows per CTA (row tile) */
+#define MJ_MMA_LARGE_BN 128 /* weight rows per CTA (gated GEMM1: 64 up + 64 gate) */
+#define MJ_MMA_LARGE_STAGES 3
+
+#define MJ_MMA_SMALL_THREADS 128
+#define MJ_MMA_SMALL_BW 64 /* weight rows per CTA (gated GEMM1: 32 up + 32 gate) */
+#define MJ_MMA_SMALL_BT 16 /* token rows per CTA (row tile) */
+#define MJ_MMA_SMALL_STAGES 6
+
+/* Dynamic shared memory of each path's GEMM kernels (bytes); above 48 KiB, so the launcher
+ * raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first. Both fit the 99 KiB per
+ * block of sm_86/sm_89/sm_120. */
+#define MJ_MMA_LARGE_SMEM (MJ_MMA_LARGE_STAGES * (MJ_MMA_LARGE_BM + MJ_MMA_LARGE_BN) * MJ_MMA_BK * 2)
+#define MJ_MMA_SMALL_SMEM (MJ_MMA_SMALL_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
+
+#ifndef __CUDACC_RTC__
+#include <string.h>
+
+/* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
+ * one path (for benchmarks and tests; the cubin is the same). */
+typedef enum mj_mma_path { MJ_MMA_PATH_AUTO = 0, MJ_MMA_PATH_LARGE, MJ_MMA_PATH_SMALL } mj_mma_path;
+#define MJ_MMA_TILE_NAMES "auto, large, small"
+
+/* The path for a tile name; -1 for a name the mma backend does not know. */
+static inline int mj_mma_path_of(const char *tile)
+{
+    if (!tile || !*tile || strcmp(tile, "auto") == 0) return MJ_MMA_PATH_AUTO;
+    if (strcmp(tile, "large") == 0) return MJ_MMA_PATH_LARGE;
+    if (strcmp(tile, "small") == 0) return MJ_MMA_PATH_SMALL;
+    return -1;
+}
+
+/* The launch-time heuristic (tile=auto). Average rows per local expert = pairs / E_local.
+ * Up to 24 the layer is weight-streaming bound: the small path reads each 64-row weight tile
+ * once per 16-token tile (repeats of one expert run side by side and hit L2) and makes
+ * (2I/64 or H/64) x tiles CTAs, enough for 132 SMs even at T = 1; the large path would make
+ * far fewer CTAs and compute mostly padding. Measured on the H200 (2026-11-30, tile=small vs
+ * tile=large): at 16 rows/expert small wins (DeepSeek-V3 B=512: 6.4 vs 7.6 ms), at 32 they
+ * tie (Qwen3-30B B=512: 462 vs 462 us; Mixtral B=128: 976 vs 965 us) or large wins
+ * (DeepSeek-V3 B=1024: 9.4 vs 7.9 ms), at 64 large wins by 1.5x (Mixtral B=256). */
+#define MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT 24
+static inline int mj_mma_use_small(long long pairs, int e_local, int path)
+{
+    if (path == MJ_MMA_PATH_LARGE) return 0;
+    if (path == MJ_MMA_PATH_SMALL) return 1;
+    return pairs <= (long long)MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT * e_local;
+}
+#endif
+
+#endif

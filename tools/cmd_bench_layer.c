@@ -1,0 +1,786 @@
+/*
+ * This file contains `moejit bench layer` (bench_layer.h): for each model shape of
+ * perf-targets.md and each batch, the whole layer (route -> finalize) timed by CUDA-graph
+ * replay over rotating input sets, reported as median µs, effective TB/s on the weight bytes
+ * the batch touches, TFLOP/s, and the fraction of the roofline floor; --check first compares
+ * each timed backend with simt on the same inputs (and with the float64 CPU reference on
+ * small shapes, every activation, both GEMM paths).
+ *
+ * Floor (perf-targets.md): E_act = E·(1 − (1 − k/E)^B) experts touched under uniform routing,
+ * W = E_act·(rows1 + I)·H·2 bytes, F = 2·B·k·(rows1 + I)·H, floor = max(W / bw, F / peak)
+ * with the ceilings measured on the lent H200 (4.48 TB/s read stream, 790 TFLOP/s bf16).
+ * Routing: renormalize on fp32 logits drawn uniform in [-2, 2) from a seeded hash (seeded
+ * uniform routing), also for DeepSeek-V3 (whose own deepseek_v3 routing mma does not take).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_layer.h"
+#include "bench_layer_run.h"
+#include "cli.h"
+#include "halfconv.h"
+#include "launch_backends.h"
+#include "common/mma_params.h"
+#include "reference.h"
+#include "spec.h"
+
+typedef struct model_shape {
+    const char *name;
+    int hidden, inter, experts, topk;
+    const char *act;
+} model_shape;
+
+static const model_shape shapes[] = {
+    {"mixtral-8x7b", 4096, 14336, 8, 2, "swiglu"},
+    {"qwen3-30b-a3b", 2048, 768, 128, 8, "swiglu"},
+    {"qwen3-235b-a22b", 4096, 1536, 128, 8, "swiglu"},
+    {"deepseek-v3", 7168, 2048, 256, 8, "swiglu"},
+    {"nemotron", 2688, 1856, 128, 6, "relu2"},
+    {"gpt-oss-bf16", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)"},
+};
+#define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+#define DEFAULT_SHAPES "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
+
+static const char usage[] =
+    "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
+    "                          [--check] [--no-time] [--json FILE] [--append FILE] [--commit SHA]\n"
+    "                          [--cubin-dir DIR] [--rotate N] [--reps N] [--bw TBPS] [--peak TFLOPS]\n"
+    "\n"
+    "Times the whole MoE layer (routing -> finalize) of each model shape and batch on the GPU by\n"
+    "CUDA-graph replay over rotating input sets (so L2 holds no inputs), and prints the median\n"
+    "time, effective TB/s on the weight bytes the batch touches, TFLOP/s and the fraction of the\n"
+    "roofline floor max(W / bw, F / peak).\n"
+    "\n"
+    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, or all\n"
+    "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
+    "  --backend LIST   simt, mma (default mma)\n"
+    "  --tile LIST      mma tile field: auto (default: the launch-time heuristic), large, small\n"
+    "  --check          first compare each backend with simt on the same inputs (poisoned\n"
+    "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
+    "                   small shapes for every activation and both mma GEMM paths\n"
+    "  --no-time        checks only\n"
+    "  --json FILE      also write every row as JSON (one object per line)\n"
+    "  --append FILE    append the table in Markdown with date, commit, device and method\n"
+    "  --cubin-dir DIR  write each layer's cubin there (for cuobjdump --dump-sass)\n"
+    "  --bw, --peak     ceilings of the floor (default 4.48 TB/s, 790 TFLOP/s: the H200's measured)\n"
+    "\n"
+    "Examples:\n"
+    "  moejit bench layer --check\n"
+    "  moejit bench layer --shapes qwen3-30b-a3b --batches 1,64 --tile small,large --backend mma,simt\n";
+
+typedef struct options {
+    int shape[N_SHAPES], n_shapes;
+    long long batch[32];
+    int n_batches;
+    const char *backend[8];
+    int n_backends;
+    const char *tile[4];
+    int n_tiles;
+    int check, time;
+    const char *json, *append, *commit, *cubin_dir;
+    int rotate, reps;
+    double bw, peak;
+} options;
+
+/* ---- option lists ------------------------------------------------------------------------------ */
+
+static int split(const char *value, char out[][32], int max)
+{
+    int n = 0;
+    const char *p = value;
+    while (*p && n < max) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= 32) return -1;
+        memcpy(out[n], p, len);
+        out[n][len] = '\0';
+        n++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return *p ? -1 : n;
+}
+
+static int parse_shapes(const char *value, options *o)
+{
+    char items[N_SHAPES + 1][32];
+    int n = split(value, items, N_SHAPES + 1);
+    o->n_shapes = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(items[i], "all")) {
+            for (int s = 0; s < N_SHAPES; s++) o->shape[o->n_shapes++] = s;
+            return 0;
+        }
+        int found = -1;
+        for (int s = 0; s < N_SHAPES; s++)
+            if (!strcmp(items[i], shapes[s].name)) found = s;
+        if (found < 0 || o->n_shapes >= N_SHAPES) n = -1;
+        else o->shape[o->n_shapes++] = found;
+    }
+    if (n <= 0) {
+        cli_error("bench layer: --shapes: unknown or empty list '%s'; allowed: " DEFAULT_SHAPES
+                  ", gpt-oss-bf16, all",
+                  value);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_word_list(const char *opt, const char *value, const char **out, int max, int *n,
+                           const char *const *allowed, int n_allowed, const char *allowed_text)
+{
+    char items[8][32];
+    int c = split(value, items, max < 8 ? max : 8);
+    *n = 0;
+    for (int i = 0; i < c; i++) {
+        int found = -1;
+        for (int a = 0; a < n_allowed; a++)
+            if (!strcmp(items[i], allowed[a])) found = a;
+        if (found < 0) c = -1;
+        else out[(*n)++] = allowed[found];
+    }
+    if (c <= 0) {
+        cli_error("bench layer: %s: bad list '%s'; allowed: %s", opt, value, allowed_text);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the floor ------------------------------------------------------------------------------- */
+
+typedef struct metrics {
+    double e_act, weight_bytes, flops, floor_us;
+} metrics;
+
+static metrics metrics_of(const model_shape *s, int gated, long long B, const options *o)
+{
+    metrics m;
+    const double E = s->experts, k = s->topk, H = s->hidden, I = s->inter;
+    const double rows = (gated ? 2.0 : 1.0) * I + I;
+    m.e_act = E * (1.0 - pow(1.0 - k / E, (double)B));
+    m.weight_bytes = m.e_act * rows * H * 2.0;
+    m.flops = 2.0 * (double)B * k * rows * H;
+    double t_bw = m.weight_bytes / (o->bw * 1e12), t_fl = m.flops / (o->peak * 1e12);
+    m.floor_us = 1e6 * (t_bw > t_fl ? t_bw : t_fl);
+    return m;
+}
+
+/* ---- device buffers of one shape ----------------------------------------------------------- */
+
+typedef struct shape_bufs {
+    CUdeviceptr w1, w2, x, logits, out, out2, ws;
+    size_t ws_bytes, x_set, logits_set; /* elements per input set (at the largest batch) */
+    int sets;
+} shape_bufs;
+
+typedef struct enqueue_ctx {
+    const mj_gpu *g;
+    const bench_layer *layer;
+    moejit_moe_args args;
+    const shape_bufs *b;
+    long long B;
+    int H, E;
+} enqueue_ctx;
+
+static moejit_status enqueue_forward(void *vctx, int i, CUstream stream)
+{
+    enqueue_ctx *c = vctx;
+    moejit_moe_args a = c->args;
+    int set = i % c->b->sets;
+    a.x = (void *)(c->b->x + (size_t)set * c->b->x_set * 2);
+    a.router_logits = (void *)(c->b->logits + (size_t)set * c->b->logits_set * 4);
+    return bench_layer_forward(c->g, c->layer, &a, c->b->ws, c->b->ws_bytes, stream);
+}
+
+static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUdeviceptr out,
+                    moejit_moe_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->num_tokens = B, a->hidden = s->hidden, a->inter = s->inter;
+    a->num_experts = s->experts, a->topk = s->topk;
+    a->x = (void *)b->x, a->router_logits = (void *)b->logits;
+    a->w1 = (void *)b->w1, a->w2 = (void *)b->w2, a->out = (void *)out;
+}
+
+/* Runs one forward of set 0 into out (poisoned first) and downloads it as floats. */
+static moejit_status run_once(const mj_gpu *g, const bench_layer *L, const model_shape *s, long long B,
+                              const shape_bufs *b, CUdeviceptr out, float *host, CUstream stream)
+{
+    moejit_moe_args a;
+    args_of(s, B, b, out, &a);
+    size_t n = (size_t)B * (size_t)s->hidden;
+    moejit_status st = mj_gpu_poison(g, out, 0xff, n * 2, stream);
+    if (st == MOEJIT_OK) st = bench_layer_forward(g, L, &a, b->ws, b->ws_bytes, stream);
+    if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
+    if (st == MOEJIT_OK) st = mj_gpu_download_values(g, out, n, MJ_DTYPE_BF16, host);
+    return st;
+}
+
+typedef struct cmp_result {
+    double max_err, max_ref, rel_l2;
+    long long nonfinite;
+} cmp_result;
+
+static cmp_result compare(const float *got, const float *ref, size_t n)
+{
+    cmp_result c = {0, 0, 0, 0};
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) {
+            c.nonfinite++;
+            continue;
+        }
+        double d = (double)got[i] - (double)ref[i];
+        c.max_err = fmax(c.max_err, fabs(d));
+        c.max_ref = fmax(c.max_ref, fabs((double)ref[i]));
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    c.rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+    return c;
+}
+
+/* ---- CPU-reference checks on small shapes ------------------------------------------------- */
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static float uniform(void)
+{
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return (float)((rng * 0x2545f4914f6cdd1dull) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+static float *host_random(size_t n, float scale, mj_dtype dt)
+{
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    if (v)
+        for (size_t i = 0; i < n; i++) v[i] = mj_half_snap(uniform() * scale, dt);
+    return v;
+}
+
+/* One small layer against the float64 reference (replay of the intermediate's rounding) at
+ * T tokens; returns 1 when it passes. H and I are not multiples of 64 (K and N tails). */
+static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
+
+static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act, const char *dtype,
+                         long long T, FILE *log)
+{
+    const int H = ref_H, I = ref_I, E = ref_E, K = ref_K;
+    const mj_dtype dt = L->spec->dtype;
+    const int gated = moejit_activation_is_gated(&L->spec->act);
+    const size_t rows = (size_t)(gated ? 2 * I : I);
+    float *x = host_random((size_t)T * H, 1.0f, dt), *lg = host_random((size_t)T * E, 2.0f, MJ_DTYPE_FP32);
+    float *w1 = host_random((size_t)E * rows * H, 1.0f / sqrtf((float)H), dt);
+    float *w2 = host_random((size_t)E * H * I, 1.0f / sqrtf((float)I), dt);
+    float *out = malloc((size_t)T * H * sizeof *out), *out2 = malloc((size_t)T * H * sizeof *out2);
+    double *ideal = malloc((size_t)T * H * sizeof *ideal), *replay = malloc((size_t)T * H * sizeof *replay);
+    CUdeviceptr dx = 0, dl = 0, dw1 = 0, dw2 = 0, dout = 0, dws = 0;
+    size_t ws = 0;
+    int ok = 0;
+    const char *path = "-";
+    moejit_status st = MOEJIT_ERR_OUT_OF_MEMORY;
+    moejit_moe_args a;
+    memset(&a, 0, sizeof a);
+    if (!x || !lg || !w1 || !w2 || !out || !out2 || !ideal || !replay) goto done;
+    a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = E, a.topk = K;
+    st = mj_gpu_upload_values(g, x, (size_t)T * H, dt, &dx);
+    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, MJ_DTYPE_FP32, &dl);
+    if (!st) st = mj_gpu_upload_values(g, w1, (size_t)E * rows * H, dt, &dw1);
+    if (!st) st = mj_gpu_upload_values(g, w2, (size_t)E * H * I, dt, &dw2);
+    if (!st) st = mj_gpu_alloc(g, (size_t)T * H * 2, &dout);
+    a.x = (void *)dx, a.router_logits = (void *)dl, a.w1 = (void *)dw1, a.w2 = (void *)dw2, a.out = (void *)dout;
+    if (!st) st = bench_layer_workspace(L, &a, &ws);
+    if (!st) st = mj_gpu_alloc(g, ws, &dws);
+    for (int rep = 0; rep < 2 && !st; rep++) {
+        st = mj_gpu_poison(g, dout, 0xff, (size_t)T * H * 2, NULL);
+        if (!st) st = bench_layer_forward(g, L, &a, dws, ws, NULL);
+        if (!st) st = mj_gpu_sync(g, NULL);
+        if (!st) st = mj_gpu_download_values(g, dout, (size_t)T * H, dt, rep ? out2 : out);
+    }
+    if (st) {
+        fprintf(log, "reference %-44s T=%-4lld RUN FAILED: %s\n", act, T, moejit_last_error());
+        goto done;
+    }
+    mj_ref_layer R;
+    memset(&R, 0, sizeof R);
+    R.num_tokens = T, R.hidden = H, R.inter = I, R.num_experts = E, R.topk = K;
+    R.act = &L->spec->act, R.routing = L->spec->routing, R.w1_layout = L->spec->w1_layout, R.dtype = dt;
+    R.x = x, R.router_logits = lg, R.w1 = w1, R.w2 = w2;
+    if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_SIMT) != MOEJIT_OK) {
+        fprintf(log, "reference %-44s T=%-4lld REFERENCE FAILED: %s\n", act, T, moejit_last_error());
+        goto done;
+    }
+    double e_ideal = 0, e_replay = 0, m = 0;
+    long long bad = 0;
+    for (long long i = 0; i < T * H; i++) {
+        if (!isfinite(out[i])) bad++;
+        e_ideal = fmax(e_ideal, fabs(out[i] - ideal[i]));
+        e_replay = fmax(e_replay, fabs(out[i] - replay[i]));
+        m = fmax(m, fabs(replay[i]));
+    }
+    int same = memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
+    if (L->spec->backend == MJ_BACKEND_MMA)
+        path = mj_launch_mma_path(L->spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large";
+    ok = bad == 0 && same && m > 0 && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
+    fprintf(log, "reference %-4s %-44s T=%-4lld path=%-5s err/max: ideal %.2e replay %.2e  "
+                 "non-finite %lld  rerun %s  %s\n",
+            dtype, act, T, path, m > 0 ? e_ideal / m : e_ideal, m > 0 ? e_replay / m : e_replay, bad,
+            same ? "identical" : "DIFFERS", ok ? "ok" : "FAIL");
+done:
+    mj_gpu_free(g, dx), mj_gpu_free(g, dl), mj_gpu_free(g, dw1), mj_gpu_free(g, dw2);
+    mj_gpu_free(g, dout), mj_gpu_free(g, dws);
+    free(x), free(lg), free(w1), free(w2), free(out), free(out2), free(ideal), free(replay);
+    return ok;
+}
+
+/* Builds one small layer and checks it at T = 5 (small path, fused routing kernel), T = 37
+ * (small path) and T = 300 (large path) under tile=auto; returns the number of failed runs. */
+static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
+                          const char *dtype, FILE *log)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "backend=%s,quant=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+             "arch=native",
+             backend, dtype, act, ref_H, ref_I, ref_E, ref_K);
+    bench_layer L;
+    moejit_status st = bench_layer_build(ctx, text, &L);
+    int failed = 0;
+    if (st != MOEJIT_OK) {
+        fprintf(log, "reference %-44s BUILD FAILED: %s\n", act, moejit_last_error());
+        failed = 3;
+    } else {
+        failed += !reference_run(g, &L, act, dtype, 5, log); /* fused routing kernel */
+        failed += !reference_run(g, &L, act, dtype, 37, log);
+        failed += !reference_run(g, &L, act, dtype, 300, log);
+    }
+    bench_layer_free(&L);
+    fflush(log);
+    return failed;
+}
+
+static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options *o, int *failed)
+{
+    static const char *const acts[] = {
+        "gelu", "relu", "silu", "swiglu", "geglu", "relu2", "swiglu_step", "geglu_tanh", "identity",
+        "situ", "swiglu(alpha=1.702,beta=1,limit=7)", "situ(gate_scale=4,linear_scale=25,clamp_limit=6)"};
+    int n = 0;
+    for (int b = 0; b < o->n_backends; b++) {
+        if (!strcmp(o->backend[b], "simt")) continue;
+        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++, n += 3)
+            *failed += reference_case(g, ctx, o->backend[b], acts[i], "bf16", stdout);
+        *failed += reference_case(g, ctx, o->backend[b], "swiglu", "fp16", stdout);
+        *failed += reference_case(g, ctx, o->backend[b], "relu2", "fp16", stdout);
+        n += 6;
+    }
+    return n;
+}
+
+/* ---- one shape ------------------------------------------------------------------------------ */
+
+typedef struct row {
+    const model_shape *shape;
+    long long batch;
+    char backend[16], path[8], check[48], note[64];
+    double us, spread;
+    metrics m;
+} row;
+
+typedef struct variant {
+    char label[16]; /* "mma", "mma/small", "simt" */
+    char text[512];
+    bench_layer layer;
+    int built;
+} variant;
+
+static int write_cubin(const options *o, const model_shape *s, const variant *v)
+{
+    if (!o->cubin_dir) return 0;
+    char path[512], label[16];
+    memcpy(label, v->label, sizeof label);
+    label[sizeof label - 1] = '\0';
+    for (char *c = label; *c; c++)
+        if (*c == '/') *c = '-';
+    snprintf(path, sizeof path, "%s/%s-%s.cubin", o->cubin_dir, s->name, label);
+    const mj_program *p = bench_layer_program(&v->layer);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p->cubin, 1, p->cubin_len, f) != p->cubin_len) {
+        if (f) fclose(f);
+        cli_error("bench layer: cannot write %s", path);
+        return -1;
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static void print_resources(const variant *v)
+{
+    printf("  %s: compile %.2f s\n", v->label, v->layer.compile_seconds);
+    for (int i = 0;; i++) {
+        const mj_kernel_info *k = bench_layer_kernel(&v->layer, i);
+        if (!k) break;
+        if (!strstr(k->name, "gemm")) continue;
+        printf("    %-24s regs %3d  smem(static) %6d  stack %d  spills %d/%d\n", k->name, k->registers,
+               k->shared_bytes, k->stack_bytes, k->spill_store_bytes, k->spill_load_bytes);
+    }
+}
+
+static void free_bufs(const mj_gpu *g, shape_bufs *b)
+{
+    mj_gpu_free(g, b->w1), mj_gpu_free(g, b->w2), mj_gpu_free(g, b->x), mj_gpu_free(g, b->logits);
+    mj_gpu_free(g, b->out), mj_gpu_free(g, b->out2), mj_gpu_free(g, b->ws);
+    memset(b, 0, sizeof *b);
+}
+
+static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fill,
+                               const options *o, const model_shape *s, row *rows, int *n_rows,
+                               int *failed, CUstream stream)
+{
+    /* variants: every backend x tile (tiles apply to mma), plus simt for --check */
+    variant v[12];
+    int nv = 0;
+    memset(v, 0, sizeof v);
+    for (int b = 0; b < o->n_backends; b++) {
+        int is_mma = !strcmp(o->backend[b], "mma");
+        for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
+            variant *x = &v[nv++];
+            if (is_mma && strcmp(o->tile[t], "auto") != 0)
+                snprintf(x->label, sizeof x->label, "mma/%s", o->tile[t]);
+            else
+                snprintf(x->label, sizeof x->label, "%s", o->backend[b]);
+            snprintf(x->text, sizeof x->text,
+                     "backend=%s,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,"
+                     "topk=%d,arch=native%s%s",
+                     o->backend[b], s->act, s->hidden, s->inter, s->experts, s->topk,
+                     is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
+        }
+    }
+    const int n_user = nv; /* the variants asked for (timed); an extra simt only checks */
+    int simt_ref = -1;
+    for (int i = 0; i < nv; i++)
+        if (!strcmp(v[i].label, "simt")) simt_ref = i;
+    if (o->check && simt_ref < 0) {
+        simt_ref = nv;
+        snprintf(v[nv].label, sizeof v[nv].label, "simt");
+        snprintf(v[nv].text, sizeof v[nv].text,
+                 "backend=simt,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+                 "arch=native",
+                 s->act, s->hidden, s->inter, s->experts, s->topk);
+        nv++;
+    }
+    printf("== %s: H %d, I %d, E %d, k %d, %s, bf16, renormalize routing\n", s->name, s->hidden, s->inter,
+           s->experts, s->topk, s->act);
+    moejit_status st = MOEJIT_OK;
+    for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
+        st = bench_layer_build(ctx, v[i].text, &v[i].layer);
+        if (st != MOEJIT_OK) {
+            cli_error("bench layer: %s %s: %s", s->name, v[i].label, moejit_last_error());
+            break;
+        }
+        v[i].built = 1;
+        print_resources(&v[i]);
+        if (write_cubin(o, s, &v[i])) st = MOEJIT_ERR_IO;
+    }
+
+    const int gated = v[0].built ? moejit_activation_is_gated(&v[0].layer.spec->act) : 1;
+    const size_t rows1 = (size_t)(gated ? 2 : 1) * (size_t)s->inter;
+    long long bmax = 0;
+    for (int i = 0; i < o->n_batches; i++) bmax = o->batch[i] > bmax ? o->batch[i] : bmax;
+    shape_bufs b;
+    memset(&b, 0, sizeof b);
+    b.sets = o->rotate > 0 ? o->rotate : (bmax >= 1024 ? 4 : 8);
+    b.x_set = (size_t)bmax * (size_t)s->hidden;
+    b.logits_set = (size_t)bmax * (size_t)s->experts;
+    const size_t nw1 = (size_t)s->experts * rows1 * (size_t)s->hidden;
+    const size_t nw2 = (size_t)s->experts * (size_t)s->hidden * (size_t)s->inter;
+    /* workspace: the largest any variant needs at the largest batch */
+    for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
+        moejit_moe_args a;
+        args_of(s, bmax, &b, 0, &a);
+        a.x = a.router_logits = a.w1 = a.w2 = a.out = (void *)(uintptr_t)256; /* shape-only query */
+        size_t need = 0;
+        st = bench_layer_workspace(&v[i].layer, &a, &need);
+        if (need > b.ws_bytes) b.ws_bytes = need;
+    }
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw1 * 2, &b.w1);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw2 * 2, &b.w2);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * (size_t)b.sets * 2, &b.x);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.logits_set * (size_t)b.sets * 4, &b.logits);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out2);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.ws_bytes, &b.ws);
+    const uint64_t seed = 0x5eed0000ull + (uint64_t)(s - shapes) * 16;
+    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w1, nw1, MJ_DTYPE_BF16, seed + 1, 1.0f / sqrtf((float)s->hidden), stream);
+    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w2, nw2, MJ_DTYPE_BF16, seed + 2, 1.0f / sqrtf((float)s->inter), stream);
+    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.x, b.x_set * (size_t)b.sets, MJ_DTYPE_BF16, seed + 3, 1.0f, stream);
+    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.logits, b.logits_set * (size_t)b.sets, MJ_DTYPE_FP32, seed + 4, 2.0f, stream);
+    if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
+
+    float *h_ref = NULL, *h_got = NULL, *h_again = NULL;
+    if (o->check && st == MOEJIT_OK) {
+        h_ref = malloc(b.x_set * sizeof *h_ref);
+        h_got = malloc(b.x_set * sizeof *h_got);
+        h_again = malloc(b.x_set * sizeof *h_again);
+        if (!h_ref || !h_got || !h_again) st = MOEJIT_ERR_OUT_OF_MEMORY;
+    }
+    for (int bi = 0; bi < o->n_batches && st == MOEJIT_OK; bi++) {
+        const long long B = o->batch[bi];
+        const size_t n_out = (size_t)B * (size_t)s->hidden;
+        int ref_ok = 0;
+        if (o->check) {
+            st = run_once(g, &v[simt_ref].layer, s, B, &b, b.out, h_ref, stream);
+            if (st != MOEJIT_OK) { /* no reference: the comparisons below fail, timing goes on */
+                printf("check %-16s B=%-6lld simt reference failed: %s\n", s->name, B, moejit_last_error());
+                st = MOEJIT_OK;
+            } else {
+                cmp_result self = compare(h_ref, h_ref, n_out);
+                ref_ok = self.nonfinite == 0 && self.max_ref > 0;
+            }
+        }
+        for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
+            const int timed = i < n_user;
+            if (!timed || (i == simt_ref && !o->time)) continue;
+            row *r = &rows[(*n_rows)];
+            memset(r, 0, sizeof *r);
+            r->shape = s, r->batch = B;
+            snprintf(r->backend, sizeof r->backend, "%s", v[i].label);
+            snprintf(r->path, sizeof r->path, "-");
+            moejit_moe_args a;
+            args_of(s, B, &b, b.out, &a);
+            if (v[i].layer.spec->backend == MJ_BACKEND_MMA)
+                snprintf(r->path, sizeof r->path, "%s",
+                         mj_launch_mma_path(v[i].layer.spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large");
+            snprintf(r->check, sizeof r->check, "-");
+            if (o->check && i != simt_ref) {
+                st = run_once(g, &v[i].layer, s, B, &b, b.out, h_got, stream);
+                if (st == MOEJIT_OK) st = run_once(g, &v[i].layer, s, B, &b, b.out2, h_again, stream);
+                if (st != MOEJIT_OK) break;
+                cmp_result c = compare(h_got, h_ref, n_out);
+                int same = memcmp(h_got, h_again, n_out * sizeof *h_got) == 0;
+                double rel = c.max_ref > 0 ? c.max_err / c.max_ref : c.max_err;
+                int ok = ref_ok && c.nonfinite == 0 && same && rel <= 0.02;
+                if (!ok) (*failed)++;
+                snprintf(r->check, sizeof r->check, "%s %.1e/%.1e%s", ok ? "ok" : "FAIL", rel, c.rel_l2,
+                         same ? "" : " rerun-differs");
+                printf("check %-16s B=%-6lld %-10s vs simt: max err/max %.2e, rel L2 %.2e, non-finite %lld, "
+                       "rerun %s: %s\n",
+                       s->name, B, v[i].label, rel, c.rel_l2, c.nonfinite, same ? "identical" : "DIFFERS",
+                       ok ? "ok" : "FAIL");
+                fflush(stdout);
+            }
+            if (!o->time || !timed) continue;
+            enqueue_ctx ec = {g, &v[i].layer, a, &b, B, s->hidden, s->experts};
+            const char *note = "";
+            st = bench_time_graph(g, stream, enqueue_forward, &ec, b.sets, o->reps, &r->us, &r->spread, &note);
+            if (st != MOEJIT_OK) {
+                cli_error("bench layer: %s B=%lld %s: %s", s->name, B, v[i].label, moejit_last_error());
+                break;
+            }
+            snprintf(r->note, sizeof r->note, "%s", note);
+            r->m = metrics_of(s, gated, B, o);
+            printf("time  %-16s B=%-6lld %-10s path %-5s %10.1f us  %6.2f TB/s  %7.1f TFLOP/s  floor %8.1f us "
+                   "(%5.1f%%)  spread %.0f%%\n",
+                   s->name, B, v[i].label, r->path, r->us, r->m.weight_bytes / r->us * 1e-6,
+                   r->m.flops / r->us * 1e-6, r->m.floor_us, 100.0 * r->m.floor_us / r->us, 100.0 * r->spread);
+            fflush(stdout);
+            (*n_rows)++;
+        }
+    }
+    free(h_ref), free(h_got), free(h_again);
+    free_bufs(g, &b);
+    for (int i = 0; i < nv; i++)
+        if (v[i].built || v[i].layer.spec) bench_layer_free(&v[i].layer);
+    return st;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static void print_table(FILE *f, const row *rows, int n)
+{
+    fprintf(f, "| shape | B | backend | path | µs | TB/s (weights) | TFLOP/s | floor µs | of floor | check |\n");
+    fprintf(f, "|---|---:|---|---|---:|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        fprintf(f, "| %s | %lld | %s | %s | %.1f | %.2f | %.1f | %.1f | %.1f%% | %s |\n", r->shape->name,
+                r->batch, r->backend, r->path, r->us, r->m.weight_bytes / r->us * 1e-6, r->m.flops / r->us * 1e-6,
+                r->m.floor_us, 100.0 * r->m.floor_us / r->us, r->check);
+    }
+}
+
+static int write_json(const options *o, const row *rows, int n, const mj_gpu *g)
+{
+    FILE *f = fopen(o->json, "w");
+    if (!f) {
+        cli_error("bench layer: --json: cannot write %s", o->json);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        fprintf(f,
+                "{\"source\":\"moejit\",\"device\":\"%s\",\"shape\":\"%s\",\"batch\":%lld,\"backend\":\"%s\","
+                "\"path\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"e_act\":%.3f,\"weight_bytes\":%.0f,\"flops\":%.0f,"
+                "\"floor_us\":%.3f,\"tbps\":%.4f,\"tflops\":%.3f,\"frac_floor\":%.4f,\"check\":\"%s\","
+                "\"capture\":\"%s\"}\n",
+                g->name, r->shape->name, r->batch, r->backend, r->path, r->us, r->spread, r->m.e_act,
+                r->m.weight_bytes, r->m.flops, r->m.floor_us, r->m.weight_bytes / r->us * 1e-6,
+                r->m.flops / r->us * 1e-6, r->m.floor_us / r->us, r->check, *r->note ? "relaxed" : "global");
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int append_markdown(const options *o, const row *rows, int n, const mj_gpu *g)
+{
+    FILE *f = fopen(o->append, "a");
+    if (!f) {
+        cli_error("bench layer: --append: cannot open %s", o->append);
+        return -1;
+    }
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    fprintf(f, "\n### moejit bench layer, %s, commit %s, %s\n\n", date, o->commit ? o->commit : "(not given)",
+            g->name);
+    fprintf(f, "Method: whole layer (route → finalize) by CUDA-graph replay, median of the replays, %s "
+               "input sets rotated; bf16; renormalize routing on seeded uniform fp32 logits; floor = "
+               "max(W / %.2f TB/s, F / %.0f TFLOP/s), W on the E_act experts touched.\n\n",
+            o->rotate > 0 ? "N" : "4-8", o->bw, o->peak);
+    print_table(f, rows, n);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+int cmd_bench_layer(int argc, char **argv)
+{
+    static const struct option long_options[] = {
+        {"shapes", required_argument, NULL, 's'}, {"batches", required_argument, NULL, 'b'},
+        {"backend", required_argument, NULL, 'B'}, {"tile", required_argument, NULL, 't'},
+        {"check", no_argument, NULL, 'c'},         {"no-time", no_argument, NULL, 'n'},
+        {"json", required_argument, NULL, 'j'},    {"append", required_argument, NULL, 'a'},
+        {"commit", required_argument, NULL, 'C'},  {"cubin-dir", required_argument, NULL, 'd'},
+        {"rotate", required_argument, NULL, 'r'},  {"reps", required_argument, NULL, 'R'},
+        {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    static const char *const backends[] = {"simt", "mma"};
+    static const char *const tiles[] = {"auto", "large", "small"};
+    options o;
+    memset(&o, 0, sizeof o);
+    o.time = 1, o.bw = 4.48, o.peak = 790.0;
+    parse_shapes(DEFAULT_SHAPES, &o);
+    const long long default_batches[] = {1, 8, 64, 512, 4096};
+    for (int i = 0; i < 5; i++) o.batch[o.n_batches++] = default_batches[i];
+    o.backend[o.n_backends++] = "mma";
+    o.tile[o.n_tiles++] = "auto";
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", long_options, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (parse_shapes(optarg, &o)) return MJ_EXIT_USAGE;
+            break;
+        case 'b': {
+            char items[32][32];
+            int n = split(optarg, items, 32);
+            o.n_batches = 0;
+            for (int i = 0; i < n; i++) {
+                long long v = cli_parse_count("--batches", items[i], 1 << 20);
+                if (v < 1) return MJ_EXIT_USAGE;
+                o.batch[o.n_batches++] = v;
+            }
+            if (n <= 0) {
+                cli_error("bench layer: --batches: expected a comma-separated list of token counts");
+                return MJ_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'B':
+            if (parse_word_list("--backend", optarg, o.backend, 2, &o.n_backends, backends, 2, "simt, mma"))
+                return MJ_EXIT_USAGE;
+            break;
+        case 't':
+            if (parse_word_list("--tile", optarg, o.tile, 3, &o.n_tiles, tiles, 3, "auto, large, small"))
+                return MJ_EXIT_USAGE;
+            break;
+        case 'c': o.check = 1; break;
+        case 'n': o.time = 0; break;
+        case 'j': o.json = optarg; break;
+        case 'a': o.append = optarg; break;
+        case 'C': o.commit = optarg; break;
+        case 'd': o.cubin_dir = optarg; break;
+        case 'r':
+            if ((o.rotate = (int)cli_parse_count("--rotate", optarg, 64)) < 1) return MJ_EXIT_USAGE;
+            break;
+        case 'R':
+            if ((o.reps = (int)cli_parse_count("--reps", optarg, 64)) < 1) return MJ_EXIT_USAGE;
+            break;
+        case 'w':
+        case 'p': {
+            char *end = NULL;
+            double v = strtod(optarg, &end);
+            if (!end || *end || !(v > 0) || !isfinite(v)) {
+                cli_error("bench layer: %s: expected a positive number, got '%s'", c == 'w' ? "--bw" : "--peak",
+                          optarg);
+                return MJ_EXIT_USAGE;
+            }
+            if (c == 'w') o.bw = v;
+            else o.peak = v;
+            break;
+        }
+        case 'h': fputs(usage, stdout); return MJ_EXIT_OK;
+        case ':': cli_error("bench layer: option '%s' needs a value", argv[optind - 1]); return MJ_EXIT_USAGE;
+        default: cli_error("bench layer: unknown option '%s' (see --help)", argv[optind - 1]); return MJ_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        cli_error("bench layer: unexpected argument '%s'", argv[optind]);
+        return MJ_EXIT_USAGE;
+    }
+
+    mj_gpu g;
+    moejit_status st = mj_gpu_open(0, &g);
+    if (st != MOEJIT_OK) return cli_fail(st, "bench layer: needs a CUDA device");
+    printf("device: %s (sm_%d%d)\n", g.name, g.cc_major, g.cc_minor);
+    moejit_context *ctx = NULL;
+    bench_fill fill;
+    memset(&fill, 0, sizeof fill);
+    CUstream stream = NULL;
+    int rc = MJ_EXIT_OK, failed = 0, n_rows = 0;
+    row *rows = calloc((size_t)o.n_shapes * (size_t)o.n_batches * 16, sizeof *rows);
+    if (!rows) return cli_fail(MOEJIT_ERR_OUT_OF_MEMORY, "bench layer");
+    if ((st = moejit_context_create(NULL, &ctx)) != MOEJIT_OK || (st = bench_fill_init(&fill)) != MOEJIT_OK) {
+        rc = cli_fail(st, "bench layer: setup");
+        goto done;
+    }
+    CUresult r = g.d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+        rc = cli_fail(mj_cuda_fail(g.d, r, "cuStreamCreate"), "bench layer");
+        goto done;
+    }
+    if (o.check) {
+        int n = reference_checks(&g, ctx, &o, &failed);
+        printf("reference checks: %d run, %d failed\n", n, failed);
+    }
+    for (int i = 0; i < o.n_shapes; i++) {
+        st = run_shape(&g, ctx, &fill, &o, &shapes[o.shape[i]], rows, &n_rows, &failed, stream);
+        if (st != MOEJIT_OK) {
+            rc = cli_fail(st, "bench layer");
+            failed++;
+        }
+    }
+    if (o.time && n_rows) {
+        printf("\n");
+        print_table(stdout, rows, n_rows);
+        if (o.json && write_json(&o, rows, n_rows, &g)) rc = MJ_EXIT_FAIL;
+        if (o.append && append_markdown(&o, rows, n_rows, &g)) rc = MJ_EXIT_FAIL;
+    }
+    printf("bench layer: %d rows timed; checks: %d failed\n", n_rows, failed);
+    if (failed && rc == MJ_EXIT_OK) rc = MJ_EXIT_FAIL;
+done:
+    if (stream) g.d->cuStreamDestroy(stream);
+    bench_fill_free(&fill);
+    moejit_context_destroy(ctx);
+    free(rows);
+    return rc;
+}
