@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 void mj_build_inputs_free(mj_build_inputs *in)

@@ -1,7 +1,7 @@
 /*
  * This file contains moejit-compile-worker, the process that runs one NVRTC compile for
- * mj_nvrtc_compile (codegen/nvrtc.c): it reads one request from stdin, compiles it, writes
- * one response to stdout and exits. The wire format is the grammar in codegen/nvrtc.h.
+ * mj_nvrtc_compile (codegen/nvrtc_compile.c): it reads one request from stdin, compiles it, writes
+ * one response to stdout and exits. The wire format is the grammar in codegen/nvrtc_compile.h.
  *
  * NVRTC runs here and not in the caller because it can crash or hang on some inputs; the
  * caller sees that as this process dying or being killed, never as its own death.
@@ -15,9 +15,7 @@
  *   MOEJIT_WORKER_FAULT=garbage  write a malformed response and exit 0
  */
 #include <errno.h>
-/* The toolkit's nvrtc.h, spelled so that codegen/nvrtc.h, which comes first in the -I
- * list, cannot shadow it (only the toolkit's include directory has a crt/ directory). */
-#include <crt/../nvrtc.h>
+#include <nvrtc.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,7 +24,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "strbuf.h"
 
 typedef struct blob {

@@ -18,7 +18,7 @@
 
 #include "build_inputs.h"
 #include "matrix.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 /* Used when neither the options nor $MOEJIT_COMPILE_TIMEOUT set a compile timeout. */

@@ -10,7 +10,7 @@
 
 #include "context.h"
 #include "launch.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 const moejit_spec *moejit_kernel_spec(const moejit_kernel *k) { return k ? k->spec : NULL; }

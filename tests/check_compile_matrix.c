@@ -22,7 +22,7 @@
 #include "emit.h"
 #include "lib/check_main.h"
 #include "moejit.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "program.h"
 #include "spec.h"
 #include "status.h"

@@ -18,7 +18,7 @@
 #include "emit_backends.h"
 #include "launch_backends.h"
 #include "lib/check_main.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "spec.h"
 #include "status.h"
 

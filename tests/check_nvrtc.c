@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of codegen/nvrtc.c and the compile worker: real NVRTC
+ * This file contains the tests of codegen/nvrtc_compile.c and the compile worker: real NVRTC
  * compiles of a small hand-written two-kernel program (no GPU needed), the error message of
  * a failed compile (error text and the offending line, from the source or a header), the
  * worker's failure modes through its test hooks (MOEJIT_WORKER_FAULT=crash|hang|garbage),
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "lib/check_main.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 static const char UTIL_H[] =

@@ -13,7 +13,7 @@
 #include "context.h"
 #include "emit_backends.h"
 #include "launch_backends.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 /* ---- layers -------------------------------------------------------------------------------- */

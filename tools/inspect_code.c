@@ -11,7 +11,7 @@
  */
 #include "inspect.h"
 
-#include <crt/../nvrtc.h>
+#include <nvrtc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 extern char **environ;

@@ -20,7 +20,7 @@
 #include "cache.h"
 #include "cli.h"
 #include "dirs.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "status.h"
 
 /* Longest error message sent back per job: the first lines of a compile error are the

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "key.h"
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 #include "spec.h"
 
 /* Not Check's asserts: tests/lib is also linked into the GPU suite, which has no libcheck. A

@@ -12,16 +12,14 @@
  * whatever locks the others held). posix_spawn execs at once, so nothing of the caller's
  * state is used in the child.
  */
-#include "nvrtc.h"
+#include "nvrtc_compile.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
-/* The toolkit's nvrtc.h, spelled so that codegen/nvrtc.h, which comes first in the -I
- * list, cannot shadow it (only the toolkit's include directory has a crt/ directory). */
-#include <crt/../nvrtc.h>
+#include <nvrtc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>

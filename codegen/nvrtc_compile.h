@@ -1,5 +1,5 @@
 /*
- * nvrtc.h — compiling generated source to a cubin with NVRTC, in a worker process.
+ * nvrtc_compile.h — compiling generated source to a cubin with NVRTC, in a worker process.
  *
  * NVRTC can crash or hang on some inputs (NVRTC 13.0 segfaulted on a wgmma kernel whose
  * descriptors were constant zero), and a bare fork() of a multi-threaded process that holds
@@ -10,8 +10,8 @@
  * The worker is found at $MOEJIT_COMPILE_WORKER, else ../libexec/moejit-compile-worker
  * relative to the directory of the binary or shared library holding this code.
  */
-#ifndef MJ_NVRTC_H
-#define MJ_NVRTC_H
+#ifndef MJ_NVRTC_COMPILE_H
+#define MJ_NVRTC_COMPILE_H
 
 #include "emit.h"
 #include "program.h"
