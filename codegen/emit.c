@@ -198,6 +198,7 @@ moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
     if (!spec || !out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "mj_emit: spec and out must not be NULL");
     memset(out, 0, sizeof *out);
     if (spec->backend == MJ_BACKEND_MMA) return mj_emit_mma(spec, out);
+    if (spec->backend == MJ_BACKEND_WGMMA) return mj_emit_wgmma(spec, out);
     const mj_simt_tile *tile = NULL;
     moejit_status st = check_emittable(spec, &tile);
     if (st != MOEJIT_OK) return st;

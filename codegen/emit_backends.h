@@ -18,4 +18,9 @@
  * logits other than fp32/bf16/fp16, a tile other than auto/large/small. */
 moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out);
 
+/* backend=wgmma: the instantiation of templates/wgmma_layer.cuh (mma's kernel table, with
+ * the large-batch GEMMs on warpgroup MMA). Refuses what mj_emit_mma refuses, and any arch
+ * other than sm_90a, naming the field. */
+moejit_status mj_emit_wgmma(const moejit_spec *spec, mj_source *out);
+
 #endif

@@ -87,6 +87,7 @@ static const entry_point k_entry_points[] = {
     ENTRY("cuEventRecord", cuEventRecord),
     ENTRY("cuEventSynchronize", cuEventSynchronize),
     ENTRY("cuEventElapsedTime", cuEventElapsedTime),
+    ENTRY("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled),
 };
 
 _Static_assert(sizeof k_entry_points / sizeof k_entry_points[0] ==

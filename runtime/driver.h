@@ -59,6 +59,11 @@ typedef struct mj_driver {
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventSynchronize)(CUevent);
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+    /* backend wgmma: the TMA descriptors of W1 and W2, encoded on the host per forward */
+    CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                       const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                       const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                       CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 } mj_driver;
 
 /* Loads libcuda.so.1 and cuInit(0)s it once per process (thread-safe). Without a driver:

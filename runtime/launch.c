@@ -233,6 +233,7 @@ moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe
     if (!bytes) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: bytes must not be NULL");
     *bytes = 0;
     if (spec && spec->backend == MJ_BACKEND_MMA) return mj_launch_mma_workspace_size(spec, args, bytes);
+    if (spec && spec->backend == MJ_BACKEND_WGMMA) return mj_launch_wgmma_workspace_size(spec, args, bytes);
     moejit_status st = mj_launch_check_shape(spec, args);
     if (st != MOEJIT_OK) return st;
     ws_layout w;
@@ -379,9 +380,11 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
     if (spec->backend == MJ_BACKEND_MMA)
         return mj_launch_mma_forward(d, spec, m, args, workspace, workspace_bytes, stream);
+    if (spec->backend == MJ_BACKEND_WGMMA)
+        return mj_launch_wgmma_forward(d, spec, m, args, workspace, workspace_bytes, stream);
     if (spec->backend != MJ_BACKEND_SIMT)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "backend: the launcher runs simt layers only, got %s",
-                       mj_backend_names[spec->backend]);
+                       (unsigned)spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?");
     const mj_simt_tile *tile = mj_simt_tile_find(spec->tile);
     if (!tile)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend simt knows %s; got %s", MJ_SIMT_TILE_NAMES,

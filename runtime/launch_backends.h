@@ -25,4 +25,15 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
  * benchmarks and tests; the shape must be valid. */
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
 
+/* backend=wgmma (templates/wgmma_layer.cuh, sm_90a). Workspace as mma's; the large-batch
+ * GEMMs take a W1 / W2 tensor map encoded here per forward (cuTensorMapEncodeTiled). */
+moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
+                                             size_t *bytes);
+moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
+                                      const moejit_moe_args *args, void *workspace,
+                                      size_t workspace_bytes, CUstream stream);
+/* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels) or MJ_MMA_PATH_LARGE (the
+ * warpgroup-MMA GEMMs). */
+int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args);
+
 #endif

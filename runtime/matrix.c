@@ -50,6 +50,22 @@ const mj_backend_caps mj_backend_table[] = {
         .biases = MJ_BIT(MJ_BIAS_NONE),
         .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32),
     },
+    {
+        /* Registered after its first device check (H200, every activation against the float64
+         * reference, four model shapes against simt, bit-identical reruns). */
+        .backend = MJ_BACKEND_WGMMA,
+        .summary = "warpgroup MMA (wgmma, TMA and cp.async on mbarriers, warp-specialized, "
+                   "persistent) for prefill, mma's kernels for decode; sm_90a only",
+        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16),
+        .dtypes = MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16),
+        .acts = ALL_ACTS,
+        .archs = MJ_BIT(MJ_ARCH_SM90A),
+        .routings = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
+                    MJ_BIT(MJ_ROUTING_PRECOMPUTED),
+        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE),
+        .biases = MJ_BIT(MJ_BIAS_NONE),
+        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32),
+    },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];
 

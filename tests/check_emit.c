@@ -318,7 +318,7 @@ static void emit_fails(const char *text, moejit_status want, const char *part)
 
 START_TEST(unbuildable_specs_are_refused_naming_the_field)
 {
-    emit_fails("backend=mma,quant=bf16,act=silu,arch=sm_90a", MOEJIT_ERR_UNSUPPORTED, "backend");
+    emit_fails("backend=mma,quant=fp8_block,act=silu,arch=sm_90a", MOEJIT_ERR_UNSUPPORTED, "quant");
     emit_fails("backend=simt,quant=bf16,act=silu,arch=sm_90a,tile=m8n8k8", MOEJIT_ERR_UNSUPPORTED,
                "tile");
     /* pinned shapes that cut a scale group */

@@ -34,14 +34,20 @@ START_TEST(simt_row_is_declared_as_static_data)
 {
     const mj_backend_caps *c = mj_backend_caps_of(MJ_BACKEND_SIMT);
     ck_assert_ptr_nonnull(c);
-    ck_assert_uint_eq(mj_backend_table_len, 1);
+    ck_assert_uint_eq(mj_backend_table_len, MJ_BACKEND_COUNT);
     ck_assert_uint_eq(c->quants, MJ_BIT(MJ_QUANT_COUNT) - 1u); /* every format of the contract */
     ck_assert_uint_eq(c->routings, MJ_BIT(MJ_ROUTING_COUNT) - 1u);
     ck_assert_uint_eq(c->w1_layouts, MJ_BIT(MJ_W1_LAYOUT_COUNT) - 1u);
     ck_assert_uint_eq(c->biases, MJ_BIT(MJ_BIAS_COUNT) - 1u);
     ck_assert_uint_eq(c->archs, (1u << MJ_ARCH_COUNT) - 1u);
-    ck_assert_ptr_null(mj_backend_caps_of(MJ_BACKEND_MMA));
-    ck_assert_ptr_null(mj_backend_caps_of(MJ_BACKEND_WGMMA));
+    const mj_backend_caps *mma = mj_backend_caps_of(MJ_BACKEND_MMA);
+    const mj_backend_caps *wgmma = mj_backend_caps_of(MJ_BACKEND_WGMMA);
+    ck_assert_ptr_nonnull(mma);
+    ck_assert_ptr_nonnull(wgmma);
+    /* The tensor-core backends take 16-bit weights only; wgmma needs Hopper's sm_90a. */
+    ck_assert_uint_eq(mma->quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
+    ck_assert_uint_eq(mma->archs, (1u << MJ_ARCH_COUNT) - 1u);
+    ck_assert_uint_eq(wgmma->archs, MJ_BIT(MJ_ARCH_SM90A));
     for (size_t i = 0; i < mj_act_table_len; i++) ck_assert(c->acts & MJ_BIT(mj_act_table[i].kind));
     ck_assert(!(c->acts & MJ_BIT(5))); /* the internal SwiGLU-with-bias variant is no user value */
 }
@@ -92,10 +98,12 @@ START_TEST(simt_rejects_what_it_does_not_declare)
 }
 END_TEST
 
-START_TEST(backend_without_a_row_is_not_available)
+START_TEST(tensor_core_backends_refuse_what_they_do_not_declare)
 {
-    unsupported("backend=mma,arch=sm_80", "backend mma: not available; available backends: simt");
-    unsupported("backend=wgmma,arch=sm_90a", "backend wgmma: not available; available backends: simt");
+    unsupported("backend=wgmma,arch=sm_80",
+                "backend wgmma does not support arch sm_80; supported archs: sm_90a");
+    unsupported("backend=mma,quant=fp8_block,arch=sm_90a",
+                "backend mma does not support quant fp8_block on sm_90a; supported quants: bf16, fp16");
     ck_assert_int_eq(moejit_check_support(NULL), MOEJIT_ERR_INVALID_ARGUMENT);
 }
 END_TEST
@@ -137,7 +145,7 @@ START_TEST(json_matrix_parses_and_lists_simt)
     ck_assert_ptr_nonnull(root);
     cJSON *backends = cJSON_GetObjectItem(root, "backends");
     ck_assert(cJSON_IsArray(backends));
-    ck_assert_int_eq(cJSON_GetArraySize(backends), 1);
+    ck_assert_int_eq(cJSON_GetArraySize(backends), MJ_BACKEND_COUNT);
     cJSON *simt = cJSON_GetArrayItem(backends, 0);
     ck_assert_str_eq(cJSON_GetObjectItem(simt, "name")->valuestring, "simt");
     cJSON *acts = cJSON_GetObjectItem(simt, "acts");
@@ -179,7 +187,7 @@ static Suite *matrix_suite(void)
     tcase_add_test(tc, simt_row_is_declared_as_static_data);
     tcase_add_test(tc, simt_accepts_every_activation_dtype_arch_and_routing);
     tcase_add_test(tc, simt_rejects_what_it_does_not_declare);
-    tcase_add_test(tc, backend_without_a_row_is_not_available);
+    tcase_add_test(tc, tensor_core_backends_refuse_what_they_do_not_declare);
     tcase_add_test(tc, markdown_has_the_header_and_every_simt_activation);
     tcase_add_test(tc, json_matrix_parses_and_lists_simt);
     tcase_add_test(tc, text_table_is_aligned_and_unknown_formats_fail);

@@ -12,6 +12,7 @@
 
 #include "context.h"
 #include "emit_backends.h"
+#include "launch.h"
 #include "launch_backends.h"
 #include "nvrtc_compile.h"
 #include "status.h"
@@ -28,11 +29,12 @@ moejit_status bench_layer_build(moejit_context *ctx, const char *text, bench_lay
         if (st == MOEJIT_OK) L->compile_seconds = moejit_kernel_compile_seconds(L->kernel);
         return st;
     }
-    if (L->spec->backend != MJ_BACKEND_MMA) return moejit_check_support(L->spec); /* the reason */
-    /* mma before it is registered in the capability matrix: emit, compile, load by hand */
+    if (L->spec->backend != MJ_BACKEND_MMA && L->spec->backend != MJ_BACKEND_WGMMA)
+        return moejit_check_support(L->spec); /* the reason */
+    /* mma or wgmma before it is registered in the capability matrix: emit, compile, load by hand */
     L->direct = 1;
     mj_source src;
-    st = mj_emit_mma(L->spec, &src);
+    st = mj_emit(L->spec, &src);
     if (st != MOEJIT_OK) return st;
     mj_compile_request req = {&src, mj_arch_target(L->spec->arch), mj_embedded_headers,
                               mj_embedded_headers_len, 600};
@@ -45,7 +47,7 @@ moejit_status bench_layer_build(moejit_context *ctx, const char *text, bench_lay
 
 moejit_status bench_layer_workspace(const bench_layer *L, const moejit_moe_args *a, size_t *bytes)
 {
-    if (L->direct) return mj_launch_mma_workspace_size(L->spec, a, bytes);
+    if (L->direct) return mj_launch_workspace_size(L->spec, a, bytes);
     return moejit_workspace_size(L->kernel, a, bytes);
 }
 
@@ -53,7 +55,7 @@ moejit_status bench_layer_forward(const mj_gpu *g, const bench_layer *L, const m
                                   CUdeviceptr ws, size_t ws_bytes, CUstream stream)
 {
     if (L->direct)
-        return mj_launch_mma_forward(g->d, L->spec, &L->module, a, (void *)ws, ws_bytes, stream);
+        return mj_launch_forward(g->d, L->spec, &L->module, a, (void *)ws, ws_bytes, stream);
     return moejit_moe_forward(L->kernel, a, (void *)ws, ws_bytes, stream);
 }
 

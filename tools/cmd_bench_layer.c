@@ -57,8 +57,8 @@ static const char usage[] =
     "\n"
     "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, or all\n"
     "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
-    "  --backend LIST   simt, mma (default mma)\n"
-    "  --tile LIST      mma tile field: auto (default: the launch-time heuristic), large, small\n"
+    "  --backend LIST   simt, mma, wgmma (default mma)\n"
+    "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small\n"
     "  --check          first compare each backend with simt on the same inputs (poisoned\n"
     "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
     "                   small shapes for every activation and both mma GEMM paths\n"
@@ -323,6 +323,8 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     int same = memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
     if (L->spec->backend == MJ_BACKEND_MMA)
         path = mj_launch_mma_path(L->spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large";
+    if (L->spec->backend == MJ_BACKEND_WGMMA)
+        path = mj_launch_wgmma_path(L->spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large";
     ok = bad == 0 && same && m > 0 && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
     fprintf(log, "reference %-4s %-44s T=%-4lld path=%-5s err/max: ideal %.2e replay %.2e  "
                  "non-finite %lld  rerun %s  %s\n",
@@ -442,11 +444,11 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     int nv = 0;
     memset(v, 0, sizeof v);
     for (int b = 0; b < o->n_backends; b++) {
-        int is_mma = !strcmp(o->backend[b], "mma");
+        int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
             variant *x = &v[nv++];
             if (is_mma && strcmp(o->tile[t], "auto") != 0)
-                snprintf(x->label, sizeof x->label, "mma/%s", o->tile[t]);
+                snprintf(x->label, sizeof x->label, "%s/%s", o->backend[b], o->tile[t]);
             else
                 snprintf(x->label, sizeof x->label, "%s", o->backend[b]);
             snprintf(x->text, sizeof x->text,
@@ -551,6 +553,9 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             if (v[i].layer.spec->backend == MJ_BACKEND_MMA)
                 snprintf(r->path, sizeof r->path, "%s",
                          mj_launch_mma_path(v[i].layer.spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large");
+            if (v[i].layer.spec->backend == MJ_BACKEND_WGMMA)
+                snprintf(r->path, sizeof r->path, "%s",
+                         mj_launch_wgmma_path(v[i].layer.spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large");
             snprintf(r->check, sizeof r->check, "-");
             if (o->check && i != simt_ref) {
                 st = run_once(g, &v[i].layer, s, B, &b, b.out, h_got, stream);
@@ -662,7 +667,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"rotate", required_argument, NULL, 'r'},  {"reps", required_argument, NULL, 'R'},
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-    static const char *const backends[] = {"simt", "mma"};
+    static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small"};
     options o;
     memset(&o, 0, sizeof o);
@@ -696,7 +701,7 @@ int cmd_bench_layer(int argc, char **argv)
             break;
         }
         case 'B':
-            if (parse_word_list("--backend", optarg, o.backend, 2, &o.n_backends, backends, 2, "simt, mma"))
+            if (parse_word_list("--backend", optarg, o.backend, 3, &o.n_backends, backends, 3, "simt, mma, wgmma"))
                 return MJ_EXIT_USAGE;
             break;
         case 't':

@@ -1,0 +1,259 @@
+// This file contains the large-batch GEMMs of the `wgmma` backend (sm_90a): GEMM1 with the
+// activation in its epilogue, and GEMM2, as ONE persistent warp-specialized kernel body
+// (common/wgmma_params.h has the shape):
+//
+//   schedule    tile t = blockIdx.x, + gridDim.x, ... over row tiles (128 rows of one expert's
+//               row list) x column tiles, in grouped raster order (raster_grouped: 8 row tiles
+//               fastest, so the CTAs resident together share weight tiles in L2)
+//   producer    warpgroup 0. Per k stage: wait empty_bar[stage]; thread 0 arms
+//               full_bar[stage] with the B bytes and issues two TMA boxes of 128 weight rows;
+//               all 128 threads gather the A rows (x rows through the row list for GEMM1,
+//               intermediate rows for GEMM1's output in GEMM2) with 16-byte cp.async into the
+//               128B-swizzled layout, then cp.async.mbarrier.arrive.noinc on full_bar[stage]
+//               (full_bar counts 128 such arrivals + the arming one + the TMA bytes)
+//   consumers   warpgroups 1 and 2, rows [64c, 64c + 64) of the tile. Per k stage: wait
+//               full_bar[stage]; 4 x wgmma.m64n256k16 from the two descriptors; commit; wait
+//               until at most this group is in flight, then one arrival per warp on the
+//               PREVIOUS stage's empty_bar (8 per phase). A warpgroup whose 64 rows are all
+//               padding (the tile's last rows of an expert) skips its MMAs but keeps the
+//               barrier protocol.
+//   epilogue    straight from the accumulators: GEMM1 pairs up column n (register block n/8)
+//               with its gate (block n/8 + 16), applies the activation, rounds once and writes
+//               the intermediate at row = position in the row list; GEMM2 writes y[pair, h]
+//               in fp32 (8-byte stores), which the shared finalize sums in slot order.
+//
+// The stage index and its phase bit run on across tiles, so the producer fills the next
+// tile's stages while the consumers finish the current one.
+//
+// NOTES: determinism — every output is a fixed sequence of wgmmas over k whose result depends
+// on its A row and B row only (the same tiles on every run, zero-filled padding adds exact
+// zeros), so reruns are bit-identical whichever CTA takes a tile. Out-of-bounds weight rows
+// (j >= I, h >= H) and k >= K arrive from TMA as zeros.
+#pragma once
+
+#include "act.cuh"
+#include "common/params.h"
+#include "common/types.cuh"
+#include "common/wgmma_params.h"
+#include "mma_gemm2.cuh"
+#include "mma_mainloop.cuh"
+#include "permute.cuh"
+#include "wgmma_ptx.cuh"
+
+namespace mj {
+
+enum class WgGemm : int { gemm1_gated = 0, gemm1, gemm2 };
+
+struct WgShape {
+    static constexpr int BM = MJ_WGMMA_BM, BN = MJ_WGMMA_BN, BK = MJ_WGMMA_BK;
+    static constexpr int kStages = MJ_WGMMA_STAGES;
+    static constexpr int kProducerThreads = 128;
+    static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
+    static constexpr int kRowBytes = BK * 2;
+    static constexpr u32 kABytes = MJ_WGMMA_A_STAGE_BYTES;
+    static constexpr u32 kBBytes = MJ_WGMMA_B_STAGE_BYTES;
+    static constexpr u32 kStageBytes = MJ_WGMMA_STAGE_BYTES;
+    static constexpr int kRowsPerPass = kProducerThreads / 8; // 16 rows of 8 chunks per pass
+    static constexpr int kLoadsA = BM / kRowsPerPass;         // 8 chunks per producer thread
+};
+static_assert(WgShape::BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
+static_assert(WgShape::BM == 64 * MJ_WGMMA_CONSUMERS, "each consumer warpgroup owns 64 rows (wgmma M)");
+static_assert(WgShape::BN == 2 * MJ_WGMMA_TMA_ROWS, "B arrives as two TMA boxes");
+static_assert(WgShape::kRowsPerPass % 8 == 0, "a producer thread's rows must keep one swizzle phase");
+static_assert(WgShape::kABytes % 1024 == 0 && WgShape::kStageBytes % 1024 == 0,
+              "every operand must start on the 1024-byte repeat of the 128B swizzle");
+static_assert(MJ_WGMMA_SMEM >= WgShape::kStages * WgShape::kStageBytes + 1024 + 16 * WgShape::kStages,
+              "host and device must agree on shared memory: stages, alignment slack, barriers");
+static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_WGMMA_CONSUMERS <= 65536,
+              "the warpgroups' register budgets must fit the SM's 64K registers");
+
+// Tile t of the persistent schedule -> its rows (expert, first position, count) and column tile.
+__device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int n_col, int row_tiles,
+                                           RowTile *rows, int *col)
+{
+    int row_tile;
+    raster_grouped(t, n_col, row_tiles, &row_tile, col);
+    find_row_tile<WgShape::BM>(p, row_tile, rows); // true: row_tile < row_tiles
+}
+
+// The body of mj_gemm1_act (kKind gemm1_gated / gemm1) and mj_gemm2 (gemm2).
+template <Dtype D, WgGemm kKind, int kAct>
+__device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDesc &tmap, const ActParams &act,
+                                           int H, int I, int k, unsigned char *smem_raw)
+{
+    using S = WgShape;
+    constexpr bool kGated = kKind == WgGemm::gemm1_gated;
+    constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
+    const int K = kGemm2 ? I : H;
+    const int N = kGemm2 ? H : I;
+    const int n_col = (N + kCols - 1) / kCols;
+    const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
+    const int total = row_tiles * n_col;
+    const int k_tiles = (K + S::BK - 1) / S::BK;
+
+    const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 bars = base + S::kStages * S::kStageBytes;
+    auto full_bar = [&](int s) { return bars + 8u * static_cast<u32>(s); };
+    auto empty_bar = [&](int s) { return bars + 8u * static_cast<u32>(S::kStages + s); };
+
+    // Warp-uniform roles (read through a shuffle, so the compiler knows every lane agrees):
+    // ptxas serialises wgmmas it finds on a path it thinks divergent.
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
+    const int lane = threadIdx.x % 32;
+    const int wg = warp / 4;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S::kStages; ++s) {
+            mbar_init(full_bar(s), S::kProducerThreads + 1); // cp.async arrivals + the TMA arming
+            mbar_init(empty_bar(s), S::kConsumerWarps);
+        }
+        fence_proxy_async(); // the copy engine must see initialised barriers
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        tma_prefetch_desc(&tmap);
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ================================ producer ================================
+        setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
+        const int tid = threadIdx.x; // 0..127
+        const int row_in = tid / 8, kc = tid % 8;
+        const u32 a_dst0 = static_cast<u32>(row_in * S::kRowBytes + ((kc ^ (row_in % 8)) * 16));
+        const u16 *x = reinterpret_cast<const u16 *>(p.x);
+        const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter);
+        const u16 *safe = kGemm2 ? inter : x; // a valid address for zero-fill copies (never read)
+        int stage = 0;
+        u32 phase = 0;
+        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+            RowTile rt;
+            int col;
+            wg_tile_of(p, t, n_col, row_tiles, &rt, &col);
+            const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
+            const u16 *src[S::kLoadsA];
+#pragma unroll
+            for (int i = 0; i < S::kLoadsA; ++i) {
+                const int m = row_in + i * S::kRowsPerPass;
+                if (m >= rt.rows) src[i] = nullptr;
+                else if constexpr (kGemm2) src[i] = inter + static_cast<i64>(rt.row0 + m) * I;
+                else src[i] = x + static_cast<i64>(rows[m] / k) * H; // rows hold pairs t*k + slot
+            }
+            // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds
+            const int c1a = col * (kGated ? S::BN / 2 : S::BN);
+            const int c1b = kGated ? c1a : c1a + MJ_WGMMA_TMA_ROWS;
+            const int c2a = kGated ? 2 * rt.expert : rt.expert;
+            const int c2b = kGated ? 2 * rt.expert + 1 : rt.expert;
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                mbar_wait(empty_bar(stage), phase ^ 1u);
+                const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
+                const u32 b_stage = a_stage + S::kABytes;
+                if (tid == 0) {
+                    mbar_arrive_expect_tx(full_bar(stage), S::kBBytes);
+                    tma_load_3d(b_stage, &tmap, kt * S::BK, c1a, c2a, full_bar(stage));
+                    tma_load_3d(b_stage + MJ_WGMMA_TMA_ROWS * S::kRowBytes, &tmap, kt * S::BK, c1b, c2b,
+                                full_bar(stage));
+                }
+                const int kk = kt * S::BK + kc * 8;
+                const bool in_k = kk < K; // K % 8 == 0: a chunk is all in or all out
+#pragma unroll
+                for (int i = 0; i < S::kLoadsA; ++i) {
+                    const bool live = in_k && src[i] != nullptr;
+                    cp_async_16(a_stage + a_dst0 + static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes),
+                                live ? src[i] + kk : safe, live ? 16 : 0);
+                }
+                cp_async_arrive_noinc(full_bar(stage));
+                if (++stage == S::kStages) {
+                    stage = 0;
+                    phase ^= 1u;
+                }
+            }
+        }
+        cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
+    } else {
+        // ================================ consumers ================================
+        setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
+        const int cw = wg - 1;               // consumer warpgroup: rows [64cw, 64cw + 64)
+        const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16)
+        float acc[128];
+#pragma unroll
+        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        int stage = 0;
+        u32 phase = 0;
+        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+            RowTile rt;
+            int col;
+            wg_tile_of(p, t, n_col, row_tiles, &rt, &col);
+            const bool live = __shfl_sync(0xffffffffu, cw * 64 < rt.rows ? 1 : 0, 0) != 0;
+            int prev = 0;
+            fence_operands(acc);
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                mbar_wait(full_bar(stage), phase);
+                if (live) {
+                    fence_proxy_async(); // A arrived through cp.async (generic proxy)
+                    const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
+                    const u64 da = smem_desc_sw128(a_stage + static_cast<u32>(cw * 64 * S::kRowBytes));
+                    const u64 db = smem_desc_sw128(a_stage + S::kABytes);
+                    wgmma_fence();
+#pragma unroll
+                    for (int ks = 0; ks < S::BK / 16; ++ks) // +32 bytes per k16 = +2 in the >>4 field
+                        wgmma_m64n256k16<D>(acc, da + 2u * ks, db + 2u * ks, (kt | ks) != 0 ? 1u : 0u);
+                    wgmma_commit();
+                    wgmma_wait<1>(); // the previous stage's group is done with its operands
+                    fence_operands(acc);
+                }
+                if (kt > 0 && lane == 0) mbar_arrive(empty_bar(prev));
+                prev = stage;
+                if (++stage == S::kStages) {
+                    stage = 0;
+                    phase ^= 1u;
+                }
+            }
+            wgmma_wait<0>(); // also where !live (nothing pending): ptxas then sees the wait
+            fence_operands(acc);
+            if (lane == 0) mbar_arrive(empty_bar(prev));
+            if (!live) continue;
+
+            // ---- epilogue ----
+            const int m_lo = cw * 64 + wq * 16 + lane / 4; // rows m_lo and m_lo + 8
+            const int c_in = 2 * (lane % 4);               // column pair inside each 8-column block
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = m_lo + 8 * h;
+                if (m >= rt.rows) continue;
+                if constexpr (kGemm2) {
+                    const int pair = reinterpret_cast<const int *>(p.ws_rows)[rt.row0 + m];
+                    float *dst = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(pair) * H;
+                    const int h0 = col * S::BN;
+#pragma unroll
+                    for (int j = 0; j < S::BN / 8; ++j) {
+                        const int c = h0 + 8 * j + c_in;
+                        if (c >= H) continue; // H % 8 == 0: both columns in or both out
+                        Float2 v;
+                        v.v[0] = acc[4 * j + 2 * h];
+                        v.v[1] = acc[4 * j + 2 * h + 1];
+                        *reinterpret_cast<Float2 *>(dst + c) = v;
+                    }
+                } else {
+                    u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
+                    const int j0 = col * kCols;
+#pragma unroll
+                    for (int j = 0; j < kCols / 8; ++j) {
+                        const int c = j0 + 8 * j + c_in;
+                        if (c >= I) continue; // I % 8 == 0
+                        float v0, v1;
+                        if constexpr (kGated) {
+                            // up column c: register block j; its gate: block j + 16 (B rows 128..255)
+                            v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[64 + 4 * j + 2 * h], act);
+                            v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[64 + 4 * j + 2 * h + 1], act);
+                        } else {
+                            v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
+                            v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
+                        }
+                        *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
+                    }
+                }
+            }
+        }
+    }
+}
+
+} // namespace mj

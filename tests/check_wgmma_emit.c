@@ -1,0 +1,366 @@
+/*
+ * This file contains the CPU tests of the `wgmma` backend's generator, templates and launch
+ * helpers: the source is deterministic and carries the canonical spec and the kernel table;
+ * every arch but sm_90a (and what the templates cannot build) is refused naming the field;
+ * layers compile with NVRTC for sm_90a for every activation into cubins that hold every
+ * kernel, without spills or stack, with setmaxnreg honoured and no wgmma serialisation
+ * reported by ptxas; and, when nvdisasm or cuobjdump can be found ($MOEJIT_NVDISASM,
+ * $MOEJIT_CUOBJDUMP, PATH, or PyPI's nvidia-cuda-nvdisasm / nvidia-cuda-cuobjdump packages
+ * through python3), the SASS of mj_gemm1_act and mj_gemm2 shows HGMMA (warpgroup MMA), TMA
+ * loads (UTMALDG), 16-byte cp.async (LDGSTS) and no local memory. Without a disassembler
+ * the SASS test prints one "SKIP: nvdisasm not found" line. Also the path heuristic and the
+ * workspace size.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/mma_params.h"
+#include "common/wgmma_params.h"
+#include "emit_backends.h"
+#include "launch_backends.h"
+#include "lib/check_main.h"
+#include "nvrtc_compile.h"
+#include "spec.h"
+#include "status.h"
+
+#define BASE "backend=wgmma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a"
+
+static moejit_spec *parse_ok(const char *text)
+{
+    moejit_spec *s = NULL;
+    moejit_status st = moejit_spec_parse(text, &s);
+    ck_assert_msg(st == MOEJIT_OK, "parse '%s': %s", text, moejit_last_error());
+    return s;
+}
+
+static char *source_of(const char *text)
+{
+    moejit_spec *s = parse_ok(text);
+    mj_source src;
+    moejit_status st = mj_emit(s, &src); /* through the dispatcher, as the registry calls it */
+    ck_assert_msg(st == MOEJIT_OK, "emit '%s': %s", text, moejit_last_error());
+    ck_assert_int_eq(src.n_kernels, MJ_MMA_NUM_KERNELS);
+    char *copy = strdup(src.text);
+    mj_source_free(&src);
+    moejit_spec_destroy(s);
+    return copy;
+}
+
+START_TEST(source_is_deterministic_and_names_spec_and_kernels)
+{
+    char *a = source_of(BASE);
+    char *b = source_of(BASE);
+    ck_assert_str_eq(a, b);
+    moejit_spec *s = parse_ok(BASE);
+    ck_assert_ptr_nonnull(strstr(a, moejit_spec_canonical(s)));
+    moejit_spec_destroy(s);
+    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
+    for (int i = 0; i < MJ_MMA_NUM_KERNELS; i++) ck_assert_ptr_nonnull(strstr(a, names[i]));
+    ck_assert_ptr_nonnull(strstr(a, "#include \"wgmma_layer.cuh\""));
+    ck_assert_ptr_null(strstr(a, "#include \"mma_layer.cuh\""));
+    ck_assert_ptr_nonnull(strstr(a, "backend wgmma"));
+    /* a different activation, dtype or tile changes the bytes */
+    char *c = source_of("backend=wgmma,quant=bf16,act=relu2,arch=sm_90a");
+    char *d = source_of(BASE ",tile=large");
+    char *e = source_of("backend=wgmma,quant=fp16,act=swiglu,routing=renormalize,arch=sm_90a");
+    ck_assert_str_ne(a, c);
+    ck_assert_str_ne(a, d);
+    ck_assert_str_ne(a, e);
+    free(a), free(b), free(c), free(d), free(e);
+}
+END_TEST
+
+static void refused(const char *text, const char *field)
+{
+    moejit_spec *s = parse_ok(text);
+    mj_source src;
+    moejit_status st = mj_emit_wgmma(s, &src);
+    ck_assert_msg(st != MOEJIT_OK, "'%s' must be refused", text);
+    ck_assert_msg(strstr(moejit_last_error(), field) != NULL, "'%s': message '%s' must name %s", text,
+                  moejit_last_error(), field);
+    moejit_spec_destroy(s);
+}
+
+START_TEST(archs_other_than_sm90a_are_refused_naming_the_arch)
+{
+    for (int a = 0; a < MJ_ARCH_COUNT; a++) {
+        if (a == MJ_ARCH_SM90A) continue;
+        char text[256];
+        snprintf(text, sizeof text, "backend=wgmma,quant=bf16,act=swiglu,arch=%s", mj_arch_names[a]);
+        refused(text, "arch");
+        refused(text, mj_arch_names[a]); /* and says which one it got */
+        refused(text, "sm_90a");         /* and what it needs */
+    }
+}
+END_TEST
+
+START_TEST(refuses_what_the_wgmma_templates_cannot_build_naming_the_field)
+{
+    refused("backend=wgmma,quant=fp8_block,act=swiglu,arch=sm_90a", "quant");
+    refused("backend=wgmma,quant=bf16,act=swiglu,routing=sigmoid_topk,arch=sm_90a", "routing");
+    refused("backend=wgmma,quant=bf16,act=swiglu,bias=b1,arch=sm_90a", "bias");
+    refused("backend=wgmma,quant=bf16,act=swiglu,w1_layout=gate_up,arch=sm_90a", "w1_layout");
+    refused("backend=wgmma,quant=bf16,act=swiglu,tile=m32n64k32,arch=sm_90a", "tile");
+    refused("backend=mma,quant=bf16,act=swiglu,arch=sm_90a", "backend");
+}
+END_TEST
+
+START_TEST(path_heuristic_is_mmas_and_follows_the_tile_field)
+{
+    moejit_spec *s = parse_ok(BASE);
+    moejit_moe_args a;
+    memset(&a, 0, sizeof a);
+    a.hidden = 2048, a.inter = 768, a.num_experts = 128, a.topk = 8;
+    a.num_tokens = 1;
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_SMALL);
+    a.num_tokens = 384; /* 24 rows per expert: the last decode batch */
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_SMALL);
+    a.num_tokens = 4096;
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
+    moejit_spec_destroy(s);
+    s = parse_ok(BASE ",tile=large");
+    a.num_tokens = 1;
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
+    moejit_spec_destroy(s);
+    s = parse_ok(BASE ",tile=small");
+    a.num_tokens = 100000;
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_SMALL);
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+START_TEST(workspace_holds_the_intermediate_and_y_and_refuses_other_archs)
+{
+    moejit_spec *s = parse_ok(BASE);
+    moejit_moe_args a;
+    memset(&a, 0, sizeof a);
+    a.hidden = 2048, a.inter = 768, a.num_experts = 128, a.topk = 8, a.num_tokens = 64;
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_wgmma_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    ck_assert_uint_ge(bytes, (size_t)64 * 8 * (768 * 2 + 2048 * 4));
+    ck_assert_uint_eq(bytes % 256, 0);
+    a.num_tokens = 0;
+    ck_assert_int_eq(mj_launch_wgmma_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    ck_assert_uint_eq(bytes, 0);
+    moejit_spec_destroy(s);
+    s = parse_ok("backend=wgmma,quant=bf16,act=swiglu,arch=sm_80");
+    a.num_tokens = 64;
+    ck_assert_int_eq(mj_launch_wgmma_workspace_size(s, &a, &bytes), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "arch"));
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+/* ---- compiles ------------------------------------------------------------------------------ */
+
+static int cubin_contains(const mj_program *p, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n <= p->cubin_len; i++)
+        if (memcmp(p->cubin + i, name, n) == 0 && (i + n == p->cubin_len || p->cubin[i + n] == '\0')) return 1;
+    return 0;
+}
+
+static void compile(const char *text, mj_program *prog)
+{
+    moejit_spec *s = parse_ok(text);
+    mj_source src;
+    memset(prog, 0, sizeof *prog);
+    ck_assert_int_eq(mj_emit_wgmma(s, &src), MOEJIT_OK);
+    mj_compile_request req = {&src, mj_arch_target(s->arch), mj_embedded_headers, mj_embedded_headers_len, 600};
+    moejit_status st = mj_nvrtc_compile(&req, prog);
+    ck_assert_msg(st == MOEJIT_OK, "compile '%s': %s", text, moejit_last_error());
+    mj_source_free(&src);
+    moejit_spec_destroy(s);
+}
+
+/* Every kernel present with its resources; no spills or stack anywhere; the warp-specialized
+ * GEMMs at the (384, 1) register cap; none of ptxas' performance-loss notes for wgmma
+ * (C7508 setmaxnreg ignored, C7510 / C7517 / C7518 wgmma serialised or waits injected). */
+static void check_program(const char *text, const mj_program *prog)
+{
+    ck_assert_msg(prog->cubin_len > 4 && memcmp(prog->cubin, "\177ELF", 4) == 0, "%s: cubin lacks ELF magic", text);
+    ck_assert_int_eq(prog->n_kernels, MJ_MMA_NUM_KERNELS);
+    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
+    for (int i = 0; i < MJ_MMA_NUM_KERNELS; i++) {
+        const mj_kernel_info *k = &prog->kernels[i];
+        ck_assert_str_eq(k->name, names[i]);
+        ck_assert_msg(cubin_contains(prog, names[i]), "%s: %s not in the cubin", text, names[i]);
+        ck_assert_msg(k->registers > 0 && k->spill_store_bytes == 0 && k->spill_load_bytes == 0 &&
+                          k->stack_bytes == 0,
+                      "%s: %s has registers %d, spills %d/%d, stack %d", text, k->name, k->registers,
+                      k->spill_store_bytes, k->spill_load_bytes, k->stack_bytes);
+        if (i == MJ_MMA_K_GEMM1_ACT || i == MJ_MMA_K_GEMM2)
+            ck_assert_msg(k->registers <= 65536 / MJ_WGMMA_THREADS, "%s: %s uses %d registers at entry", text,
+                          k->name, k->registers);
+    }
+    static const char *const notes[] = {"C7508", "C7510", "C7517", "C7518", "serialized"};
+    for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
+        ck_assert_msg(!prog->log || !strstr(prog->log, notes[i]), "%s: ptxas reports %s:\n%s", text, notes[i],
+                      prog->log);
+}
+
+START_TEST(every_activation_compiles_for_sm90a_without_spills)
+{
+    static const char *const acts[] = {"swiglu",     "gelu",      "relu",        "silu",
+                                       "geglu",      "relu2",     "swiglu_step", "geglu_tanh",
+                                       "identity",   "situ",      "swiglu(alpha=1.702,beta=1,limit=7)",
+                                       "situ(gate_scale=4,linear_scale=25,clamp_limit=6)"};
+    size_t n = mj_test_quick() ? 2 : sizeof acts / sizeof acts[0];
+    for (size_t i = 0; i < n; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "backend=wgmma,quant=bf16,act=%s,routing=renormalize,arch=sm_90a", acts[i]);
+        mj_program prog;
+        compile(text, &prog);
+        check_program(text, &prog);
+        mj_program_free(&prog);
+    }
+    if (mj_test_quick()) return;
+    /* fp16, precomputed routing, a pinned shape */
+    static const char *const more[] = {
+        "backend=wgmma,quant=fp16,act=relu2,routing=precomputed,arch=sm_90a",
+        "backend=wgmma,quant=bf16,act=swiglu,routing=softmax_topk,arch=sm_90a,hidden=4096,inter=14336,experts=8,"
+        "topk=2"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        mj_program prog;
+        compile(more[i], &prog);
+        check_program(more[i], &prog);
+        mj_program_free(&prog);
+    }
+}
+END_TEST
+
+/* ---- SASS ------------------------------------------------------------------------------------ */
+
+static int executable(const char *path) { return path && *path && access(path, X_OK) == 0; }
+
+/* A tool from $env, PATH, or the bin folder of PyPI's nvidia packages (found through python3:
+ * `pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump` puts them under nvidia/cu13/bin). */
+static int find_tool(const char *env, const char *name, char *out, size_t cap)
+{
+    const char *e = getenv(env);
+    if (executable(e)) {
+        snprintf(out, cap, "%s", e);
+        return 1;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "command -v %s 2>/dev/null; python3 -c \"import os, nvidia; print('\\n'.join(os.path.join(p, d, "
+             "'bin', '%s') for p in nvidia.__path__ for d in ('cu13', 'cu12', 'cuda_%s')))\" 2>/dev/null",
+             name, name, name);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (executable(line)) {
+            snprintf(out, cap, "%s", line);
+            found = 1;
+        }
+    }
+    while (fgets(line, sizeof line, p)) {
+    }
+    pclose(p);
+    return found;
+}
+
+typedef struct sass_counts {
+    int hgmma, utmaldg, ldgsts, local, setmaxreg, lines;
+} sass_counts;
+
+/* Disassembles cubin_path and counts, inside function fn only, the instructions named. Both
+ * tools' listings are split per function: nvdisasm by ".section .text.NAME,", cuobjdump by
+ * "Function : NAME". */
+static sass_counts sass_of(const char *cmd_prefix, const char *cubin_path, const char *fn)
+{
+    sass_counts c;
+    memset(&c, 0, sizeof c);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", cmd_prefix, cubin_path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char want_nv[256], want_cu[256];
+    snprintf(want_nv, sizeof want_nv, ".text.%s,", fn);
+    snprintf(want_cu, sizeof want_cu, "Function : %s", fn);
+    char line[4096];
+    int in = 0;
+    while (fgets(line, sizeof line, p)) {
+        if (strstr(line, ".section") && strstr(line, ".text.")) in = strstr(line, want_nv) != NULL;
+        if (strstr(line, "Function : ")) {
+            const char *n = strstr(line, want_cu);
+            in = n && (n[strlen(want_cu)] == '\n' || n[strlen(want_cu)] == '\0' || n[strlen(want_cu)] == ' ');
+        }
+        if (!in) continue;
+        c.lines++;
+        if (strstr(line, "HGMMA")) c.hgmma++;
+        if (strstr(line, "UTMALDG")) c.utmaldg++;
+        if (strstr(line, "LDGSTS")) c.ldgsts++;
+        if (strstr(line, " LDL") || strstr(line, " STL")) c.local++;
+        if (strstr(line, "USETMAXREG")) c.setmaxreg++;
+    }
+    pclose(p);
+    return c;
+}
+
+START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
+{
+    char tool[1024], prefix[1200];
+    if (find_tool("MOEJIT_NVDISASM", "nvdisasm", tool, sizeof tool))
+        snprintf(prefix, sizeof prefix, "'%s' -c", tool);
+    else if (find_tool("MOEJIT_CUOBJDUMP", "cuobjdump", tool, sizeof tool))
+        snprintf(prefix, sizeof prefix, "'%s' --dump-sass", tool);
+    else {
+        printf("SKIP: nvdisasm not found (set MOEJIT_NVDISASM, or pip install nvidia-cuda-nvdisasm)\n");
+        return;
+    }
+    mj_program prog;
+    compile(BASE, &prog);
+    char path[] = "/tmp/moejit-wgmma-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, prog.cubin, prog.cubin_len), (ssize_t)prog.cubin_len);
+    close(fd);
+    static const char *const gemms[] = {"mj_gemm1_act", "mj_gemm2"};
+    for (size_t g = 0; g < 2; g++) {
+        sass_counts c = sass_of(prefix, path, gemms[g]);
+        printf("check_wgmma_emit: %s SASS (%s): %d lines, HGMMA %d, UTMALDG %d, LDGSTS %d, USETMAXREG %d, "
+               "local %d\n",
+               gemms[g], tool, c.lines, c.hgmma, c.utmaldg, c.ldgsts, c.setmaxreg, c.local);
+        ck_assert_msg(c.lines > 0, "%s: no SASS found for %s", tool, gemms[g]);
+        ck_assert_msg(c.hgmma >= 4, "%s: %d HGMMA (expected the 4 k16 steps of a stage at least)", gemms[g],
+                      c.hgmma);
+        ck_assert_msg(c.utmaldg >= 2, "%s: %d UTMALDG (two weight boxes per stage)", gemms[g], c.utmaldg);
+        ck_assert_msg(c.ldgsts >= 8, "%s: %d LDGSTS (8 gathered chunks per producer thread)", gemms[g], c.ldgsts);
+        ck_assert_msg(c.setmaxreg >= 2, "%s: %d USETMAXREG (producer dec, consumer inc)", gemms[g], c.setmaxreg);
+        ck_assert_msg(c.local == 0, "%s: %d local-memory instructions", gemms[g], c.local);
+    }
+    /* the decode path is mma's: tensor cores, but no warpgroup MMA */
+    sass_counts s = sass_of(prefix, path, "mj_gemm1_act_small");
+    ck_assert_msg(s.lines > 0 && s.hgmma == 0, "mj_gemm1_act_small: %d lines, %d HGMMA", s.lines, s.hgmma);
+    fflush(stdout);
+    unlink(path);
+    mj_program_free(&prog);
+}
+END_TEST
+
+static Suite *wgmma_emit_suite(void)
+{
+    Suite *s = suite_create("wgmma_emit");
+    TCase *tc = tcase_create("wgmma_emit");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, source_is_deterministic_and_names_spec_and_kernels);
+    tcase_add_test(tc, archs_other_than_sm90a_are_refused_naming_the_arch);
+    tcase_add_test(tc, refuses_what_the_wgmma_templates_cannot_build_naming_the_field);
+    tcase_add_test(tc, path_heuristic_is_mmas_and_follows_the_tile_field);
+    tcase_add_test(tc, workspace_holds_the_intermediate_and_y_and_refuses_other_archs);
+    tcase_add_test(tc, every_activation_compiles_for_sm90a_without_spills);
+    tcase_add_test(tc, sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(wgmma_emit_suite)
