@@ -16,7 +16,7 @@ EXTRA=${EXTRA:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$OUT/bench.log" 2>&1
 echo "== moejit bench layer --check ($(date -u +%FT%TZ))" >> "$OUT/bench.log"
-BENCH=build/bin/moejit-bench; [ -x "$BENCH" ] || BENCH="build/bin/moejit bench layer"
+BENCH="build/bin/moejit bench layer"
 timeout "${T_BENCH:-240}" $BENCH --check --shapes "$SHAPES" --batches "$BATCHES" \
   --reps "${REPS:-10}" --json "$OUT/moejit.json" --cubin-dir /tmp/mj-cubins $EXTRA >> "$OUT/bench.log" 2>&1
 echo "moejit-bench exit: $?" >> "$OUT/bench.log"

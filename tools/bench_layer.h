@@ -5,7 +5,7 @@
  * model shapes and with the float64 CPU reference on small shapes for every activation.
  *
  * Declared here rather than in cli.h so that the CLI's `bench` command can dispatch to it
- * (`moejit bench layer ...`) and bench/bench_main.c can wrap it as a standalone program.
+ * (`moejit bench layer ...`).
  */
 #ifndef MJ_CLI_BENCH_LAYER_H
 #define MJ_CLI_BENCH_LAYER_H
