@@ -31,10 +31,6 @@
 
 extern char **environ;
 
-/* `bench layer` lives in its own files (bench_layer.h), written alongside this one; a weak
- * reference keeps this command linking while they are absent. */
-#pragma weak cmd_bench_layer
-
 #define MAX_RUNS 101
 #define HIT_BATCH 1000
 #define ROW_MARKER "<!-- bench-jit:end -->"
@@ -326,9 +322,7 @@ static int count_opt(const char *name, const char *value, int min, int max, int 
 int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "layer")) {
-        if (cmd_bench_layer) return cmd_bench_layer(argc - 1, argv + 1);
-        cli_error("bench: `bench layer` is not built into this moejit");
-        return MJ_EXIT_FAIL;
+        return cmd_bench_layer(argc - 1, argv + 1);
     }
     if (argc < 2 || (strcmp(argv[1], "jit") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))) {
         if (argc < 2) cli_error("bench: expected what to measure: jit or layer (see moejit bench --help)");
@@ -337,7 +331,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (strcmp(argv[1], "jit") != 0) {
         fputs(bench_usage, stdout);
-        if (cmd_bench_layer) fputs("\nmoejit bench layer --help: the whole-layer benchmark on the device.\n", stdout);
+        fputs("\nmoejit bench layer --help: the whole-layer benchmark on the device.\n", stdout);
         return MJ_EXIT_OK;
     }
     static const struct option long_options[] = {
