@@ -1,8 +1,9 @@
 /*
  * This file contains the tests of the float64 CPU reference (tests/lib/reference.c) and of the
  * host half conversions (tests/lib/halfconv.c): every activation against values computed by
- * hand from the contract's formulas, the routing rules (weights, ties, EP), tiny layers
- * worked out by hand, and the conversions' round-to-nearest-even and NaN behaviour. The GPU
+ * hand from the contract's formulas, every routing method (weights, ties, deepseek_v3's group
+ * masking and selection-only bias, EP), tiny layers worked out by hand, the fp8 activation
+ * replay, and the conversions' round-to-nearest-even and NaN behaviour. The GPU
  * suite trusts this code as its oracle, so it is checked against numbers, not against itself.
  */
 #include <check.h>
@@ -265,6 +266,154 @@ START_TEST(routing_ties_go_to_the_lower_expert_id)
 }
 END_TEST
 
+
+/* logit(p) = ln(p / (1 - p)), so that σ(logit) = p up to the float rounding of the logit */
+static float logit(double p)
+{
+    return (float)log(p / (1.0 - p));
+}
+
+START_TEST(sigmoid_topk_weighs_by_sigma_without_renormalising)
+{
+    moejit_activation *a = make(MOEJIT_ACT_RELU);
+    const float lg[4] = {0.0f, logit(0.75), logit(0.25), 2.0f};
+    mj_ref_layer L = routing_layer(MJ_ROUTING_SIGMOID_TOPK, lg, 4, 2, a);
+    int32_t ids[2];
+    double w[2];
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 3);
+    ck_assert_int_eq(ids[1], 1);
+    assert_close(w[0], 0.8807970779778823, 1e-15);
+    assert_close(w[1], 0.75, 1e-7);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+START_TEST(sigmoid_renorm_divides_by_the_sum_plus_1e_minus_20)
+{
+    moejit_activation *a = make(MOEJIT_ACT_RELU);
+    const float lg[4] = {0.0f, logit(0.75), logit(0.25), 2.0f};
+    mj_ref_layer L = routing_layer(MJ_ROUTING_SIGMOID_RENORM, lg, 4, 2, a);
+    int32_t ids[2];
+    double w[2];
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 3);
+    ck_assert_int_eq(ids[1], 1);
+    assert_close(w[0], 0.8807970779778823 / (0.8807970779778823 + 0.75), 1e-7);
+    assert_close(w[0] + w[1], 1.0, 1e-15);
+    /* the 1e-20 is what keeps σ sums that underflow finite: logits of -1000 give 0 / 1e-20 */
+    const float low[2] = {-1000.0f, -1000.0f};
+    L = routing_layer(MJ_ROUTING_SIGMOID_RENORM, low, 2, 2, a);
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_double_eq(w[0], 0.0);
+    ck_assert_double_eq(w[1], 0.0);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+START_TEST(llama4_takes_the_top_logit_with_its_sigma)
+{
+    moejit_activation *a = make(MOEJIT_ACT_RELU);
+    const float lg[4] = {0.5f, -1.0f, 2.0f, 2.0f};
+    mj_ref_layer L = routing_layer(MJ_ROUTING_LLAMA4, lg, 4, 1, a);
+    int32_t ids[1];
+    double w[1];
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 2); /* the tie with 3 goes to the lower id */
+    assert_close(w[0], 0.8807970779778823, 1e-15); /* σ(2), not 1 */
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+/* E = 8 in 4 groups of 2 ({0,1} {2,3} {4,5} {6,7}), σ = p below. Group scores (sum of the
+ * two): 1.0, 1.2, 1.25, 0.2; the best 2 groups are {4,5} and {2,3}, so expert 0 (the best
+ * single score, 0.95) is masked: the top-2 is {4 (0.7), 2 (0.6, tie with 3 to the lower id)}
+ * where plain sigmoid top-2 would be {0, 4}. */
+static const double ds_p[8] = {0.95, 0.05, 0.6, 0.6, 0.7, 0.55, 0.1, 0.1};
+
+START_TEST(deepseek_v3_group_masking_changes_the_selection)
+{
+    moejit_activation *a = make(MOEJIT_ACT_RELU);
+    float lg[8];
+    for (int e = 0; e < 8; e++)
+        lg[e] = logit(ds_p[e]);
+    mj_ref_layer L = routing_layer(MJ_ROUTING_DEEPSEEK_V3, lg, 8, 2, a);
+    L.n_group = 4;
+    L.topk_group = 2;
+    L.routed_scaling = 2.5;
+    int32_t ids[2];
+    double w[2];
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 4);
+    ck_assert_int_eq(ids[1], 2);
+    assert_close(w[0], 0.7 / 1.3 * 2.5, 1e-6); /* renormalised, times routed_scaling */
+    assert_close(w[1], 0.6 / 1.3 * 2.5, 1e-6);
+    /* without masking (one group, or groups of one expert) expert 0 wins */
+    L.n_group = 1;
+    L.topk_group = 1;
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 4);
+    L.n_group = 8;
+    L.topk_group = 2;
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(ids[1], 4);
+    assert_close(w[0], 0.95 / 1.65 * 2.5, 1e-6);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+START_TEST(deepseek_v3_bias_selects_but_does_not_weigh)
+{
+    moejit_activation *a = make(MOEJIT_ACT_RELU);
+    float lg[8];
+    for (int e = 0; e < 8; e++)
+        lg[e] = logit(ds_p[e]);
+    /* +0.2 on expert 3: biased 0.8 beats 4 (0.7); the weights stay the unbiased 0.6, 0.7 */
+    float bias[8] = {0, 0, 0, 0.2f, 0, 0, 0, 0};
+    mj_ref_layer L = routing_layer(MJ_ROUTING_DEEPSEEK_V3, lg, 8, 2, a);
+    L.n_group = 4;
+    L.topk_group = 2;
+    L.routing_bias = bias;
+    int32_t ids[2];
+    double w[2];
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 3);
+    ck_assert_int_eq(ids[1], 4);
+    assert_close(w[0], 0.6 / 1.3, 1e-6); /* routed_scaling 0 means 1 */
+    assert_close(w[1], 0.7 / 1.3, 1e-6);
+    /* a bias also lifts its group: +1.2 on 6 makes {6,7} score 1.3 + 0.1 = 1.4, the best
+     * group; 6 is chosen first, weighed by its unbiased σ = 0.1 */
+    float lift[8] = {0, 0, 0, 0, 0, 0, 1.2f, 0};
+    L.routing_bias = lift;
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 6);
+    ck_assert_int_eq(ids[1], 4); /* groups kept: {6,7} (1.4) and {4,5} (1.25) */
+    assert_close(w[0], 0.1 / 0.8, 1e-6);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+START_TEST(bf16_snapped_logits_route_on_the_snapped_values)
+{
+    /* 1.00390625 is 1 + 2^-8: a tie in bf16 that rounds to 1.0, tying with expert 1 */
+    moejit_activation *a = make(MOEJIT_ACT_RELU);
+    float lg[2] = {1.00390625f, 1.0f};
+    int32_t ids[1];
+    double w[1];
+    mj_ref_layer L = routing_layer(MJ_ROUTING_LLAMA4, lg, 2, 1, a);
+    lg[0] = 0.99f;
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 1);
+    lg[0] = mj_half_snap(1.00390625f, MJ_DTYPE_BF16);
+    ck_assert_float_eq(lg[0], 1.0f);
+    ck_assert_int_eq(mj_ref_route_token(&L, 0, ids, w), MOEJIT_OK);
+    ck_assert_int_eq(ids[0], 0);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
 /* ---- whole layers by hand ---------------------------------------------------------------------- */
 
 /* One token, one expert, H = 2, I = 1, SwiGLU at defaults, precomputed weight 0.5:
@@ -445,11 +594,114 @@ START_TEST(invalid_layers_are_rejected_naming_the_field)
     L.expert_offset = 1;
     ck_assert_int_eq(mj_ref_forward(&L, 1, out, NULL, 0), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "expert_offset"));
+    /* deepseek_v3: groups must split E evenly, and leave k candidates */
+    const float lg8[8] = {0};
+    L = routing_layer(MJ_ROUTING_DEEPSEEK_V3, lg8, 8, 2, a);
+    L.x = one_x;
+    L.w1 = one_w1;
+    L.w2 = one_w2;
+    L.n_group = 3;
+    ck_assert_int_eq(mj_ref_forward(&L, 1, out, NULL, 0), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "reference.n_group"));
+    L.n_group = 4;
+    L.topk_group = 1;
+    L.topk = 3; /* one group of 2 experts */
+    ck_assert_int_eq(mj_ref_forward(&L, 1, out, NULL, 0), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "topk_group"));
     L = one_layer(a, MJ_DTYPE_BF16);
-    L.routing = MJ_ROUTING_DEEPSEEK_V3;
-    L.router_logits = one_wt;
-    ck_assert_int_eq(mj_ref_forward(&L, 1, out, NULL, 0), MOEJIT_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "reference.routing"));
+    L.act_quant = MJ_REF_AQ_COUNT;
+    ck_assert_int_eq(mj_ref_forward(&L, 1, out, NULL, 0), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "reference.act_quant"));
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+
+/* ---- fp8 activation replay ---------------------------------------------------------------------- */
+
+/* Identity activation, H = 2, I = 1, one expert of weight 1: W1 = [1, 1], W2 = [[1], [2]]. */
+static mj_ref_layer fp8_layer(const moejit_activation *act, const float *x, int64_t T,
+                              const int32_t *ids, const float *wt)
+{
+    static const float w1[2] = {1, 1}, w2[2] = {1, 2};
+    return (mj_ref_layer){.num_tokens = T, .hidden = 2, .inter = 1, .num_experts = 1, .topk = 1,
+                          .act = act, .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16,
+                          .x = x, .topk_ids = ids, .topk_weights = wt, .w1 = w1, .w2 = w2};
+}
+
+START_TEST(fp8_replay_quantizes_x_per_token_and_ideal_does_not)
+{
+    moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
+    const float x[2] = {1.0f, 0.3f};
+    const int32_t ids[1] = {0};
+    const float wt[1] = {1.0f};
+    mj_ref_layer L = fp8_layer(a, x, 1, ids, wt);
+    L.act_quant = MJ_REF_AQ_FP8_TOKEN;
+    double ideal[2], replay[2];
+    ck_assert_int_eq(mj_ref_forward(&L, 1, ideal, replay, MJ_REF_QUANT_X), MOEJIT_OK);
+    /* scale s = fp32(1/448): x/s = {448, 134.4 -> 128 (ulp 16 in [128, 256))}; a = 576 s */
+    double s = (double)(1.0f / 448.0f);
+    assert_close(ideal[0], 1.3, 1e-7);
+    assert_close(ideal[1], 2.6, 1e-7);
+    ck_assert_double_eq(replay[0], 576.0 * s);
+    ck_assert_double_eq(replay[1], 2.0 * 576.0 * s);
+    /* without the flag the replay is the ideal */
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, replay, 0), MOEJIT_OK);
+    ck_assert_double_eq(replay[0], ideal[0]);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+START_TEST(fp8_per_tensor_intermediate_shares_one_scale_across_tokens)
+{
+    /* two tokens, x = {448, 0} and {3.3, 0}: a = x[0] per token. Per tensor the scale is
+     * 448/448 = 1 for both, so 3.3 -> 3.25 (ulp 0.25); per token 3.3 keeps its own scale. */
+    moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
+    const float x[4] = {448.0f, 0.0f, 3.3f, 0.0f};
+    const int32_t ids[2] = {0, 0};
+    const float wt[2] = {1.0f, 1.0f};
+    mj_ref_layer L = fp8_layer(a, x, 2, ids, wt);
+    double out[4];
+    L.act_quant = MJ_REF_AQ_FP8_TENSOR;
+    ck_assert_int_eq(mj_ref_forward(&L, 2, NULL, out, MJ_REF_QUANT_ACT), MOEJIT_OK);
+    ck_assert_double_eq(out[0], 448.0);
+    ck_assert_double_eq(out[2], 3.25);
+    ck_assert_double_eq(out[3], 6.5);
+    L.act_quant = MJ_REF_AQ_FP8_TOKEN;
+    ck_assert_int_eq(mj_ref_forward(&L, 2, NULL, out, MJ_REF_QUANT_ACT), MOEJIT_OK);
+    assert_close(out[2], 3.3, 1e-7);
+    /* a static scale of 0.5 saturates 448 / 0.5 = 896 to 448 · 0.5 = 224 */
+    L.act_quant = MJ_REF_AQ_FP8_TENSOR;
+    L.a_scale = 0.5;
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, out, MJ_REF_QUANT_ACT), MOEJIT_OK);
+    ck_assert_double_eq(out[0], 224.0);
+    ck_assert_double_eq(out[2], 3.25); /* 6.6 -> 6.5 (ulp 0.5), · 0.5 */
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+START_TEST(fp8_block_mode_scales_each_128_elements_of_x_apart)
+{
+    /* H = 256: x[0] = 448 in block 0, x[128] = 0.3 in block 1; W1 reads x[128] alone. Per
+     * block, 0.3 has its own scale and survives; per token (scale 1) it becomes 0.3125. */
+    moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
+    float x[256] = {0}, w1[256] = {0};
+    x[0] = 448.0f;
+    x[128] = 0.3f;
+    w1[128] = 1.0f;
+    const float w2[256 * 1] = {1};
+    const int32_t ids[1] = {0};
+    const float wt[1] = {1.0f};
+    mj_ref_layer L = {.num_tokens = 1, .hidden = 256, .inter = 1, .num_experts = 1, .topk = 1,
+                      .act = a, .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16,
+                      .x = x, .topk_ids = ids, .topk_weights = wt, .w1 = w1, .w2 = w2,
+                      .act_quant = MJ_REF_AQ_FP8_BLOCK};
+    double out[256];
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, out, MJ_REF_REPLAY_FP8), MOEJIT_OK);
+    assert_close(out[0], (double)mj_half_snap(0.3f, MJ_DTYPE_BF16), 1e-7); /* a stored in bf16 */
+    L.act_quant = MJ_REF_AQ_FP8_TOKEN;
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, out, MJ_REF_QUANT_X), MOEJIT_OK);
+    ck_assert_double_eq(out[0], 0.3125);
     moejit_activation_destroy(a);
 }
 END_TEST
@@ -570,6 +822,12 @@ static Suite *reference_suite(void)
     tcase_add_test(route, softmax_topk_weights_are_plain_probabilities);
     tcase_add_test(route, renormalize_weights_sum_to_one);
     tcase_add_test(route, routing_ties_go_to_the_lower_expert_id);
+    tcase_add_test(route, sigmoid_topk_weighs_by_sigma_without_renormalising);
+    tcase_add_test(route, sigmoid_renorm_divides_by_the_sum_plus_1e_minus_20);
+    tcase_add_test(route, llama4_takes_the_top_logit_with_its_sigma);
+    tcase_add_test(route, deepseek_v3_group_masking_changes_the_selection);
+    tcase_add_test(route, deepseek_v3_bias_selects_but_does_not_weigh);
+    tcase_add_test(route, bf16_snapped_logits_route_on_the_snapped_values);
     suite_add_tcase(s, route);
     TCase *layer = tcase_create("layer");
     tcase_add_test(layer, one_token_one_expert_layer_matches_hand_computation);
@@ -580,6 +838,11 @@ static Suite *reference_suite(void)
     tcase_add_test(layer, forward_does_not_depend_on_threads_and_replay_without_flags_is_ideal);
     tcase_add_test(layer, invalid_layers_are_rejected_naming_the_field);
     suite_add_tcase(s, layer);
+    TCase *fp8 = tcase_create("fp8 replay");
+    tcase_add_test(fp8, fp8_replay_quantizes_x_per_token_and_ideal_does_not);
+    tcase_add_test(fp8, fp8_per_tensor_intermediate_shares_one_scale_across_tokens);
+    tcase_add_test(fp8, fp8_block_mode_scales_each_128_elements_of_x_apart);
+    suite_add_tcase(s, fp8);
     TCase *half = tcase_create("halfconv");
     tcase_add_test(half, every_bf16_and_fp16_value_round_trips);
     tcase_add_test(half, conversions_round_half_to_even);

@@ -138,3 +138,62 @@ void mj_half_unpack(const void *src, size_t n, mj_dtype dt, float *dst)
     for (size_t i = 0; i < n; i++)
         dst[i] = dt == MJ_DTYPE_BF16 ? mj_half_bf16_to_float(s[i]) : mj_half_fp16_to_float(s[i]);
 }
+
+/* ---- e4m3fn ------------------------------------------------------------------------------- */
+
+/* 2^p for a normal double exponent p, built from its bits (ldexp is slow in a hot loop). */
+static double pow2(int p)
+{
+    uint64_t u = (uint64_t)(p + 1023) << 52;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+uint8_t mj_half_e4m3_from_double(double x)
+{
+    uint8_t sign = signbit(x) ? 0x80u : 0x00u;
+    if (isnan(x))
+        return (uint8_t)(sign | 0x7fu);
+    double a = fabs(x);
+    if (a >= MJ_E4M3_MAX) /* also inf: fn formats have none, the contract saturates */
+        return (uint8_t)(sign | 0x7eu);
+    if (a <= 0x1p-10) /* at most half the smallest subnormal 2^-9: zero (a tie goes to even) */
+        return sign;
+    /* the quantum: 3 stored bits below the leading one; subnormals share 2^-6's ulp 2^-9 */
+    uint64_t u;
+    memcpy(&u, &a, sizeof u);
+    int lead = (int)((u >> 52) & 0x7ffu) - 1023; /* a is a normal double here */
+    if (lead < -6)
+        lead = -6;
+    double ulp = pow2(lead - 3);
+    double m = nearbyint(a / ulp); /* exact scaling; nearbyint ties to even */
+    /* below 448 the largest result is 14·32 = 448 itself, so no saturation is needed here */
+    if (m == 0.0)
+        return sign;
+    if (m >= 16.0) { /* carried into the next binade: 16·ulp = 8·(2·ulp) */
+        lead++;
+        m = 8.0;
+    }
+    if (m < 8.0) /* below 2^-6: subnormal, m·2^-9 with m in 1..7 */
+        return (uint8_t)(sign | (uint8_t)m);
+    return (uint8_t)(sign | (uint8_t)((lead + 7) << 3) | (uint8_t)(m - 8.0));
+}
+
+float mj_half_e4m3_to_float(uint8_t b)
+{
+    unsigned exp = (b >> 3) & 0xfu, m = b & 7u;
+    float v;
+    if (exp == 0xfu && m == 7u)
+        v = NAN;
+    else if (exp == 0)
+        v = (float)m * 0x1p-9f;
+    else
+        v = (float)((double)(8u + m) * pow2((int)exp - 10)); /* 1.m·2^(exp-7), exact */
+    return (b & 0x80u) ? -v : v;
+}
+
+double mj_half_e4m3_round(double x)
+{
+    return (double)mj_half_e4m3_to_float(mj_half_e4m3_from_double(x));
+}

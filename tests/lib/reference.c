@@ -101,9 +101,10 @@ double mj_ref_act_apply(const mj_ref_act *p, double u, double x)
 
 /* ---- routing ---------------------------------------------------------------------------- */
 
-/* The k largest logits by repeated arg-max; the strict '>' over ascending ids gives ties to
- * the lower id. NaN logits are never selected unless nothing else is left. */
-static void select_topk(const float *logits, int64_t E, int64_t k, int32_t *ids)
+/* The k largest scores by repeated arg-max; the strict '>' over ascending ids gives ties to
+ * the lower id. NaN scores are never selected unless nothing else is left; masked (-inf)
+ * ones only after every finite one. */
+static void select_topk(const double *score, int64_t E, int64_t k, int32_t *ids)
 {
     for (int64_t j = 0; j < k; j++) {
         int64_t best = -1;
@@ -113,44 +114,138 @@ static void select_topk(const float *logits, int64_t E, int64_t k, int32_t *ids)
                 taken |= ids[q] == e;
             if (taken)
                 continue;
-            if (best < 0 || (isnan(logits[best]) && !isnan(logits[e])) || logits[e] > logits[best])
+            if (best < 0 || (isnan(score[best]) && !isnan(score[e])) || score[e] > score[best])
                 best = e;
         }
         ids[j] = (int32_t)best;
     }
 }
 
+/* deepseek_v3 (DeepSeek-V3's grouped top-k): the biased score σ + bias selects; a group's
+ * score is the sum of its two best biased scores (its only one for groups of one); the best
+ * topk_group groups stay and the others are masked with -inf; the k best unmasked experts
+ * are chosen; their UNBIASED σ, renormalised to sum 1, times routed_scaling, are the weights. */
+static void route_deepseek(const mj_ref_layer *L, const float *lg, int32_t *ids, double *w)
+{
+    int64_t E = L->num_experts, k = L->topk;
+    int64_t ng = L->n_group ? L->n_group : 1;
+    int64_t kg = L->topk_group ? L->topk_group : ng;
+    int64_t gs = E / ng;
+    double sig[MJ_REF_MAX_EXPERTS], biased[MJ_REF_MAX_EXPERTS];
+    double gscore[MJ_REF_MAX_EXPERTS] = {0}; /* (only [0, ng) is read; gcc cannot tell) */
+    for (int64_t e = 0; e < E; e++) {
+        sig[e] = sigmoid((double)lg[e]);
+        biased[e] = sig[e] + (L->routing_bias ? (double)L->routing_bias[e] : 0.0);
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        int32_t top[2];
+        int64_t n = gs < 2 ? gs : 2;
+        select_topk(biased + g * gs, gs, n, top);
+        gscore[g] = 0.0;
+        for (int64_t j = 0; j < n; j++)
+            gscore[g] += biased[g * gs + top[j]];
+    }
+    int32_t keep[MJ_REF_MAX_EXPERTS];
+    select_topk(gscore, ng, kg, keep);
+    double masked[MJ_REF_MAX_EXPERTS];
+    for (int64_t e = 0; e < E; e++)
+        masked[e] = -INFINITY;
+    for (int64_t j = 0; j < kg; j++)
+        for (int64_t e = keep[j] * gs; e < (keep[j] + 1) * gs; e++)
+            masked[e] = biased[e];
+    select_topk(masked, E, k, ids);
+    double sum = 0.0;
+    for (int64_t j = 0; j < k; j++)
+        sum += sig[ids[j]];
+    double scale = L->routed_scaling > 0.0 ? L->routed_scaling : 1.0;
+    for (int64_t j = 0; j < k; j++)
+        w[j] = sig[ids[j]] / sum * scale;
+}
+
 moejit_status mj_ref_route_token(const mj_ref_layer *L, int64_t t, int32_t *ids, double *w)
 {
     int64_t E = L->num_experts, k = L->topk;
-    switch (L->routing) {
-    case MJ_ROUTING_PRECOMPUTED:
+    if (L->routing == MJ_ROUTING_PRECOMPUTED) {
         for (int64_t j = 0; j < k; j++) {
             ids[j] = L->topk_ids[t * k + j];
             w[j] = L->topk_weights[t * k + j];
         }
         return MOEJIT_OK;
+    }
+    if (E > MJ_REF_MAX_EXPERTS)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.num_experts: must be <= %d, got %lld",
+                       MJ_REF_MAX_EXPERTS, (long long)E);
+    const float *lg = L->router_logits + t * E;
+    double lgd[MJ_REF_MAX_EXPERTS];
+    for (int64_t e = 0; e < E; e++)
+        lgd[e] = lg[e];
+    switch (L->routing) {
     case MJ_ROUTING_SOFTMAX_TOPK:
     case MJ_ROUTING_RENORMALIZE: {
-        const float *lg = L->router_logits + t * E;
-        select_topk(lg, E, k, ids);
+        select_topk(lgd, E, k, ids);
         /* softmax_topk: probabilities over all E; renormalize: softmax over the k chosen.
          * Both subtract the maximum (the first selected) for range, exactly as in math. */
-        double m = lg[ids[0]], den = 0.0;
+        double m = lgd[ids[0]], den = 0.0;
         if (L->routing == MJ_ROUTING_SOFTMAX_TOPK)
             for (int64_t e = 0; e < E; e++)
-                den += exp((double)lg[e] - m);
+                den += exp(lgd[e] - m);
         else
             for (int64_t j = 0; j < k; j++)
-                den += exp((double)lg[ids[j]] - m);
+                den += exp(lgd[ids[j]] - m);
         for (int64_t j = 0; j < k; j++)
-            w[j] = exp((double)lg[ids[j]] - m) / den;
+            w[j] = exp(lgd[ids[j]] - m) / den;
         return MOEJIT_OK;
     }
+    case MJ_ROUTING_SIGMOID_TOPK:
+    case MJ_ROUTING_SIGMOID_RENORM:
+    case MJ_ROUTING_LLAMA4: {
+        /* σ is increasing: selecting on the logits is selecting on σ, without the ties that
+         * σ rounding to 1 would invent for large logits */
+        select_topk(lgd, E, k, ids);
+        double sum = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            w[j] = sigmoid(lgd[ids[j]]);
+            sum += w[j];
+        }
+        if (L->routing == MJ_ROUTING_SIGMOID_RENORM)
+            for (int64_t j = 0; j < k; j++)
+                w[j] /= sum + 1e-20;
+        return MOEJIT_OK;
+    }
+    case MJ_ROUTING_DEEPSEEK_V3:
+        route_deepseek(L, lg, ids, w);
+        return MOEJIT_OK;
     default:
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                       "reference.routing: %s is not implemented yet; allowed: softmax_topk, renormalize, precomputed",
-                       mj_routing_names[L->routing]);
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.routing: unknown method %d", (int)L->routing);
+    }
+}
+
+/* ---- fp8 activation quantization ---------------------------------------------------------- */
+
+double mj_ref_fp8_scale(double amax)
+{
+    if (!(amax > 0.0))
+        return 1.0;
+    /* fp32 division of the fp32 amax: float(double(a) / 448) is that correctly rounded
+     * quotient (53 >= 2·24 + 2 bits: no double-rounding error) */
+    return (double)(float)((double)(float)amax / MJ_E4M3_MAX);
+}
+
+void mj_ref_fp8_fake_quant(double *v, int64_t n, int64_t group, double scale)
+{
+    if (group < 1)
+        group = n;
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        int64_t g1 = g0 + group < n ? g0 + group : n;
+        double s = scale;
+        if (!(s > 0.0)) {
+            double amax = 0.0;
+            for (int64_t i = g0; i < g1; i++)
+                amax = fmax(amax, fabs(v[i]));
+            s = mj_ref_fp8_scale(amax);
+        }
+        for (int64_t i = g0; i < g1; i++)
+            v[i] = mj_half_e4m3_round(v[i] / s) * s;
     }
 }
 
@@ -166,9 +261,9 @@ moejit_status mj_ref_validate(const mj_ref_layer *L)
     if (L->hidden < 1 || L->inter < 1)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.hidden/inter: must be >= 1, got %lld/%lld",
                        (long long)L->hidden, (long long)L->inter);
-    if (L->num_experts < 1)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.num_experts: must be >= 1, got %lld",
-                       (long long)L->num_experts);
+    if (L->num_experts < 1 || L->num_experts > MJ_REF_MAX_EXPERTS)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.num_experts: must be 1..%d, got %lld",
+                       MJ_REF_MAX_EXPERTS, (long long)L->num_experts);
     if (L->topk < 1 || L->topk > L->num_experts)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.topk: must be in 1..num_experts (%lld), got %lld",
                        (long long)L->num_experts, (long long)L->topk);
@@ -180,12 +275,35 @@ moejit_status mj_ref_validate(const mj_ref_layer *L)
                        (long long)L->num_experts);
     if ((unsigned)L->routing >= MJ_ROUTING_COUNT)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.routing: unknown method %d", (int)L->routing);
+    if (L->routing == MJ_ROUTING_DEEPSEEK_V3) {
+        int64_t ng = L->n_group ? L->n_group : 1;
+        int64_t kg = L->topk_group ? L->topk_group : ng;
+        if (ng < 1 || L->num_experts % ng)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.n_group: must divide num_experts (%lld), got %lld",
+                           (long long)L->num_experts, (long long)ng);
+        if (kg < 1 || kg > ng)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.topk_group: must be 1..n_group (%lld), got %lld",
+                           (long long)ng, (long long)kg);
+        if (L->topk > kg * (L->num_experts / ng))
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "reference.topk: must be <= topk_group * experts per group (%lld), got %lld",
+                           (long long)(kg * (L->num_experts / ng)), (long long)L->topk);
+        if (!(L->routed_scaling >= 0.0) || isinf(L->routed_scaling))
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.routed_scaling: must be finite and > 0 (0: 1), got %g",
+                           L->routed_scaling);
+    }
     if ((unsigned)L->w1_layout >= MJ_W1_LAYOUT_COUNT)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.w1_layout: unknown layout %d; allowed: up_gate, gate_up, interleaved",
                        (int)L->w1_layout);
     if ((unsigned)L->dtype >= MJ_DTYPE_COUNT)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.dtype: unknown dtype %d; allowed: bf16, fp16, fp32",
                        (int)L->dtype);
+    if ((unsigned)L->act_quant >= MJ_REF_AQ_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "reference.act_quant: unknown mode %d; allowed: none, fp8 tensor, token, block", (int)L->act_quant);
+    if (!(L->x_scale >= 0.0) || isinf(L->x_scale) || !(L->a_scale >= 0.0) || isinf(L->a_scale))
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.x_scale/a_scale: must be finite and >= 0 (0: dynamic), got %g/%g",
+                       L->x_scale, L->a_scale);
     mj_ref_act p;
     moejit_status st = mj_ref_act_resolve(L->act, NULL, 0, &p);
     if (st)
@@ -200,11 +318,6 @@ moejit_status mj_ref_validate(const mj_ref_layer *L)
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.router_logits: required for routing=%s",
                            mj_routing_names[L->routing]);
     }
-    int32_t ids[1];
-    double w[1];
-    if (L->routing != MJ_ROUTING_PRECOMPUTED && L->routing != MJ_ROUTING_SOFTMAX_TOPK &&
-        L->routing != MJ_ROUTING_RENORMALIZE)
-        return mj_ref_route_token(L, 0, ids, w); /* the "not implemented" message */
     return MOEJIT_OK;
 }
 
@@ -215,6 +328,9 @@ typedef struct work {
     int64_t t0, t1;           /* tokens [t0, t1) */
     double *ideal, *replay;
     unsigned flags;
+    int amax_pass;            /* 1: only the replay's a, for its per-tensor amax */
+    double x_scale, a_scale;  /* per-tensor fp8 scales, resolved (0 when not per-tensor) */
+    double amax;              /* amax_pass: max |a| over this range */
     moejit_status status;
     char message[512];
 } work;
@@ -251,6 +367,18 @@ static double round_if(double v, unsigned flags, unsigned bit, mj_dtype dt)
     return (flags & bit) ? mj_half_round_double(v, dt) : v;
 }
 
+/* The fp8 quantization of one row of n activations (x: n = H; a: n = I) per the layer's
+ * mode, with the per-tensor scale already resolved. */
+static void quantize_row(mj_ref_act_quant mode, double *v, int64_t n, double tensor_scale)
+{
+    switch (mode) {
+    case MJ_REF_AQ_FP8_TENSOR: mj_ref_fp8_fake_quant(v, n, n, tensor_scale); break;
+    case MJ_REF_AQ_FP8_TOKEN: mj_ref_fp8_fake_quant(v, n, n, 0.0); break;
+    case MJ_REF_AQ_FP8_BLOCK: mj_ref_fp8_fake_quant(v, n, MJ_REF_FP8_BLOCK, 0.0); break;
+    default: break;
+    }
+}
+
 static void *forward_range(void *arg)
 {
     work *wk = arg;
@@ -261,24 +389,29 @@ static void *forward_range(void *arg)
     if ((wk->status = mj_ref_act_resolve(L->act, NULL, 0, &base)))
         goto fail;
     int64_t rows = base.gated ? 2 * I : I;
-    int do_ideal = wk->ideal != NULL, do_replay = wk->replay != NULL;
-    double *buf = malloc(sizeof(double) * (size_t)(H + 2 * rows + 2 * I + 2 * H + 2 * k));
+    int do_ideal = wk->ideal != NULL && !wk->amax_pass;
+    int do_replay = wk->replay != NULL || wk->amax_pass;
+    int quant = L->act_quant != MJ_REF_AQ_NONE;
+    int qx = quant && (wk->flags & MJ_REF_QUANT_X), qa = quant && (wk->flags & MJ_REF_QUANT_ACT);
+    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 2 * rows + 2 * I + 2 * H + 2 * k));
     if (!buf) {
         wk->status = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "reference: out of memory");
         goto fail;
     }
-    double *xd = buf, *fc1 = xd + H, *fc1r = fc1 + rows, *a = fc1r + rows, *ar = a + I;
+    double *xd = buf, *xq = xd + H, *fc1 = xq + H, *fc1r = fc1 + rows, *a = fc1r + rows, *ar = a + I;
     double *y = ar + I, *yr = y + H, *w = yr + H;
     int32_t ids[MJ_REF_MAX_TOPK];
 
     for (int64_t t = wk->t0; t < wk->t1; t++) {
         double *oi = do_ideal ? wk->ideal + t * H : NULL;
-        double *orp = do_replay ? wk->replay + t * H : NULL;
+        double *orp = do_replay && !wk->amax_pass ? wk->replay + t * H : NULL;
         for (int64_t h = 0; h < H; h++) {
-            xd[h] = L->x[t * H + h];
+            xd[h] = xq[h] = L->x[t * H + h];
             if (oi) oi[h] = 0.0;
             if (orp) orp[h] = 0.0;
         }
+        if (qx && do_replay)
+            quantize_row(L->act_quant, xq, H, wk->x_scale);
         wk->status = mj_ref_route_token(L, t, ids, w);
         if (wk->status)
             break;
@@ -293,8 +426,11 @@ static void *forward_range(void *arg)
             const float *W1 = L->w1 + le * rows * H;
             const float *W2 = L->w2 + le * H * I;
             for (int64_t r = 0; r < rows; r++) {
-                fc1[r] = dot(xd, W1 + r * H, H) + (L->b1 ? (double)L->b1[le * rows + r] : 0.0);
-                fc1r[r] = round_if(fc1[r], wk->flags, MJ_REF_ROUND_FC1, L->dtype);
+                double b1 = L->b1 ? (double)L->b1[le * rows + r] : 0.0;
+                fc1[r] = do_ideal ? dot(xd, W1 + r * H, H) + b1 : 0.0;
+                /* the replay's own GEMM1 only where x was quantized differently */
+                double f = qx ? dot(xq, W1 + r * H, H) + b1 : do_ideal ? fc1[r] : dot(xd, W1 + r * H, H) + b1;
+                fc1r[r] = round_if(f, wk->flags, MJ_REF_ROUND_FC1, L->dtype);
             }
             for (int64_t i = 0; i < I; i++) {
                 if (p.gated) {
@@ -308,13 +444,20 @@ static void *forward_range(void *arg)
                 }
                 ar[i] = round_if(ar[i], wk->flags, MJ_REF_ROUND_ACT, L->dtype);
             }
+            if (wk->amax_pass) {
+                for (int64_t i = 0; i < I; i++)
+                    wk->amax = fmax(wk->amax, fabs(ar[i]));
+                continue;
+            }
+            if (qa && do_replay)
+                quantize_row(L->act_quant, ar, I, wk->a_scale);
             for (int64_t h = 0; h < H; h++) {
                 double b2 = L->b2 ? (double)L->b2[le * H + h] : 0.0;
                 if (do_ideal) {
                     y[h] = dot(a, W2 + h * I, I) + b2;
                     oi[h] += w[j] * y[h];
                 }
-                if (do_replay) {
+                if (orp) {
                     yr[h] = round_if(dot(ar, W2 + h * I, I) + b2, wk->flags, MJ_REF_ROUND_Y, L->dtype);
                     orp[h] += w[j] * yr[h];
                 }
@@ -331,6 +474,41 @@ fail:
     return NULL;
 }
 
+/* Runs forward_range over the tokens split in `threads` ranges (proto is copied into each);
+ * returns the first failure, and the max of the ranges' amax in *amax. */
+static moejit_status run_ranges(const work *proto, int threads, double *amax)
+{
+    int64_t T = proto->L->num_tokens;
+    work wk[64];
+    pthread_t tid[64];
+    for (int i = 0; i < threads; i++) {
+        wk[i] = *proto;
+        wk[i].t0 = T * i / threads;
+        wk[i].t1 = T * (i + 1) / threads;
+    }
+    int started = 0;
+    for (int i = 1; i < threads; i++) {
+        if (pthread_create(&tid[i], NULL, forward_range, &wk[i]) != 0)
+            break;
+        started = i;
+    }
+    /* threads that could not be started run here, in order */
+    for (int i = started + 1; i < threads; i++)
+        forward_range(&wk[i]);
+    forward_range(&wk[0]);
+    for (int i = 1; i <= started; i++)
+        pthread_join(tid[i], NULL);
+    double m = 0.0;
+    for (int i = 0; i < threads; i++) {
+        if (wk[i].status)
+            return mj_fail(wk[i].status, "%s", wk[i].message);
+        m = fmax(m, wk[i].amax);
+    }
+    if (amax)
+        *amax = m;
+    return MOEJIT_OK;
+}
+
 moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                              unsigned replay_flags)
 {
@@ -345,27 +523,28 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
         threads = 1;
     if (threads > T)
         threads = T > 0 ? (int)T : 1;
-    work wk[64];
-    pthread_t tid[64];
     if (threads > 64)
         threads = 64;
-    for (int i = 0; i < threads; i++) {
-        wk[i] = (work){L, T * i / threads, T * (i + 1) / threads, ideal, replay, replay_flags, MOEJIT_OK, ""};
+    work proto = {L, 0, 0, ideal, replay, replay_flags, 0, 0.0, 0.0, 0.0, MOEJIT_OK, ""};
+    if (replay && L->act_quant == MJ_REF_AQ_FP8_TENSOR) {
+        /* a dynamic per-tensor scale needs the whole tensor's amax before any row is
+         * quantized: x's is a scan; a's takes a first pass through GEMM1 and the activation */
+        proto.x_scale = L->x_scale;
+        proto.a_scale = L->a_scale;
+        if ((replay_flags & MJ_REF_QUANT_X) && !(proto.x_scale > 0.0)) {
+            double amax = 0.0;
+            for (int64_t i = 0; i < T * L->hidden; i++)
+                amax = fmax(amax, fabs((double)L->x[i]));
+            proto.x_scale = mj_ref_fp8_scale(amax);
+        }
+        if ((replay_flags & MJ_REF_QUANT_ACT) && !(proto.a_scale > 0.0)) {
+            work pass = proto;
+            pass.amax_pass = 1;
+            double amax = 0.0;
+            if ((st = run_ranges(&pass, threads, &amax)))
+                return st;
+            proto.a_scale = mj_ref_fp8_scale(amax);
+        }
     }
-    int started = 0;
-    for (int i = 1; i < threads; i++) {
-        if (pthread_create(&tid[i], NULL, forward_range, &wk[i]) != 0)
-            break;
-        started = i;
-    }
-    /* threads that could not be started run here, in order */
-    for (int i = started + 1; i < threads; i++)
-        forward_range(&wk[i]);
-    forward_range(&wk[0]);
-    for (int i = 1; i <= started; i++)
-        pthread_join(tid[i], NULL);
-    for (int i = 0; i < threads; i++)
-        if (wk[i].status)
-            return mj_fail(wk[i].status, "%s", wk[i].message);
-    return MOEJIT_OK;
+    return run_ranges(&proto, threads, NULL);
 }

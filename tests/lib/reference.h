@@ -10,10 +10,11 @@
  *             value in 16 bits (mj_ref_round flags), which allows a much tighter bar.
  *
  * Tensors are float arrays holding the values the kernel sees: inputs already snapped to their
- * dtype, weights already dequantized. Growth path (issue 5): quantized formats get a separate
- * dequantizer that produces these float arrays (plus a flag for the in-kernel activation
- * quantization); biases, W1 layouts, per-expert parameter overrides and EP are fields here
- * already; more routing methods are more cases of mj_ref_route_token.
+ * dtype, weights already dequantized (tests/lib/quant_ref.c turns each quantized format into
+ * these arrays, independently of the templates). The one quantization that happens inside the
+ * layer, fp8 activations (x before GEMM1, the intermediate a before GEMM2), is a property of
+ * the layer (act_quant) that only the replay applies (MJ_REF_QUANT_* flags): the ideal pass
+ * stays the unquantized float64 math the contract's tolerance is measured against.
  */
 #ifndef MJ_TEST_REFERENCE_H
 #define MJ_TEST_REFERENCE_H
@@ -24,18 +25,37 @@
 #include "moejit.h"
 #include "spec.h"
 
-/* Largest k the reference routes (the kernels allow 32). */
+/* Largest k the reference routes (the kernels allow 32), and largest E. */
 #define MJ_REF_MAX_TOPK 512
+#define MJ_REF_MAX_EXPERTS 1024
 
 /* Where the reference replays a rounding of the kernel to the layer's dtype. */
 typedef enum mj_ref_round {
     MJ_REF_ROUND_FC1 = 1u << 0, /* fc1 (after b1) stored before the activation */
     MJ_REF_ROUND_ACT = 1u << 1, /* the activation output a, stored once before GEMM2 */
-    MJ_REF_ROUND_Y = 1u << 2    /* each expert's y (after b2) stored before the weighted sum */
+    MJ_REF_ROUND_Y = 1u << 2,   /* each expert's y (after b2) stored before the weighted sum */
+    MJ_REF_QUANT_X = 1u << 3,   /* x quantized to e4m3 per act_quant before GEMM1 */
+    MJ_REF_QUANT_ACT = 1u << 4  /* a (after ROUND_ACT, if set) quantized to e4m3 before GEMM2 */
 } mj_ref_round;
 
 /* The replay of the simt kernels of issue 2: a is stored once in bf16/fp16. */
 #define MJ_REF_REPLAY_SIMT ((unsigned)MJ_REF_ROUND_ACT)
+/* fp8 formats: a stored once in the dtype, then x and a quantized to e4m3 as act_quant says. */
+#define MJ_REF_REPLAY_FP8 ((unsigned)(MJ_REF_ROUND_ACT | MJ_REF_QUANT_X | MJ_REF_QUANT_ACT))
+
+/* How the fp8 formats quantize activations in the layer (moe-semantics.md §3): the scale of a
+ * group of values is amax/448 (fp32), each value becomes e4m3(v / scale) · scale. The
+ * intermediate a is grouped like x, with I in place of H and one row per (token, expert). */
+typedef enum mj_ref_act_quant {
+    MJ_REF_AQ_NONE = 0,   /* activations stay in the dtype (bf16, fp16, w4a16, mxfp4) */
+    MJ_REF_AQ_FP8_TENSOR, /* one scale for the whole tensor (all tokens; all local pairs) */
+    MJ_REF_AQ_FP8_TOKEN,  /* one scale per row */
+    MJ_REF_AQ_FP8_BLOCK,  /* one scale per row per 128 consecutive elements along K */
+    MJ_REF_AQ_COUNT
+} mj_ref_act_quant;
+
+/* Group width of MJ_REF_AQ_FP8_BLOCK along K. */
+#define MJ_REF_FP8_BLOCK 128
 
 typedef struct mj_ref_layer {
     /* shape (the reference does not impose the kernels' multiple-of-8 rules) */
@@ -52,6 +72,17 @@ typedef struct mj_ref_layer {
     mj_routing routing;
     mj_w1_layout w1_layout;
     mj_dtype dtype;            /* storage type of x/out and of the kernel's intermediates */
+
+    /* routing parameters; 0 means the default */
+    int64_t n_group;           /* deepseek_v3: groups of E/n_group consecutive ids; 0: 1 */
+    int64_t topk_group;        /* deepseek_v3: groups kept; 0: n_group (no masking) */
+    double routed_scaling;     /* deepseek_v3: factor on the renormalised weights; 0: 1 */
+    const float *routing_bias; /* [E] deepseek_v3 selection-only bias, or NULL (zeros) */
+
+    /* fp8 activation quantization of the kernel (applied by the replay only) */
+    mj_ref_act_quant act_quant;
+    double x_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of x; 0: dynamic */
+    double a_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of a; 0: dynamic */
 
     /* tensors, row-major; values exactly as the kernel sees them */
     const float *x;            /* [T, H] */
@@ -86,14 +117,25 @@ moejit_status mj_ref_act_resolve(const moejit_activation *act, const float *cons
 double mj_ref_act_apply(const mj_ref_act *p, double u, double x);
 
 /* Routes token t: writes k global ids and their weights (for precomputed routing the given
- * ones). Selection ties go to the lower expert id. */
+ * ones), by the contract's §4: softmax_topk, renormalize, sigmoid_topk, sigmoid_renorm
+ * (σ / (Σσ + 1e-20)), deepseek_v3 (σ + bias selects, groups by the sum of their top-2 biased
+ * scores, unbiased σ renormalised × routed_scaling weighs), llama4 (σ of each chosen logit).
+ * Selection ties go to the lower expert id (and, for groups, to the lower group). */
 moejit_status mj_ref_route_token(const mj_ref_layer *L, int64_t t, int32_t *ids, double *weights);
+
+/* The dynamic fp8 scale of values whose absolute maximum is amax: amax/448 rounded to fp32,
+ * as a kernel computes it in fp32; 1 when amax is 0 (zeros quantize to zeros at any scale). */
+double mj_ref_fp8_scale(double amax);
+/* v[i] <- e4m3(v[i] / s) · s for n values in groups of `group` consecutive values (the last
+ * one may be shorter); s = scale when scale > 0, else each group's mj_ref_fp8_scale. */
+void mj_ref_fp8_fake_quant(double *v, int64_t n, int64_t group, double scale);
 
 /* Checks shapes, pointers and the routing method; messages name the field. */
 moejit_status mj_ref_validate(const mj_ref_layer *L);
 
 /* The forward pass. `ideal` and `replay` ([T, H] each) may each be NULL; `replay_flags` is
- * a mask of mj_ref_round. `threads` <= 1 runs on the calling thread; the result does not
+ * a mask of mj_ref_round (the MJ_REF_QUANT_* bits act only where act_quant is set; a dynamic
+ * per-tensor scale of a costs the replay a first pass over GEMM1 for the amax). `threads` <= 1 runs on the calling thread; the result does not
  * depend on the thread count (tokens are split, never sums). */
 moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                              unsigned replay_flags);
