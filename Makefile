@@ -193,8 +193,14 @@ test-asan: all $(ASAN_CHECK_BINS)
 	done; \
 	echo "asan suites: $$pass passed, $$fail failed"; test $$fail = 0
 
+# The GPU suite (simt against the float64 reference: issue-2 matrix, every format, fuzz), then
+# the tensor-core backends against the reference (small shapes) and against simt (model
+# shapes). Both print "no CUDA device" and succeed where there is none.
 test-gpu: all $(GPU_BIN)
 	$(TEST_ENV) $(GPU_BIN)
+	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
+	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --batches 1,64,512,4096; \
+	else echo "no CUDA device: skipping the tensor-core backend checks"; fi
 
 run: all
 	$(CLI) demo

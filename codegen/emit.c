@@ -6,7 +6,9 @@
  *
  * Determinism is the point: the bytes depend only on the spec and on the two versions named
  * in the header comment. Floats go through mj_buf_hexfloat (exact, locale-free); integers
- * through %d; nothing else (time, path, pointer, locale) can reach the text.
+ * through %d; nothing else (time, path, pointer, locale) can reach the text. The lines every
+ * backend writes alike (header, element types, activation, routing, pinned shape) come from
+ * emit_common.c; this file adds simt's checks, quantization, layout, bias and tile constants.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "common/params.h"
 #include "emit.h"
 #include "emit_backends.h"
+#include "emit_common.h"
 #include "spec.h"
 #include "status.h"
 #include "strbuf.h"
@@ -23,16 +26,8 @@
 static const char *const kernel_names[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_KERNEL_NAME_LIST};
 _Static_assert(MJ_SIMT_NUM_KERNELS <= MJ_MAX_KERNELS, "the simt layer must fit in mj_program.kernels");
 
-/* Template spellings (templates/common/types.cuh), indexed by the host enums. Kept here, not
- * derived from the spec's name tables, so that the two vocabularies can evolve apart. */
-static const char *const dtype_token[MJ_DTYPE_COUNT] = {"Dtype::bf16", "Dtype::fp16", "Dtype::fp32"};
-_Static_assert(MJ_DTYPE_BF16 == 0 && MJ_DTYPE_FP16 == 1 && MJ_DTYPE_FP32 == 2, "dtype_token order");
-
-static const char *const routing_token[MJ_ROUTING_COUNT] = {
-    "Routing::softmax_topk", "Routing::renormalize", "Routing::sigmoid_topk",
-    "Routing::sigmoid_renorm", "Routing::deepseek_v3", "Routing::llama4", "Routing::precomputed"};
-_Static_assert(MJ_ROUTING_SOFTMAX_TOPK == 0 && MJ_ROUTING_PRECOMPUTED == 6, "routing_token order");
-
+/* Template spellings of the simt-only constants (templates/common/types.cuh), indexed by the
+ * host enums; the shared ones are in emit_common.c. */
 static const char *const quant_token[MJ_QUANT_COUNT] = {
     "Quant::bf16", "Quant::fp16", "Quant::fp8_tensor", "Quant::fp8_block", "Quant::w4a16", "Quant::mxfp4"};
 _Static_assert(MJ_QUANT_BF16 == 0 && MJ_QUANT_MXFP4 == 5 && MJ_QUANT_COUNT == 6, "quant_token order");
@@ -44,11 +39,6 @@ _Static_assert(MJ_FP8_ACT_TENSOR == 0 && MJ_FP8_ACT_STATIC == 2, "fp8_act_token 
 static const char *const w1_layout_token[MJ_W1_LAYOUT_COUNT] = {"W1Layout::up_gate", "W1Layout::gate_up",
                                                                 "W1Layout::interleaved"};
 _Static_assert(MJ_W1_UP_GATE == 0 && MJ_W1_INTERLEAVED == 2, "w1_layout_token order");
-
-static const char *name_or(const char *const *names, int count, int value)
-{
-    return value >= 0 && value < count && names[value] ? names[value] : "?";
-}
 
 /* The multiple a pinned H or I must be for quant (0: no rule beyond 8). */
 static int dim_multiple(const moejit_spec *s)
@@ -82,12 +72,12 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_simt_tile **
 {
     if (s->backend != MJ_BACKEND_SIMT)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "backend: the code generator emits simt only, got %s",
-                       name_or(mj_backend_names, MJ_BACKEND_COUNT, (int)s->backend));
+                       mj_emit_name_or(mj_backend_names, MJ_BACKEND_COUNT, (int)s->backend));
     if (s->quant < 0 || s->quant >= MJ_QUANT_COUNT)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "quant: value %d is no quantization", (int)s->quant);
     if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: backend simt computes in bf16 or fp16, got %s",
-                       name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
+                       mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
     if ((s->quant == MJ_QUANT_BF16 && s->dtype != MJ_DTYPE_BF16) ||
         (s->quant == MJ_QUANT_FP16 && s->dtype != MJ_DTYPE_FP16))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
@@ -128,69 +118,13 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_simt_tile **
     if (st != MOEJIT_OK) return st;
     st = check_pinned_dim(s, "inter", s->inter);
     if (st != MOEJIT_OK) return st;
-    if (s->experts < 0 || s->experts > MJ_SIMT_MAX_EXPERTS)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "experts: a pinned E must be 0 (runtime) or 1..%d, got %d", MJ_SIMT_MAX_EXPERTS,
-                       s->experts);
-    if (s->topk < 0 || s->topk > MJ_SIMT_MAX_TOPK || (s->experts && s->topk > s->experts))
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "topk: a pinned k must be 0 (runtime) or 1..min(%d, experts), got %d",
-                       MJ_SIMT_MAX_TOPK, s->topk);
+    st = mj_emit_check_pinned_routing(s);
+    if (st != MOEJIT_OK) return st;
     *tile = mj_simt_tile_find(s->tile);
     if (!*tile)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend simt knows %s; got %s",
                        MJ_SIMT_TILE_NAMES, s->tile);
     return MOEJIT_OK;
-}
-
-/* The canonical text goes into // comments: a newline or a backslash (line splice) there
- * would turn the rest of the line into code or swallow the next one. */
-static int comment_safe(const char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e || *s == '\\') return 0;
-    return 1;
-}
-
-static void emit_header(mj_buf *b, const char *canonical)
-{
-    mj_buf_puts(b, "// moejit generated source: the fused-MoE layer of one spec. Do not edit.\n");
-    mj_buf_printf(b, "// generated by moejit %s, generator %d\n", MOEJIT_VERSION_STRING,
-                  MJ_GENERATOR_VERSION);
-    mj_buf_printf(b, "// spec: %s\n", canonical);
-    mj_buf_puts(b, "// kernels, in the order of the launch table (common/params.h):");
-    for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) mj_buf_printf(b, " %s", kernel_names[i]);
-    mj_buf_puts(b, "\n\n#include \"common/types.cuh\"\n\nnamespace mj {\nnamespace cfg {\n\n");
-}
-
-static void emit_float(mj_buf *b, const char *name, float v)
-{
-    mj_buf_printf(b, "constexpr float %s = ", name);
-    mj_buf_hexfloat(b, v);
-    mj_buf_puts(b, "f;");
-}
-
-static void emit_activation(mj_buf *b, const moejit_activation *act)
-{
-    const mj_act_desc *d = mj_act_desc_of(act->kind);
-    /* the formula lives in templates/act.cuh; the source itself stays free of decimals */
-    mj_buf_printf(b, "// activation %s (ABI %d, %s)\n", d->name, (int)d->kind,
-                  d->gated ? "gated: u = first half of fc1, g = second" : "ungated");
-    mj_buf_printf(b, "constexpr int kActKind = %d;\n", (int)d->kind);
-    mj_buf_printf(b, "constexpr bool kGated = %s;\n", d->gated ? "true" : "false");
-    mj_buf_printf(b, "constexpr int kActNParams = %d; // how many act_param overrides apply\n", d->n_params);
-    mj_buf_puts(b, "// parameters in descriptor order: exact value, and whether it is set (not none)\n");
-    for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++) {
-        int used = i < d->n_params;
-        float value = used ? act->value[i] : 0.0f;
-        int present = used ? act->present[i] != 0 : 0;
-        char name[32];
-        snprintf(name, sizeof name, "kActParam%d", i);
-        emit_float(b, name, value);
-        mj_buf_printf(b, " // %s\n", used ? d->params[i].name : "(unused)");
-        mj_buf_printf(b, "constexpr bool kActPresent%d = %s;\n", i, present ? "true" : "false");
-    }
-    mj_buf_puts(b, "\n");
 }
 
 moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
@@ -202,17 +136,14 @@ moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
     const mj_simt_tile *tile = NULL;
     moejit_status st = check_emittable(spec, &tile);
     if (st != MOEJIT_OK) return st;
-    const char *canonical = moejit_spec_canonical(spec);
-    if (!canonical || !*canonical || !comment_safe(canonical))
-        return mj_fail(MOEJIT_ERR_INTERNAL,
-                       "spec.canonical: must be non-empty printable ASCII without backslashes");
+    const char *canonical = NULL;
+    st = mj_emit_canonical(spec, &canonical);
+    if (st != MOEJIT_OK) return st;
 
     mj_buf b = MJ_BUF_INIT;
-    emit_header(&b, canonical);
-    mj_buf_puts(&b, "// element type of x, out, the biases and the intermediate (and of 16-bit weights)\n");
-    mj_buf_printf(&b, "constexpr Dtype kDtype = %s;\n", dtype_token[spec->dtype]);
-    mj_buf_puts(&b, "// element type of router_logits\n");
-    mj_buf_printf(&b, "constexpr Dtype kLogitsDtype = %s;\n\n", dtype_token[spec->logits_dtype]);
+    mj_emit_header(&b, canonical, NULL, "// kernels, in the order of the launch table (common/params.h):",
+                   kernel_names, MJ_SIMT_NUM_KERNELS);
+    mj_emit_dtypes(&b, spec, "// element type of x, out, the biases and the intermediate (and of 16-bit weights)\n");
     mj_buf_puts(&b, "// weight format; fp8 activation scaling; int4 group and zero points\n");
     mj_buf_printf(&b, "constexpr Quant kQuant = %s;\n", quant_token[spec->quant]);
     mj_buf_printf(&b, "constexpr Fp8Act kFp8Act = %s;\n", fp8_act_token[spec->fp8_act]);
@@ -225,34 +156,14 @@ moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
                   spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
     mj_buf_printf(&b, "constexpr bool kHasB2 = %s;\n\n",
                   spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
-    emit_activation(&b, &spec->act);
-    mj_buf_printf(&b, "constexpr Routing kRouting = %s;\n", routing_token[spec->routing]);
-    mj_buf_puts(&b, "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n");
-    int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3;
-    mj_buf_printf(&b, "constexpr int kNGroup = %d;\n", dsv3 ? spec->n_group : 1);
-    mj_buf_printf(&b, "constexpr int kTopkGroup = %d;\n", dsv3 ? spec->topk_group : 1);
-    emit_float(&b, "kRoutedScaling", dsv3 ? spec->routed_scaling : 1.0f);
-    mj_buf_puts(&b, "\n\n");
-    mj_buf_puts(&b, "// pinned shape: 0 = given at run time, else the kernels use the constant\n");
-    mj_buf_printf(&b, "constexpr int kPinnedHidden = %d;\n", spec->hidden);
-    mj_buf_printf(&b, "constexpr int kPinnedInter = %d;\n", spec->inter);
-    mj_buf_printf(&b, "constexpr int kPinnedExperts = %d;\n", spec->experts);
-    mj_buf_printf(&b, "constexpr int kPinnedTopk = %d;\n\n", spec->topk);
+    mj_emit_activation(&b, &spec->act, 1);
+    mj_emit_routing(&b, spec, "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n");
+    mj_emit_pinned_shape(&b, spec);
     mj_buf_printf(&b, "// tile %s (spec tile=%s)\n", tile->name, spec->tile);
     mj_buf_printf(&b, "constexpr int BLOCK_M = %d;\n", tile->block_m);
     mj_buf_printf(&b, "constexpr int BLOCK_N = %d;\n", tile->block_n);
     mj_buf_printf(&b, "constexpr int BLOCK_K = %d;\n\n", tile->block_k);
-    mj_buf_puts(&b, "} // namespace cfg\n} // namespace mj\n\n#include \"simt_layer.cuh\"\n");
-
-    size_t len = b.len;
-    char *text = mj_buf_take(&b);
-    if (!text) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "mj_emit: out of memory building the source");
-    out->text = text;
-    out->len = len;
-    out->name = "moejit_layer.cu";
-    out->n_kernels = MJ_SIMT_NUM_KERNELS;
-    for (int i = 0; i < MJ_SIMT_NUM_KERNELS; i++) out->kernel_names[i] = kernel_names[i];
-    return MOEJIT_OK;
+    return mj_emit_finish(&b, "simt_layer.cuh", "mj_emit", kernel_names, MJ_SIMT_NUM_KERNELS, out);
 }
 
 void mj_source_free(mj_source *src)

@@ -23,4 +23,16 @@ moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out);
  * other than sm_90a, naming the field. */
 moejit_status mj_emit_wgmma(const moejit_spec *spec, mj_source *out);
 
+/* What sets one mma-family source apart from another: the wgmma layer reads mma's constants,
+ * so emit_mma.c writes both from one of these. */
+typedef struct mj_mma_flavour {
+    mj_backend backend;       /* MJ_BACKEND_MMA or MJ_BACKEND_WGMMA: named in messages and header */
+    int sm90a_only;           /* refuse every arch but sm_90a (wgmma.mma_async, setmaxnreg) */
+    const char *tile_note;    /* the comment after "// tile=<tile>: " */
+    const char *layer_header; /* the template included last, e.g. "mma_layer.cuh" */
+} mj_mma_flavour;
+
+/* mj_emit_mma's contract and refusals for the flavour's backend (and arch, if sm90a_only). */
+moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour *f, mj_source *out);
+
 #endif

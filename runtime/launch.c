@@ -43,7 +43,8 @@
  *
  * T = 0 needs no workspace and launches nothing. A forward allocates nothing, never
  * synchronises and only enqueues (one memset and the launches), so it can be graph-captured;
- * the grids depend on the shape only, never on the routing.
+ * the grids depend on the shape only, never on the routing. The regions up to y, the
+ * workspace checks and the parameter block are built as for every backend (launch_common.c).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -52,23 +53,8 @@
 #include "common/params.h"
 #include "launch.h"
 #include "launch_backends.h"
+#include "launch_common.h"
 #include "status.h"
-
-#define WS_ALIGN 256
-
-typedef struct ws_layout {
-    size_t ids, weights, counters, offsets, tile_offsets, rows, inter, y;
-    size_t xq, xscale, interq, interscale; /* fp8 only (0 otherwise) */
-    size_t total;
-} ws_layout;
-
-static size_t align_up(size_t v) { return (v + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN; }
-
-/* E_local: num_local_experts, where 0 means every expert (moejit.h). */
-static int64_t local_experts(const moejit_moe_args *a)
-{
-    return a->num_local_experts ? a->num_local_experts : a->num_experts;
-}
 
 static int is_fp8(const moejit_spec *s) { return s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK; }
 
@@ -161,7 +147,7 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "args.num_local_experts: must be in 0..num_experts = 0..%lld (0 = all), got %lld",
                        (long long)a->num_experts, (long long)a->num_local_experts);
-    if (a->expert_offset + local_experts(a) > a->num_experts)
+    if (a->expert_offset + mj_launch_local_experts(a) > a->num_experts)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "args.num_local_experts: expert_offset + num_local_experts must be <= "
                        "num_experts = %lld (0 means all experts, which needs offset 0), got %lld + %lld",
@@ -182,47 +168,28 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
     return MOEJIT_OK;
 }
 
-static size_t dtype_bytes(mj_dtype d) { return d == MJ_DTYPE_FP32 ? 4 : 2; }
-
-/* The shape must have passed mj_launch_check_shape (so every product below fits: P < 2^31,
- * H, I <= 2^20, and P·H·4 < 2^53). Regions a spec does not use stay at offset 0, size 0. */
-static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, ws_layout *w)
+/* The regions of every layer (launch_common.c), with the two fp8 amax words after the
+ * counters, then the fp8 regions. Regions a spec does not use stay at offset 0, size 0. */
+static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, mj_ws_layout *w)
 {
-    memset(w, 0, sizeof *w);
+    mj_launch_layout(spec, a, 2, w);
     if (a->num_tokens == 0) return;
     size_t pairs = (size_t)a->num_tokens * (size_t)a->topk;
-    size_t e_local = (size_t)local_experts(a);
-    size_t at = 0;
-    w->ids = at;
-    at = align_up(at + pairs * 4);
-    w->weights = at;
-    at = align_up(at + pairs * 4);
-    w->counters = at;
-    at = align_up(at + (2 * e_local + 2) * 4);
-    w->offsets = at;
-    at = align_up(at + (e_local + 1) * 4);
-    w->tile_offsets = at;
-    at = align_up(at + (e_local + 1) * 4);
-    w->rows = at;
-    at = align_up(at + pairs * 4);
-    w->inter = at;
-    at = align_up(at + pairs * (size_t)a->inter * dtype_bytes(spec->dtype));
-    w->y = at;
-    at = align_up(at + pairs * (size_t)a->hidden * 4);
+    size_t at = w->total;
     if (is_fp8(spec)) {
         const size_t T = (size_t)a->num_tokens, H = (size_t)a->hidden, I = (size_t)a->inter;
         const int block = spec->quant == MJ_QUANT_FP8_BLOCK;
         const int token = spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_TOKEN;
         if (!(spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC)) {
             w->xq = at;
-            at = align_up(at + T * H);
+            at = mj_launch_align_up(at + T * H);
             w->xscale = at;
-            at = align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : token ? T : 1));
+            at = mj_launch_align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : token ? T : 1));
         }
         w->interq = at;
-        at = align_up(at + pairs * I);
+        at = mj_launch_align_up(at + pairs * I);
         w->interscale = at;
-        at = align_up(at + 4 * (block ? pairs * (I / MJ_FP8_BLOCK) : token ? pairs : 1));
+        at = mj_launch_align_up(at + 4 * (block ? pairs * (I / MJ_FP8_BLOCK) : token ? pairs : 1));
     }
     w->total = at;
 }
@@ -236,7 +203,7 @@ moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe
     if (spec && spec->backend == MJ_BACKEND_WGMMA) return mj_launch_wgmma_workspace_size(spec, args, bytes);
     moejit_status st = mj_launch_check_shape(spec, args);
     if (st != MOEJIT_OK) return st;
-    ws_layout w;
+    mj_ws_layout w;
     layout_of(spec, args, &w);
     *bytes = w.total;
     return MOEJIT_OK;
@@ -394,68 +361,19 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     st = check_pointers(spec, args);
     if (st != MOEJIT_OK) return st;
 
-    ws_layout w;
+    mj_ws_layout w;
     layout_of(spec, args, &w);
-    if (workspace_bytes < w.total)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "workspace_bytes: must be at least %zu for num_tokens=%lld (see "
-                       "moejit_workspace_size), got %zu",
-                       w.total, (long long)args->num_tokens, workspace_bytes);
-    if (args->num_tokens == 0) return MOEJIT_OK; /* nothing to do, nothing read or written */
-    if (!workspace)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace: must not be NULL for num_tokens > 0");
-    if ((uintptr_t)workspace % WS_ALIGN)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace: must be %d-byte aligned, got %p",
-                       WS_ALIGN, workspace);
+    st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
+    if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     if (m->n_kernels < MJ_SIMT_NUM_KERNELS)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the simt layer launches %d",
                        m->n_kernels, MJ_SIMT_NUM_KERNELS);
 
     const int64_t T = args->num_tokens, k = args->topk, pairs = T * k;
-    const int64_t e_local = local_experts(args);
-    const unsigned long long ws = (unsigned long long)(uintptr_t)workspace;
-
+    const int64_t e_local = mj_launch_local_experts(args);
     mj_layer_params p;
-    memset(&p, 0, sizeof p);
-    p.x = (uintptr_t)args->x;
-    p.router_logits = (uintptr_t)args->router_logits;
-    p.topk_ids = (uintptr_t)args->topk_ids;
-    p.topk_weights = (uintptr_t)args->topk_weights;
-    p.w1 = (uintptr_t)args->w1;
-    p.w2 = (uintptr_t)args->w2;
-    p.out = (uintptr_t)args->out;
-    p.routing_bias = (uintptr_t)args->routing_bias;
-    p.b1 = (uintptr_t)args->b1;
-    p.b2 = (uintptr_t)args->b2;
-    p.w1_scale = (uintptr_t)args->w1_scale;
-    p.w2_scale = (uintptr_t)args->w2_scale;
-    p.w1_zero = (uintptr_t)args->w1_zero;
-    p.w2_zero = (uintptr_t)args->w2_zero;
-    for (int i = 0; i < 3; i++) p.act_param[i] = (uintptr_t)args->act_param[i];
-    p.x_scale = (uintptr_t)args->x_scale;
-    p.ws_ids = ws + w.ids;
-    p.ws_weights = ws + w.weights;
-    p.ws_counts = ws + w.counters;
-    p.ws_cursors = ws + w.counters + (unsigned long long)e_local * 4;
-    p.ws_offsets = ws + w.offsets;
-    p.ws_tile_offsets = ws + w.tile_offsets;
-    p.ws_rows = ws + w.rows;
-    p.ws_inter = ws + w.inter;
-    p.ws_y = ws + w.y;
+    mj_launch_fill_params(args, &w, workspace, mj_simt_max_tiles(pairs, tile->block_m, (int)e_local), &p);
     p.ws_amax = p.ws_cursors + (unsigned long long)e_local * 4;
-    if (w.xq) p.ws_xq = ws + w.xq;
-    if (w.xscale) p.ws_xscale = ws + w.xscale;
-    if (w.interq) p.ws_interq = ws + w.interq;
-    if (w.interscale) p.ws_interscale = ws + w.interscale;
-    p.num_tokens = T;
-    p.num_pairs = pairs;
-    p.hidden = (int)args->hidden;
-    p.inter = (int)args->inter;
-    p.num_experts = (int)args->num_experts;
-    p.topk = (int)k;
-    p.expert_offset = (int)args->expert_offset;
-    p.num_local_experts = (int)e_local;
-    p.max_tiles = (int)mj_simt_max_tiles(pairs, tile->block_m, (int)e_local);
 
     /* counts, cursors and the two amax words are contiguous: one memset */
     CUresult r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, (size_t)(2 * e_local + 2), stream);
@@ -489,13 +407,8 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     for (int o = 0; o < MJ_SIMT_NUM_KERNELS; o++) {
         const int i = order[o];
         if (!run[i]) continue;
-        r = d->cuLaunchKernel((CUfunction)m->kernels[i], cfg[i].gx, cfg[i].gy, 1, cfg[i].block, 1, 1, 0,
-                              stream, params, NULL);
-        if (r != CUDA_SUCCESS) {
-            char what[96];
-            snprintf(what, sizeof what, "cuLaunchKernel(%s)", names[i]);
-            return mj_cuda_fail(d, r, what);
-        }
+        st = mj_launch_kernel(d, m, i, names[i], cfg[i].gx, cfg[i].gy, cfg[i].block, 0, stream, params);
+        if (st != MOEJIT_OK) return st;
     }
     return MOEJIT_OK;
 }

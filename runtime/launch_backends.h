@@ -9,6 +9,7 @@
 #ifndef MJ_LAUNCH_BACKENDS_H
 #define MJ_LAUNCH_BACKENDS_H
 
+#include "common/params.h"
 #include "driver.h"
 #include "loader.h"
 #include "spec.h"
@@ -35,5 +36,46 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
 /* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels) or MJ_MMA_PATH_LARGE (the
  * warpgroup-MMA GEMMs). */
 int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args);
+
+/* ---- the steps mma and wgmma share (launch_mma.c), for launch_wgmma.c ---------------------- */
+
+/* Which mma-family layer a step serves. */
+typedef struct mj_mma_launcher {
+    mj_backend backend;      /* MJ_BACKEND_MMA or MJ_BACKEND_WGMMA: checked, and named in messages */
+    int sm90a_only;          /* refuse every arch but sm_90a */
+    int large_bm;            /* token rows per tile of the large path (the small path's is mma's) */
+    const char *weights_why; /* why w1 and w2 must be 16-byte aligned */
+} mj_mma_launcher;
+
+/* A checked forward with T > 0: its shape, its path, and the parameter block every kernel
+ * receives (the GEMMs may take more). */
+typedef struct mj_mma_forward {
+    int64_t T, pairs, H, I, e_local, max_tiles;
+    int gated, small;
+    mj_layer_params p;
+} mj_mma_forward;
+
+/* The two GEMM launches of a forward: grids, block size, dynamic shared memory, and their
+ * parameter lists (NULL: the parameter block alone). */
+typedef struct mj_mma_gemms {
+    int64_t g1, g2;
+    unsigned threads;
+    int smem;
+    void **params1, **params2;
+} mj_mma_gemms;
+
+moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
+                                                  const moejit_moe_args *args, size_t *bytes);
+/* Checks spec, shape, tensors and workspace, then fills f; OK with num_tokens = 0 means
+ * there is nothing to launch (f is then unset). */
+moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
+                                  const mj_module *m, const moejit_moe_args *args, void *workspace,
+                                  size_t workspace_bytes, mj_mma_forward *f);
+/* Refuses GEMM grids (or row tiles) past INT32_MAX, naming num_tokens. */
+moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2);
+/* The GEMMs' shared-memory opt-in on dev, the counter memset (unless the decode path's fused
+ * routing zeroes them), then route, offsets, scatter, GEMM1, GEMM2, finalize on stream. */
+moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_mma_forward *f, CUdevice dev,
+                                    const mj_mma_gemms *g, CUstream stream);
 
 #endif

@@ -19,6 +19,10 @@
  * routing launch. The path depends on T and the shape only (never on the routing),
  * every grid on the shape only, so a forward can be captured in a CUDA graph; a graph holds
  * the path of the T it was captured with.
+ *
+ * The wgmma layer shares all of this but its large-path GEMMs, so the steps are exported in
+ * pieces (launch_backends.h: mj_launch_mma_begin, _grids_fit, _enqueue) that launch_wgmma.c
+ * calls around its own grids and tensor maps; an mj_mma_launcher says which layer is run.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,92 +32,63 @@
 #include "common/params.h"
 #include "launch.h"
 #include "launch_backends.h"
+#include "launch_common.h"
 #include "status.h"
 
-#define WS_ALIGN 256
+static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads"};
 
-typedef struct ws_layout {
-    size_t ids, weights, counters, offsets, tile_offsets, rows, inter, y;
-    size_t total;
-} ws_layout;
-
-static size_t align_up(size_t v) { return (v + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN; }
-
-static int64_t local_experts(const moejit_moe_args *a)
+static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spec)
 {
-    return a->num_local_experts ? a->num_local_experts : a->num_experts;
-}
-
-/* The shape must have passed mj_launch_check_shape (P < 2^31, H, I <= 2^20). */
-static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, ws_layout *w)
-{
-    memset(w, 0, sizeof *w);
-    if (a->num_tokens == 0) return;
-    size_t pairs = (size_t)a->num_tokens * (size_t)a->topk;
-    size_t e_local = (size_t)local_experts(a);
-    size_t elem = spec->dtype == MJ_DTYPE_FP32 ? 4 : 2;
-    size_t at = 0;
-    w->ids = at;
-    at = align_up(at + pairs * 4);
-    w->weights = at;
-    at = align_up(at + pairs * 4);
-    w->counters = at;
-    at = align_up(at + 2 * e_local * 4);
-    w->offsets = at;
-    at = align_up(at + (e_local + 1) * 4);
-    w->tile_offsets = at;
-    at = align_up(at + (e_local + 1) * 4);
-    w->rows = at;
-    at = align_up(at + pairs * 4);
-    w->inter = at;
-    at = align_up(at + pairs * (size_t)a->inter * elem);
-    w->y = at;
-    at = align_up(at + pairs * (size_t)a->hidden * 4);
-    w->total = at;
-}
-
-static moejit_status check_spec(const moejit_spec *spec)
-{
-    if (spec->backend != MJ_BACKEND_MMA)
-        return mj_fail(MOEJIT_ERR_INTERNAL, "backend: the mma launcher got a %s spec",
+    const char *be = mj_backend_names[l->backend];
+    if (spec->backend != l->backend)
+        return mj_fail(MOEJIT_ERR_INTERNAL, "backend: the %s launcher got a %s spec", be,
                        (unsigned)spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?");
+    if (l->sm90a_only && spec->arch != MJ_ARCH_SM90A)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "arch: backend %s runs on sm_90a only; got %s", be,
+                       (unsigned)spec->arch < MJ_ARCH_COUNT ? mj_arch_names[spec->arch] : "?");
     if (mj_mma_path_of(spec->tile) < 0)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend mma knows %s; got %s", MJ_MMA_TILE_NAMES,
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be, MJ_MMA_TILE_NAMES,
                        spec->tile);
+    return MOEJIT_OK;
+}
+
+moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
+                                                  const moejit_moe_args *args, size_t *bytes)
+{
+    if (!bytes) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: bytes must not be NULL");
+    *bytes = 0;
+    moejit_status st = mj_launch_check_shape(spec, args);
+    if (st == MOEJIT_OK) st = check_spec(l, spec);
+    if (st != MOEJIT_OK) return st;
+    mj_ws_layout w;
+    mj_launch_layout(spec, args, 0, &w);
+    *bytes = w.total;
     return MOEJIT_OK;
 }
 
 moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                            size_t *bytes)
 {
-    if (!bytes) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: bytes must not be NULL");
-    *bytes = 0;
-    moejit_status st = mj_launch_check_shape(spec, args);
-    if (st == MOEJIT_OK) st = check_spec(spec);
-    if (st != MOEJIT_OK) return st;
-    ws_layout w;
-    layout_of(spec, args, &w);
-    *bytes = w.total;
-    return MOEJIT_OK;
+    return mj_launch_mma_family_workspace_size(&mma_launcher, spec, args, bytes);
 }
 
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     int forced = mj_mma_path_of(spec->tile);
     int64_t pairs = args->num_tokens * args->topk;
-    return mj_mma_use_small(pairs, (int)local_experts(args), forced < 0 ? MJ_MMA_PATH_AUTO : forced)
+    return mj_mma_use_small(pairs, (int)mj_launch_local_experts(args), forced < 0 ? MJ_MMA_PATH_AUTO : forced)
                ? MJ_MMA_PATH_SMALL
                : MJ_MMA_PATH_LARGE;
 }
 
-/* Tensors a bf16/fp16 mma layer cannot honour: refusing beats silently ignoring them. */
-static moejit_status check_pointers(const moejit_spec *spec, const moejit_moe_args *a)
+/* Tensors a bf16/fp16 mma-family layer cannot honour: refusing beats silently ignoring them. */
+static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a)
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
     const size_t logit_align = spec->logits_dtype == MJ_DTYPE_FP32 ? 4 : 2;
     const struct { const void *p; const char *name; int needed; size_t align; const char *why; } ptrs[] = {
-        {a->w1, "w1", 1, 16, "16-byte cp.async loads"},
-        {a->w2, "w2", 1, 16, "16-byte cp.async loads"},
+        {a->w1, "w1", 1, 16, l->weights_why},
+        {a->w2, "w2", 1, 16, l->weights_why},
         {a->x, "x", tokens, 16, "16-byte cp.async loads"},
         {a->out, "out", tokens, 16, "vector stores"},
         {a->router_logits, "router_logits", tokens && !pre, logit_align, "its element size"},
@@ -129,6 +104,9 @@ static moejit_status check_pointers(const moejit_spec *spec, const moejit_moe_ar
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
                            ptrs[i].name, ptrs[i].align, ptrs[i].why, ptrs[i].p);
     }
+    char act_why[96];
+    snprintf(act_why, sizeof act_why, "per-expert activation overrides are not supported by %s",
+             mj_backend_names[l->backend]);
     const struct { const void *p; const char *name, *why; } unused[] = {
         {a->b1, "b1", "the spec has bias=none"},
         {a->b2, "b2", "the spec has bias=none"},
@@ -137,9 +115,9 @@ static moejit_status check_pointers(const moejit_spec *spec, const moejit_moe_ar
         {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
         {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
         {a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
-        {a->act_param[0], "act_param[0]", "per-expert activation overrides are not supported by mma"},
-        {a->act_param[1], "act_param[1]", "per-expert activation overrides are not supported by mma"},
-        {a->act_param[2], "act_param[2]", "per-expert activation overrides are not supported by mma"},
+        {a->act_param[0], "act_param[0]", act_why},
+        {a->act_param[1], "act_param[1]", act_why},
+        {a->act_param[2], "act_param[2]", act_why},
     };
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
         if (unused[i].p)
@@ -152,128 +130,114 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 typedef struct launch_cfg {
     int kernel;       /* index into the module's kernel table */
-    int64_t blocks;   /* 1-D grid (x), or x of a 2-D one */
+    int64_t blocks;   /* 1-D grid */
     unsigned threads;
     unsigned smem;    /* dynamic shared memory bytes */
+    void **params;
 } launch_cfg;
 
-moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
-                                    const moejit_moe_args *args, void *workspace,
-                                    size_t workspace_bytes, CUstream stream)
+moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
+                                  const mj_module *m, const moejit_moe_args *args, void *workspace,
+                                  size_t workspace_bytes, mj_mma_forward *f)
 {
     if (!d || !spec || !m || !args)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
-    moejit_status st = check_spec(spec);
+    moejit_status st = check_spec(l, spec);
     if (st == MOEJIT_OK) st = mj_launch_check_shape(spec, args);
-    if (st == MOEJIT_OK) st = check_pointers(spec, args);
+    if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
     if (st != MOEJIT_OK) return st;
 
-    ws_layout w;
-    layout_of(spec, args, &w);
-    if (workspace_bytes < w.total)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "workspace_bytes: must be at least %zu for num_tokens=%lld (see "
-                       "moejit_workspace_size), got %zu",
-                       w.total, (long long)args->num_tokens, workspace_bytes);
-    if (args->num_tokens == 0) return MOEJIT_OK;
-    if (!workspace)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace: must not be NULL for num_tokens > 0");
-    if ((uintptr_t)workspace % WS_ALIGN)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace: must be %d-byte aligned, got %p",
-                       WS_ALIGN, workspace);
+    mj_ws_layout w;
+    mj_launch_layout(spec, args, 0, &w);
+    st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
+    if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     if (m->n_kernels < MJ_MMA_NUM_KERNELS)
-        return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the mma layer has %d", m->n_kernels,
-                       MJ_MMA_NUM_KERNELS);
+        return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
+                       mj_backend_names[l->backend], MJ_MMA_NUM_KERNELS);
 
-    const int64_t T = args->num_tokens, k = args->topk, pairs = T * k;
-    const int64_t H = args->hidden, I = args->inter, e_local = local_experts(args);
-    const int gated = moejit_activation_is_gated(&spec->act);
-    const int small = mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL;
-    const int tile_rows = small ? MJ_MMA_SMALL_BT : MJ_MMA_LARGE_BM;
-    const int64_t max_tiles = mj_simt_max_tiles(pairs, tile_rows, (int)e_local);
-    /* intermediate columns per CTA of GEMM1 and hidden columns per CTA of GEMM2 */
-    const int64_t cols1 = small ? (gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW)
-                                : (gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN);
-    const int64_t cols2 = small ? MJ_MMA_SMALL_BW : MJ_MMA_LARGE_BN;
-    const int64_t g1 = ceil_div(I, cols1) * max_tiles, g2 = ceil_div(H, cols2) * max_tiles;
-    if (g1 > INT32_MAX || g2 > INT32_MAX || max_tiles > INT32_MAX)
+    f->T = args->num_tokens, f->pairs = f->T * args->topk;
+    f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
+    f->gated = moejit_activation_is_gated(&spec->act);
+    f->small = mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL;
+    f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : l->large_bm, (int)f->e_local);
+    mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
+    return MOEJIT_OK;
+}
+
+moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2)
+{
+    if (g1 > INT32_MAX || g2 > INT32_MAX || f->max_tiles > INT32_MAX)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.num_tokens: %lld tokens need %lld GEMM blocks; the mma layer allows %d "
+                       "args.num_tokens: %lld tokens need %lld GEMM blocks; the %s layer allows %d "
                        "(split the batch)",
-                       (long long)T, (long long)(g1 > g2 ? g1 : g2), INT32_MAX);
+                       (long long)f->T, (long long)(g1 > g2 ? g1 : g2), mj_backend_names[l->backend], INT32_MAX);
+    return MOEJIT_OK;
+}
 
-    const unsigned long long ws = (unsigned long long)(uintptr_t)workspace;
-    mj_layer_params p;
-    memset(&p, 0, sizeof p);
-    p.x = (uintptr_t)args->x;
-    p.router_logits = (uintptr_t)args->router_logits;
-    p.topk_ids = (uintptr_t)args->topk_ids;
-    p.topk_weights = (uintptr_t)args->topk_weights;
-    p.w1 = (uintptr_t)args->w1;
-    p.w2 = (uintptr_t)args->w2;
-    p.out = (uintptr_t)args->out;
-    p.ws_ids = ws + w.ids;
-    p.ws_weights = ws + w.weights;
-    p.ws_counts = ws + w.counters;
-    p.ws_cursors = ws + w.counters + (unsigned long long)e_local * 4;
-    p.ws_offsets = ws + w.offsets;
-    p.ws_tile_offsets = ws + w.tile_offsets;
-    p.ws_rows = ws + w.rows;
-    p.ws_inter = ws + w.inter;
-    p.ws_y = ws + w.y;
-    p.num_tokens = T;
-    p.num_pairs = pairs;
-    p.hidden = (int)H;
-    p.inter = (int)I;
-    p.num_experts = (int)args->num_experts;
-    p.topk = (int)k;
-    p.expert_offset = (int)args->expert_offset;
-    p.num_local_experts = (int)e_local;
-    p.max_tiles = (int)max_tiles;
-
+moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_mma_forward *f, CUdevice dev,
+                                    const mj_mma_gemms *g, CUstream stream)
+{
     /* The GEMMs take more than 48 KiB of dynamic shared memory, which needs the opt-in
      * attribute on this device; setting it is idempotent and not a stream operation, so it
      * is legal while a graph is being captured. */
-    CUdevice dev;
-    CUresult r = d->cuCtxGetDevice(&dev);
-    if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuCtxGetDevice");
+    const int small = f->small;
     const int gemms[2] = {small ? MJ_MMA_K_GEMM1_ACT_SMALL : MJ_MMA_K_GEMM1_ACT,
                           small ? MJ_MMA_K_GEMM2_SMALL : MJ_MMA_K_GEMM2};
-    const int smem = small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM;
+    CUresult r;
     for (int i = 0; i < 2; i++) {
-        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem,
+        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g->smem,
                                     m->kernels[gemms[i]], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
     }
 
     /* decode: one fused routing launch (it zeroes the counters itself) */
-    const int fused = small && T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
+    const int fused = small && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
     if (!fused) {
-        r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, (size_t)(2 * e_local), stream);
+        r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, (size_t)(2 * f->e_local), stream);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
     }
 
-    const unsigned gemm_threads = small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS;
+    void *params[] = {&f->p};
     const launch_cfg seq[6] = {
-        {MJ_MMA_K_ROUTE, ceil_div(T, MJ_SIMT_ROUTE_THREADS / 32), MJ_SIMT_ROUTE_THREADS, 0},
-        {small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL : MJ_MMA_K_EXPERT_OFFSETS, 1, MJ_SIMT_OFFSETS_THREADS, 0},
-        {MJ_MMA_K_SCATTER, ceil_div(pairs, MJ_SIMT_SCATTER_THREADS), MJ_SIMT_SCATTER_THREADS, 0},
-        {gemms[0], g1, gemm_threads, (unsigned)smem},
-        {gemms[1], g2, gemm_threads, (unsigned)smem},
-        {MJ_MMA_K_FINALIZE, T, MJ_SIMT_FINALIZE_THREADS, 0},
+        {MJ_MMA_K_ROUTE, ceil_div(f->T, MJ_SIMT_ROUTE_THREADS / 32), MJ_SIMT_ROUTE_THREADS, 0, params},
+        {small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL : MJ_MMA_K_EXPERT_OFFSETS, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
+        {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SIMT_SCATTER_THREADS), MJ_SIMT_SCATTER_THREADS, 0, params},
+        {gemms[0], g->g1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
+        {gemms[1], g->g2, g->threads, (unsigned)g->smem, g->params2 ? g->params2 : params},
+        {MJ_MMA_K_FINALIZE, f->T, MJ_SIMT_FINALIZE_THREADS, 0, params},
     };
-    const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, MJ_SIMT_OFFSETS_THREADS, 0};
+    const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
-    void *params[] = {&p};
     for (int i = fused ? 2 : 0; i < 6; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
-        r = d->cuLaunchKernel((CUfunction)m->kernels[c->kernel], (unsigned)c->blocks, 1, 1, c->threads, 1, 1,
-                              c->smem, stream, params, NULL);
-        if (r != CUDA_SUCCESS) {
-            char what[96];
-            snprintf(what, sizeof what, "cuLaunchKernel(%s)", names[c->kernel]);
-            return mj_cuda_fail(d, r, what);
-        }
+        moejit_status st = mj_launch_kernel(d, m, c->kernel, names[c->kernel], (unsigned)c->blocks, 1, c->threads,
+                                            c->smem, stream, c->params);
+        if (st != MOEJIT_OK) return st;
     }
     return MOEJIT_OK;
+}
+
+moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
+                                    const moejit_moe_args *args, void *workspace,
+                                    size_t workspace_bytes, CUstream stream)
+{
+    mj_mma_forward f;
+    moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, &f);
+    if (st != MOEJIT_OK || args->num_tokens == 0) return st;
+
+    /* intermediate columns per CTA of GEMM1 and hidden columns per CTA of GEMM2 */
+    const int small = f.small;
+    const int64_t cols1 = small ? (f.gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW)
+                                : (f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN);
+    const int64_t cols2 = small ? MJ_MMA_SMALL_BW : MJ_MMA_LARGE_BN;
+    mj_mma_gemms g = {ceil_div(f.I, cols1) * f.max_tiles, ceil_div(f.H, cols2) * f.max_tiles,
+                      small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
+                      small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM, NULL, NULL};
+    st = mj_launch_mma_grids_fit(&mma_launcher, &f, g.g1, g.g2);
+    if (st != MOEJIT_OK) return st;
+
+    CUdevice dev;
+    CUresult r = d->cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuCtxGetDevice");
+    return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
 }

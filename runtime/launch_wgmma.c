@@ -27,137 +27,30 @@
  *
  * The large GEMMs' grid is min(SMs, an upper bound on their tiles) CTAs of 384 threads: a
  * function of the shape and the device only.
+ *
+ * Everything else (checks, workspace, parameter block, the launch sequence) is mma's, run
+ * through the shared steps of launch_mma.c with this layer's mj_mma_launcher.
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "common/mma_params.h"
-#include "common/params.h"
 #include "common/wgmma_params.h"
-#include "launch.h"
 #include "launch_backends.h"
 #include "status.h"
 
-#define WS_ALIGN 256
-
-typedef struct ws_layout {
-    size_t ids, weights, counters, offsets, tile_offsets, rows, inter, y;
-    size_t total;
-} ws_layout;
-
-static size_t align_up(size_t v) { return (v + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN; }
-
-static int64_t local_experts(const moejit_moe_args *a)
-{
-    return a->num_local_experts ? a->num_local_experts : a->num_experts;
-}
-
-/* The shape must have passed mj_launch_check_shape (P < 2^31, H, I <= 2^20). */
-static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, ws_layout *w)
-{
-    memset(w, 0, sizeof *w);
-    if (a->num_tokens == 0) return;
-    size_t pairs = (size_t)a->num_tokens * (size_t)a->topk;
-    size_t e_local = (size_t)local_experts(a);
-    size_t elem = spec->dtype == MJ_DTYPE_FP32 ? 4 : 2;
-    size_t at = 0;
-    w->ids = at;
-    at = align_up(at + pairs * 4);
-    w->weights = at;
-    at = align_up(at + pairs * 4);
-    w->counters = at;
-    at = align_up(at + 2 * e_local * 4);
-    w->offsets = at;
-    at = align_up(at + (e_local + 1) * 4);
-    w->tile_offsets = at;
-    at = align_up(at + (e_local + 1) * 4);
-    w->rows = at;
-    at = align_up(at + pairs * 4);
-    w->inter = at;
-    at = align_up(at + pairs * (size_t)a->inter * elem);
-    w->y = at;
-    at = align_up(at + pairs * (size_t)a->hidden * 4);
-    w->total = at;
-}
-
-static moejit_status check_spec(const moejit_spec *spec)
-{
-    if (spec->backend != MJ_BACKEND_WGMMA)
-        return mj_fail(MOEJIT_ERR_INTERNAL, "backend: the wgmma launcher got a %s spec",
-                       (unsigned)spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?");
-    if (spec->arch != MJ_ARCH_SM90A)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "arch: backend wgmma runs on sm_90a only; got %s",
-                       (unsigned)spec->arch < MJ_ARCH_COUNT ? mj_arch_names[spec->arch] : "?");
-    if (mj_mma_path_of(spec->tile) < 0)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend wgmma knows %s; got %s", MJ_MMA_TILE_NAMES,
-                       spec->tile);
-    return MOEJIT_OK;
-}
+static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, MJ_WGMMA_BM,
+                                               "TMA tensor maps and 16-byte cp.async loads"};
 
 moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                              size_t *bytes)
 {
-    if (!bytes) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: bytes must not be NULL");
-    *bytes = 0;
-    moejit_status st = mj_launch_check_shape(spec, args);
-    if (st == MOEJIT_OK) st = check_spec(spec);
-    if (st != MOEJIT_OK) return st;
-    ws_layout w;
-    layout_of(spec, args, &w);
-    *bytes = w.total;
-    return MOEJIT_OK;
+    return mj_launch_mma_family_workspace_size(&wgmma_launcher, spec, args, bytes);
 }
 
 int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
-    int forced = mj_mma_path_of(spec->tile);
-    int64_t pairs = args->num_tokens * args->topk;
-    return mj_mma_use_small(pairs, (int)local_experts(args), forced < 0 ? MJ_MMA_PATH_AUTO : forced)
-               ? MJ_MMA_PATH_SMALL
-               : MJ_MMA_PATH_LARGE;
-}
-
-/* Tensors a bf16/fp16 wgmma layer cannot honour: refusing beats silently ignoring them. */
-static moejit_status check_pointers(const moejit_spec *spec, const moejit_moe_args *a)
-{
-    const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
-    const size_t logit_align = spec->logits_dtype == MJ_DTYPE_FP32 ? 4 : 2;
-    const struct { const void *p; const char *name; int needed; size_t align; const char *why; } ptrs[] = {
-        {a->w1, "w1", 1, 16, "TMA tensor maps and 16-byte cp.async loads"},
-        {a->w2, "w2", 1, 16, "TMA tensor maps and 16-byte cp.async loads"},
-        {a->x, "x", tokens, 16, "16-byte cp.async loads"},
-        {a->out, "out", tokens, 16, "vector stores"},
-        {a->router_logits, "router_logits", tokens && !pre, logit_align, "its element size"},
-        {a->topk_ids, "topk_ids", tokens && pre, 4, "int32 elements"},
-        {a->topk_weights, "topk_weights", tokens && pre, 4, "fp32 elements"},
-    };
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        if (!ptrs[i].needed) continue;
-        if (!ptrs[i].p)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (routing=%s)",
-                           ptrs[i].name, mj_routing_names[spec->routing]);
-        if ((uintptr_t)ptrs[i].p % ptrs[i].align)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
-                           ptrs[i].name, ptrs[i].align, ptrs[i].why, ptrs[i].p);
-    }
-    const struct { const void *p; const char *name, *why; } unused[] = {
-        {a->b1, "b1", "the spec has bias=none"},
-        {a->b2, "b2", "the spec has bias=none"},
-        {a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
-        {a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
-        {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
-        {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
-        {a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
-        {a->act_param[0], "act_param[0]", "per-expert activation overrides are not supported by wgmma"},
-        {a->act_param[1], "act_param[1]", "per-expert activation overrides are not supported by wgmma"},
-        {a->act_param[2], "act_param[2]", "per-expert activation overrides are not supported by wgmma"},
-    };
-    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
-        if (unused[i].p)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", unused[i].name,
-                           unused[i].why);
-    return MOEJIT_OK;
+    return mj_launch_mma_path(spec, args);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -183,48 +76,15 @@ static moejit_status encode_map(const mj_driver *d, const moejit_spec *spec, CUt
     return MOEJIT_OK;
 }
 
-typedef struct launch_cfg {
-    int kernel;       /* index into the module's kernel table */
-    int64_t blocks;   /* 1-D grid */
-    unsigned threads;
-    unsigned smem;    /* dynamic shared memory bytes */
-    void **params;
-} launch_cfg;
-
 moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                       const moejit_moe_args *args, void *workspace,
                                       size_t workspace_bytes, CUstream stream)
 {
-    if (!d || !spec || !m || !args)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
-    moejit_status st = check_spec(spec);
-    if (st == MOEJIT_OK) st = mj_launch_check_shape(spec, args);
-    if (st == MOEJIT_OK) st = check_pointers(spec, args);
-    if (st != MOEJIT_OK) return st;
-
-    ws_layout w;
-    layout_of(spec, args, &w);
-    if (workspace_bytes < w.total)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "workspace_bytes: must be at least %zu for num_tokens=%lld (see "
-                       "moejit_workspace_size), got %zu",
-                       w.total, (long long)args->num_tokens, workspace_bytes);
-    if (args->num_tokens == 0) return MOEJIT_OK;
-    if (!workspace)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace: must not be NULL for num_tokens > 0");
-    if ((uintptr_t)workspace % WS_ALIGN)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace: must be %d-byte aligned, got %p",
-                       WS_ALIGN, workspace);
-    if (m->n_kernels < MJ_MMA_NUM_KERNELS)
-        return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the wgmma layer has %d", m->n_kernels,
-                       MJ_MMA_NUM_KERNELS);
-
-    const int64_t T = args->num_tokens, k = args->topk, pairs = T * k;
-    const int64_t H = args->hidden, I = args->inter, e_local = local_experts(args);
-    const int gated = moejit_activation_is_gated(&spec->act);
-    const int small = mj_launch_wgmma_path(spec, args) == MJ_MMA_PATH_SMALL;
-    const int tile_rows = small ? MJ_MMA_SMALL_BT : MJ_WGMMA_BM;
-    const int64_t max_tiles = mj_simt_max_tiles(pairs, tile_rows, (int)e_local);
+    mj_mma_forward f;
+    moejit_status st = mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, &f);
+    if (st != MOEJIT_OK || args->num_tokens == 0) return st;
+    const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
+    const int gated = f.gated, small = f.small;
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);
@@ -254,40 +114,8 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
         g1 = g1 < sms ? g1 : sms;
         g2 = g2 < sms ? g2 : sms;
     }
-    if (g1 > INT32_MAX || g2 > INT32_MAX || max_tiles > INT32_MAX)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.num_tokens: %lld tokens need %lld GEMM blocks; the wgmma layer allows %d "
-                       "(split the batch)",
-                       (long long)T, (long long)(g1 > g2 ? g1 : g2), INT32_MAX);
-
-    const unsigned long long ws = (unsigned long long)(uintptr_t)workspace;
-    mj_layer_params p;
-    memset(&p, 0, sizeof p);
-    p.x = (uintptr_t)args->x;
-    p.router_logits = (uintptr_t)args->router_logits;
-    p.topk_ids = (uintptr_t)args->topk_ids;
-    p.topk_weights = (uintptr_t)args->topk_weights;
-    p.w1 = (uintptr_t)args->w1;
-    p.w2 = (uintptr_t)args->w2;
-    p.out = (uintptr_t)args->out;
-    p.ws_ids = ws + w.ids;
-    p.ws_weights = ws + w.weights;
-    p.ws_counts = ws + w.counters;
-    p.ws_cursors = ws + w.counters + (unsigned long long)e_local * 4;
-    p.ws_offsets = ws + w.offsets;
-    p.ws_tile_offsets = ws + w.tile_offsets;
-    p.ws_rows = ws + w.rows;
-    p.ws_inter = ws + w.inter;
-    p.ws_y = ws + w.y;
-    p.num_tokens = T;
-    p.num_pairs = pairs;
-    p.hidden = (int)H;
-    p.inter = (int)I;
-    p.num_experts = (int)args->num_experts;
-    p.topk = (int)k;
-    p.expert_offset = (int)args->expert_offset;
-    p.num_local_experts = (int)e_local;
-    p.max_tiles = (int)max_tiles;
+    st = mj_launch_mma_grids_fit(&wgmma_launcher, &f, g1, g2);
+    if (st != MOEJIT_OK) return st;
 
     /* The weight tensor maps of the large GEMMs (host-side encoding, no stream work). */
     CUtensorMap w1_map, w2_map;
@@ -300,46 +128,10 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
         if (st != MOEJIT_OK) return st;
     }
 
-    /* The GEMMs take more than 48 KiB of dynamic shared memory: the opt-in attribute is
-     * idempotent and no stream operation, so it is legal during graph capture. */
-    const int gemms[2] = {small ? MJ_MMA_K_GEMM1_ACT_SMALL : MJ_MMA_K_GEMM1_ACT,
-                          small ? MJ_MMA_K_GEMM2_SMALL : MJ_MMA_K_GEMM2};
-    const int smem = small ? MJ_MMA_SMALL_SMEM : MJ_WGMMA_SMEM;
-    for (int i = 0; i < 2; i++) {
-        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem,
-                                    m->kernels[gemms[i]], dev);
-        if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
-    }
-
-    const int fused = small && T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
-    if (!fused) {
-        r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, (size_t)(2 * e_local), stream);
-        if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
-    }
-
-    void *params[] = {&p};
-    void *params1[] = {&p, &w1_map};
-    void *params2[] = {&p, &w2_map};
-    const unsigned gemm_threads = small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS;
-    const launch_cfg seq[6] = {
-        {MJ_MMA_K_ROUTE, ceil_div(T, MJ_SIMT_ROUTE_THREADS / 32), MJ_SIMT_ROUTE_THREADS, 0, params},
-        {small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL : MJ_MMA_K_EXPERT_OFFSETS, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
-        {MJ_MMA_K_SCATTER, ceil_div(pairs, MJ_SIMT_SCATTER_THREADS), MJ_SIMT_SCATTER_THREADS, 0, params},
-        {gemms[0], g1, gemm_threads, (unsigned)smem, small ? params : params1},
-        {gemms[1], g2, gemm_threads, (unsigned)smem, small ? params : params2},
-        {MJ_MMA_K_FINALIZE, T, MJ_SIMT_FINALIZE_THREADS, 0, params},
-    };
-    const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
-    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
-    for (int i = fused ? 2 : 0; i < 6; i++) {
-        const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
-        r = d->cuLaunchKernel((CUfunction)m->kernels[c->kernel], (unsigned)c->blocks, 1, 1, c->threads, 1, 1,
-                              c->smem, stream, c->params, NULL);
-        if (r != CUDA_SUCCESS) {
-            char what[96];
-            snprintf(what, sizeof what, "cuLaunchKernel(%s)", names[c->kernel]);
-            return mj_cuda_fail(d, r, what);
-        }
-    }
-    return MOEJIT_OK;
+    void *params1[] = {&f.p, &w1_map};
+    void *params2[] = {&f.p, &w2_map};
+    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS,
+                            small ? MJ_MMA_SMALL_SMEM : MJ_WGMMA_SMEM, small ? NULL : params1,
+                            small ? NULL : params2};
+    return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
 }

@@ -470,6 +470,186 @@ START_TEST(parameter_block_layout_is_pinned)
 }
 END_TEST
 
+/* ---- mma and wgmma (launch_mma.c, launch_wgmma.c) ------------------------------------------- */
+
+/* What one tensor-core forward enqueued: launches with their shared memory and whether a GEMM
+ * got a tensor map, the opt-in attribute calls, the memset, the encoded maps. The expected
+ * numbers were recorded from the launchers before they were merged into shared steps. */
+typedef struct tc_launch_rec {
+    int kernel;
+    unsigned gx, block, smem;
+    int map; /* the second parameter's byte, or -1 without one */
+} tc_launch_rec;
+
+static tc_launch_rec tc_recs[16];
+static int n_tc_recs, n_tc_attrs, n_tc_maps, tc_attr_smem;
+
+static CUresult tc_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+{
+    (void)gy, (void)gz, (void)by, (void)bz, (void)s, (void)extra;
+    ck_assert_int_lt(n_tc_recs, 16);
+    tc_launch_rec *r = &tc_recs[n_tc_recs++];
+    r->kernel = (int)((uintptr_t)f - 1);
+    r->gx = gx, r->block = bx, r->smem = smem;
+    r->map = bx == 384 ? ((const unsigned char *)params[1])[0] : -1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult tc_ctx_device(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+
+static CUresult tc_set_attr(CUfunction_attribute a, int v, CUkernel k, CUdevice d)
+{
+    (void)a, (void)k, (void)d;
+    n_tc_attrs++;
+    tc_attr_smem = v;
+    return CUDA_SUCCESS;
+}
+
+static CUresult tc_sm_count(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)a, (void)d;
+    *v = 132;
+    return CUDA_SUCCESS;
+}
+
+/* Marks each map with the order it was encoded in (1 = W1, 2 = W2). */
+static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank, void *base, const cuuint64_t *dims,
+                          const cuuint64_t *strides, const cuuint32_t *box, const cuuint32_t *es,
+                          CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                          CUtensorMapFloatOOBfill oob)
+{
+    (void)t, (void)rank, (void)base, (void)dims, (void)strides, (void)box, (void)es, (void)il, (void)sw, (void)l2,
+        (void)oob;
+    memset(m, ++n_tc_maps, sizeof *m);
+    return CUDA_SUCCESS;
+}
+
+/* The forward of spec text on T tokens of (H, I, E, k) with E_local experts from offset;
+ * checks the workspace size first. */
+static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, int64_t offset,
+                       int64_t local, size_t want_bytes)
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, T, H, I, E, k);
+    a.expert_offset = offset, a.num_local_experts = local;
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    ck_assert_msg(bytes == want_bytes, "%s T=%lld: workspace %zu, want %zu", text, (long long)T, bytes, want_bytes);
+    mj_driver d = fake_driver();
+    d.cuLaunchKernel = tc_launch;
+    d.cuCtxGetDevice = tc_ctx_device;
+    d.cuKernelSetAttribute = tc_set_attr;
+    d.cuDeviceGetAttribute = tc_sm_count;
+    d.cuTensorMapEncodeTiled = tc_encode;
+    mj_module m;
+    memset(&m, 0, sizeof m);
+    m.n_kernels = MJ_MAX_KERNELS;
+    for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
+    n_tc_recs = n_tc_attrs = n_tc_maps = tc_attr_smem = 0;
+    memset_count = 0;
+    moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
+    ck_assert_msg(st == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    moejit_spec_destroy(s);
+}
+
+static void expect_launches(const char *what, const tc_launch_rec *want, int n)
+{
+    ck_assert_msg(n_tc_recs == n, "%s: %d launches, want %d", what, n_tc_recs, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(tc_recs[i].kernel == want[i].kernel && tc_recs[i].gx == want[i].gx &&
+                          tc_recs[i].block == want[i].block && tc_recs[i].smem == want[i].smem &&
+                          tc_recs[i].map == want[i].map,
+                      "%s: launch %d is kernel %d grid %u block %u smem %u map %d; want %d %u %u %u %d", what, i,
+                      tc_recs[i].kernel, tc_recs[i].gx, tc_recs[i].block, tc_recs[i].smem, tc_recs[i].map,
+                      want[i].kernel, want[i].gx, want[i].block, want[i].smem, want[i].map);
+}
+
+#define MMA "backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a"
+#define WGMMA "backend=wgmma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a"
+
+START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
+{
+    /* T = 1: route_fused_small, gemm1/gemm2 small, finalize; no memset (the fused kernel zeroes) */
+    static const tc_launch_rec want[] = {
+        {9, 1, 512, 0, -1}, {7, 216, 128, 61440, -1}, {8, 288, 128, 61440, -1}, {5, 1, 128, 0, -1}};
+    const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
+    for (int i = 0; i < 2; i++) {
+        tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81152);
+        expect_launches(specs[i], want, 4);
+        ck_assert_int_eq(memset_count, 0);
+        ck_assert_int_eq(n_tc_attrs, 2);
+        ck_assert_int_eq(tc_attr_smem, 61440);
+        ck_assert_int_eq(n_tc_maps, 0);
+    }
+    /* T = 17: past the fused routing, still the small path: memset, route, offsets_small, scatter */
+    static const tc_launch_rec want17[] = {{0, 3, 256, 0, -1},        {6, 1, 512, 0, -1},
+                                           {2, 1, 256, 0, -1},        {7, 3288, 128, 61440, -1},
+                                           {8, 4384, 128, 61440, -1}, {5, 17, 128, 0, -1}};
+    for (int i = 0; i < 2; i++) {
+        tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 1327872);
+        expect_launches(specs[i], want17, 6);
+        ck_assert_int_eq(memset_count, 256);
+    }
+}
+END_TEST
+
+START_TEST(mma_large_forward_launches_the_tiled_gemms)
+{
+    static const tc_launch_rec want[] = {{0, 512, 256, 0, -1},     {1, 1, 512, 0, -1},
+                                         {2, 128, 256, 0, -1},     {3, 4608, 256, 98304, -1},
+                                         {4, 6144, 256, 98304, -1}, {5, 4096, 128, 0, -1}};
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    expect_launches(MMA, want, 6);
+    ck_assert_int_eq(memset_count, 256);
+    ck_assert_int_eq(tc_attr_smem, 98304);
+    /* expert parallel, precomputed routing, ungated: counters of E_local = 4 experts */
+    const char *ep = "backend=mma,quant=fp16,act=relu2,routing=precomputed,arch=sm_80";
+    tc_forward(ep, 1000, 4096, 14336, 8, 2, 2, 4, 90137344);
+    ck_assert_int_eq(memset_count, 8);
+    ck_assert_int_eq(tc_recs[0].gx, 125);
+    ck_assert_int_eq(tc_recs[2].gx, 8);
+    ck_assert_int_eq(tc_recs[3].gx, 2240);
+}
+END_TEST
+
+START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
+{
+    /* min(132 SMs, tiles) CTAs of 384 threads; GEMM1 gets the W1 map, GEMM2 the W2 map */
+    static const tc_launch_rec want[] = {{0, 512, 256, 0, -1},      {1, 1, 512, 0, -1},
+                                         {2, 128, 256, 0, -1},      {3, 132, 384, 197888, 1},
+                                         {4, 132, 384, 197888, 2},  {5, 4096, 128, 0, -1}};
+    tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    expect_launches(WGMMA, want, 6);
+    ck_assert_int_eq(n_tc_maps, 2);
+    ck_assert_int_eq(tc_attr_smem, 197888);
+}
+END_TEST
+
+START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
+{
+    const char *const specs[] = {MMA, WGMMA};
+    for (int i = 0; i < 2; i++) {
+        moejit_spec *s = spec_of(specs[i]);
+        static const struct { int64_t T, H, I, E, k, off, local; size_t bytes; } cases[] = {
+            {3, 4096, 14336, 8, 2, 0, 0, 271872},
+            {1000, 4096, 14336, 8, 2, 2, 4, 90137344},
+            {7, 512, 256, 64, 6, 32, 32, 109056},
+            {0, 2048, 768, 128, 8, 0, 0, 0},
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            moejit_moe_args a = args_for(s, cases[c].T, cases[c].H, cases[c].I, cases[c].E, cases[c].k);
+            a.expert_offset = cases[c].off, a.num_local_experts = cases[c].local;
+            size_t bytes = 1;
+            ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+            ck_assert_msg(bytes == cases[c].bytes, "%s case %zu: %zu bytes, want %zu", specs[i], c, bytes,
+                          cases[c].bytes);
+        }
+        moejit_spec_destroy(s);
+    }
+}
+END_TEST
+
 static Suite *launch_suite(void)
 {
     Suite *s = suite_create("launch");
@@ -488,6 +668,10 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, forward_hands_every_tensor_and_disjoint_workspace_regions_to_the_kernels);
     tcase_add_test(tc, amax_grid_is_capped_and_fixed_by_the_shape);
     tcase_add_test(tc, parameter_block_layout_is_pinned);
+    tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
+    tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
+    tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
+    tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,7 @@
 
 #include "common/mma_params.h"
 #include "emit_backends.h"
+#include "emit_test_util.h"
 #include "launch_backends.h"
 #include "lib/check_main.h"
 #include "nvrtc_compile.h"
@@ -138,14 +139,6 @@ END_TEST
 
 /* ---- compiles ---------------------------------------------------------------------------- */
 
-static int cubin_contains(const mj_program *p, const char *name)
-{
-    size_t n = strlen(name);
-    for (size_t i = 0; i + n <= p->cubin_len; i++)
-        if (memcmp(p->cubin + i, name, n) == 0 && (i + n == p->cubin_len || p->cubin[i + n] == '\0')) return 1;
-    return 0;
-}
-
 /* cuobjdump on PATH (or $MOEJIT_CUOBJDUMP), else NULL: this machine's toolkit has none. */
 static const char *find_cuobjdump(void)
 {
@@ -178,21 +171,9 @@ static void compile_and_check(const char *text, int check_sass)
     mj_compile_request req = {&src, mj_arch_target(s->arch), mj_embedded_headers, mj_embedded_headers_len, 600};
     moejit_status st = mj_nvrtc_compile(&req, &prog);
     ck_assert_msg(st == MOEJIT_OK, "compile '%s': %s", text, moejit_last_error());
-    ck_assert_msg(prog.cubin_len > 4 && memcmp(prog.cubin, "\177ELF", 4) == 0, "%s: cubin lacks ELF magic", text);
-    ck_assert_int_eq(prog.n_kernels, MJ_MMA_NUM_KERNELS);
-    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
-    for (int i = 0; i < MJ_MMA_NUM_KERNELS; i++) {
-        const mj_kernel_info *k = &prog.kernels[i];
-        ck_assert_str_eq(k->name, names[i]);
-        ck_assert_msg(cubin_contains(&prog, names[i]), "%s: %s not in the cubin", text, names[i]);
-        ck_assert_msg(k->registers > 0 && k->spill_store_bytes == 0 && k->spill_load_bytes == 0 &&
-                          k->stack_bytes == 0,
-                      "%s: %s has registers %d, spills %d/%d, stack %d", text, k->name, k->registers,
-                      k->spill_store_bytes, k->spill_load_bytes, k->stack_bytes);
-        if (i == MJ_MMA_K_GEMM1_ACT || i == MJ_MMA_K_GEMM2)
-            ck_assert_msg(k->registers <= 128, "%s: %s uses %d registers; 2 CTAs of 256 need <= 128", text,
-                          k->name, k->registers);
-    }
+    /* the large GEMMs' (256, 2) launch bounds: 2 CTAs of 256 threads need <= 128 registers */
+    const char *fail = mj_test_check_mma_program(text, &prog, 128);
+    ck_assert_msg(fail == NULL, "%s", fail);
     const char *tool = check_sass ? find_cuobjdump() : NULL;
     if (tool) {
         char path[] = "/tmp/moejit-mma-XXXXXX";

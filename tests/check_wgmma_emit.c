@@ -20,6 +20,7 @@
 #include "common/mma_params.h"
 #include "common/wgmma_params.h"
 #include "emit_backends.h"
+#include "emit_test_util.h"
 #include "launch_backends.h"
 #include "lib/check_main.h"
 #include "nvrtc_compile.h"
@@ -110,24 +111,27 @@ END_TEST
 
 START_TEST(path_heuristic_is_mmas_and_follows_the_tile_field)
 {
-    moejit_spec *s = parse_ok(BASE);
+    /* the same choice as mma's (whose suite pins the thresholds) for every batch and tile */
+    static const char *const tiles[] = {"", ",tile=auto", ",tile=large", ",tile=small"};
+    static const int64_t tokens[] = {1, 16, 17, 384, 385, 4096, 100000};
     moejit_moe_args a;
     memset(&a, 0, sizeof a);
     a.hidden = 2048, a.inter = 768, a.num_experts = 128, a.topk = 8;
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s%s", BASE, tiles[t]);
+        moejit_spec *s = parse_ok(text);
+        for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+            a.num_tokens = tokens[i];
+            ck_assert_int_eq(mj_launch_wgmma_path(s, &a), mj_launch_mma_path(s, &a));
+        }
+        moejit_spec_destroy(s);
+    }
+    moejit_spec *s = parse_ok(BASE);
     a.num_tokens = 1;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_SMALL);
-    a.num_tokens = 384; /* 24 rows per expert: the last decode batch */
     ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_SMALL);
     a.num_tokens = 4096;
     ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
-    moejit_spec_destroy(s);
-    s = parse_ok(BASE ",tile=large");
-    a.num_tokens = 1;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
-    moejit_spec_destroy(s);
-    s = parse_ok(BASE ",tile=small");
-    a.num_tokens = 100000;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_SMALL);
     moejit_spec_destroy(s);
 }
 END_TEST
@@ -156,14 +160,6 @@ END_TEST
 
 /* ---- compiles ------------------------------------------------------------------------------ */
 
-static int cubin_contains(const mj_program *p, const char *name)
-{
-    size_t n = strlen(name);
-    for (size_t i = 0; i + n <= p->cubin_len; i++)
-        if (memcmp(p->cubin + i, name, n) == 0 && (i + n == p->cubin_len || p->cubin[i + n] == '\0')) return 1;
-    return 0;
-}
-
 static void compile(const char *text, mj_program *prog)
 {
     moejit_spec *s = parse_ok(text);
@@ -182,21 +178,9 @@ static void compile(const char *text, mj_program *prog)
  * (C7508 setmaxnreg ignored, C7510 / C7517 / C7518 wgmma serialised or waits injected). */
 static void check_program(const char *text, const mj_program *prog)
 {
-    ck_assert_msg(prog->cubin_len > 4 && memcmp(prog->cubin, "\177ELF", 4) == 0, "%s: cubin lacks ELF magic", text);
-    ck_assert_int_eq(prog->n_kernels, MJ_MMA_NUM_KERNELS);
-    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
-    for (int i = 0; i < MJ_MMA_NUM_KERNELS; i++) {
-        const mj_kernel_info *k = &prog->kernels[i];
-        ck_assert_str_eq(k->name, names[i]);
-        ck_assert_msg(cubin_contains(prog, names[i]), "%s: %s not in the cubin", text, names[i]);
-        ck_assert_msg(k->registers > 0 && k->spill_store_bytes == 0 && k->spill_load_bytes == 0 &&
-                          k->stack_bytes == 0,
-                      "%s: %s has registers %d, spills %d/%d, stack %d", text, k->name, k->registers,
-                      k->spill_store_bytes, k->spill_load_bytes, k->stack_bytes);
-        if (i == MJ_MMA_K_GEMM1_ACT || i == MJ_MMA_K_GEMM2)
-            ck_assert_msg(k->registers <= 65536 / MJ_WGMMA_THREADS, "%s: %s uses %d registers at entry", text,
-                          k->name, k->registers);
-    }
+    /* the warp-specialized GEMMs' (384, 1) launch bounds, at entry (before setmaxnreg) */
+    const char *fail = mj_test_check_mma_program(text, prog, 65536 / MJ_WGMMA_THREADS);
+    ck_assert_msg(fail == NULL, "%s", fail);
     static const char *const notes[] = {"C7508", "C7510", "C7517", "C7518", "serialized"};
     for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
         ck_assert_msg(!prog->log || !strstr(prog->log, notes[i]), "%s: ptxas reports %s:\n%s", text, notes[i],

@@ -1,0 +1,55 @@
+/*
+ * launch_common.h — what the launchers of every backend (launch.c for simt, launch_mma.c,
+ * launch_wgmma.c) do alike: the workspace regions they share and their 256-byte alignment,
+ * the checks of the workspace a caller hands over, and one kernel launch with an error that
+ * names the kernel.
+ */
+#ifndef MJ_LAUNCH_COMMON_H
+#define MJ_LAUNCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/params.h"
+#include "driver.h"
+#include "loader.h"
+#include "spec.h"
+
+/* Every workspace region starts on this boundary (and the workspace itself must). */
+#define MJ_WS_ALIGN 256
+
+/* Byte offsets of the workspace regions (P = T·k; see launch.c and launch_mma.c for their
+ * element types). The fp8 regions are simt's and stay 0 where a layout has none. */
+typedef struct mj_ws_layout {
+    size_t ids, weights, counters, offsets, tile_offsets, rows, inter, y;
+    size_t xq, xscale, interq, interscale; /* fp8 only (0 otherwise) */
+    size_t total;
+} mj_ws_layout;
+
+size_t mj_launch_align_up(size_t v);
+
+/* E_local: num_local_experts, where 0 means every expert (moejit.h). */
+int64_t mj_launch_local_experts(const moejit_moe_args *a);
+
+/* The regions every layer has, in order: ids, weights, counters (2·E_local int32 plus
+ * extra_counters words zeroed with them), offsets, tile_offsets, rows, inter, y; total is
+ * the end of y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so
+ * every product fits: P < 2^31, H, I <= 2^20, P·H·4 < 2^53). */
+void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, mj_ws_layout *w);
+
+/* workspace_bytes against total, then, where T > 0, the workspace pointer (non-NULL and
+ * aligned). OK with T = 0 means there is nothing to launch. */
+moejit_status mj_launch_check_workspace(size_t total, const moejit_moe_args *a, const void *workspace,
+                                        size_t workspace_bytes);
+
+/* Fills p from scratch: every tensor of args, the regions of w inside workspace (those a
+ * layout has; ws_amax is simt's to set), and the shape, with max_tiles row tiles. */
+void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, void *workspace, int64_t max_tiles,
+                           mj_layer_params *p);
+
+/* cuLaunchKernel of kernel `index` of m on a (gx, gy) grid of 1-D blocks; a failure names
+ * the kernel. */
+moejit_status mj_launch_kernel(const mj_driver *d, const mj_module *m, int index, const char *name, unsigned gx,
+                               unsigned gy, unsigned block, unsigned smem, CUstream stream, void **params);
+
+#endif

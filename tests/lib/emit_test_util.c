@@ -1,0 +1,39 @@
+/*
+ * This file contains the checks of emit_test_util.h: what every compiled mma-family program
+ * (mma's and wgmma's, one kernel table) must hold, whatever its arch or activation.
+ */
+#include "emit_test_util.h"
+
+#include <string.h>
+
+#include "common/mma_params.h"
+#include "fake_cuda.h"
+
+int mj_test_cubin_contains(const mj_program *p, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n <= p->cubin_len; i++)
+        if (memcmp(p->cubin + i, name, n) == 0 && (i + n == p->cubin_len || p->cubin[i + n] == '\0')) return 1;
+    return 0;
+}
+
+const char *mj_test_check_mma_program(const char *text, const mj_program *p, int gemm_max_registers)
+{
+    MJ_EXPECT(p->cubin_len > 4 && memcmp(p->cubin, "\177ELF", 4) == 0, "%s: cubin lacks ELF magic", text);
+    MJ_EXPECT(p->n_kernels == MJ_MMA_NUM_KERNELS, "%s: %d kernels, the table has %d", text, p->n_kernels,
+              MJ_MMA_NUM_KERNELS);
+    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
+    for (int i = 0; i < MJ_MMA_NUM_KERNELS; i++) {
+        const mj_kernel_info *k = &p->kernels[i];
+        MJ_EXPECT(strcmp(k->name, names[i]) == 0, "%s: kernel %d is %s, the table says %s", text, i, k->name,
+                  names[i]);
+        MJ_EXPECT(mj_test_cubin_contains(p, names[i]), "%s: %s not in the cubin", text, names[i]);
+        MJ_EXPECT(k->registers > 0 && k->spill_store_bytes == 0 && k->spill_load_bytes == 0 && k->stack_bytes == 0,
+                  "%s: %s has registers %d, spills %d/%d, stack %d", text, k->name, k->registers,
+                  k->spill_store_bytes, k->spill_load_bytes, k->stack_bytes);
+        if (i == MJ_MMA_K_GEMM1_ACT || i == MJ_MMA_K_GEMM2)
+            MJ_EXPECT(k->registers <= gemm_max_registers, "%s: %s uses %d registers, its launch bounds allow %d",
+                      text, k->name, k->registers, gemm_max_registers);
+    }
+    return NULL;
+}

@@ -1,0 +1,22 @@
+/*
+ * emit_test_util.h — checks shared by the mma and wgmma generator suites
+ * (tests/check_mma_emit.c, tests/check_wgmma_emit.c) on a compiled mma-family program.
+ *
+ * Like every tests/lib helper they use no Check: they return a failure text (NULL when all
+ * holds) for the suite to assert on.
+ */
+#ifndef MJ_TEST_EMIT_TEST_UTIL_H
+#define MJ_TEST_EMIT_TEST_UTIL_H
+
+#include "program.h"
+
+/* Whether the cubin holds name as a NUL-terminated string (a symbol). */
+int mj_test_cubin_contains(const mj_program *p, const char *name);
+
+/* The program of spec text is an ELF cubin holding every kernel of the mma kernel table, in
+ * table order, each present in the cubin with no spills and no stack frame, and GEMM1 and
+ * GEMM2 (the large-path GEMMs) at most gemm_max_registers registers. NULL, or what failed
+ * (valid until the next failure text). */
+const char *mj_test_check_mma_program(const char *text, const mj_program *p, int gemm_max_registers);
+
+#endif
