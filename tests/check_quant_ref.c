@@ -384,6 +384,27 @@ START_TEST(fp8_fake_quant_groups_share_one_scale)
 }
 END_TEST
 
+/* The kernel computes v / scale in fp32. amax 152: scale = fp32(152/448) is inexact, and
+ * 114 · 448/152 = 336 is exactly the midpoint of e4m3's 320 and 352. fp32 rounds the quotient
+ * onto 336, and e4m3 rounds that half to even (320, mantissa 010); float64 would keep it a hair
+ * above 336 and give 352 — the replay's disagreement with the H200 that failed the suite. */
+START_TEST(fp8_fake_quant_divides_in_fp32_like_the_kernel)
+{
+    float sf = 152.0f / 448.0f;
+    ck_assert_float_eq(114.0f / sf, 336.0f);          /* fp32: on the midpoint */
+    ck_assert(114.0 / (double)sf != 336.0);           /* float64: off it */
+    double v[3] = {152.0, 114.0, -114.0};
+    mj_ref_fp8_fake_quant(v, 3, 3, 0.0);
+    ck_assert_double_eq(v[0], 448.0 * (double)sf);
+    ck_assert_double_eq(v[1], 320.0 * (double)sf);
+    ck_assert_double_eq(v[2], -320.0 * (double)sf);
+    /* the same with the scale given (static): the same fp32 quotient */
+    double u[1] = {114.0};
+    mj_ref_fp8_fake_quant(u, 1, 1, (double)sf);
+    ck_assert_double_eq(u[0], 320.0 * (double)sf);
+}
+END_TEST
+
 START_TEST(snapped_fp8_inputs_quantize_losslessly)
 {
     enum { T = 5, H = 300 };
@@ -451,6 +472,7 @@ static Suite *quant_ref_suite(void)
     TCase *aq = tcase_create("fp8 activations");
     tcase_add_test(aq, fp8_dynamic_scale_is_amax_over_448_in_fp32);
     tcase_add_test(aq, fp8_fake_quant_groups_share_one_scale);
+    tcase_add_test(aq, fp8_fake_quant_divides_in_fp32_like_the_kernel);
     tcase_add_test(aq, snapped_fp8_inputs_quantize_losslessly);
     suite_add_tcase(s, aq);
     return s;

@@ -244,8 +244,22 @@ void mj_ref_fp8_fake_quant(double *v, int64_t n, int64_t group, double scale)
                 amax = fmax(amax, fabs(v[i]));
             s = mj_ref_fp8_scale(amax);
         }
-        for (int64_t i = g0; i < g1; i++)
-            v[i] = mj_half_e4m3_round(v[i] / s) * s;
+        /* The kernel divides in fp32 (IEEE, round to nearest), and so must the replay. The
+         * scale is inexact (amax/448 rounded to fp32), so v/s in float64 is v·448/amax·(1+δ),
+         * |δ| < 2^-24; fp32 rounds that quotient back ONTO a midpoint of the e4m3 grid
+         * whenever v·448/amax is one, where e4m3's round-half-to-even decides, while float64
+         * stays off it by δ and rounds by δ's sign. Such exact midpoints are no rarity: v is a
+         * bf16 value (8 significant bits) and one amax serves the whole tensor, so for about
+         * one amax in eight a whole residue class of v (~1/128 of the elements, e.g. amax 152,
+         * v = 114: 336 = the 320|352 midpoint) lands on one; each such element then moved by
+         * an e4m3 step (1/8) and put the replay 0.01 (p90 token) off the H200's exact kernel.
+         * The float64 quotient of the fp32 operands, rounded once to fp32, is the correctly
+         * rounded fp32 quotient (53 >= 2·24 + 2 bits: no double-rounding error). */
+        double sf = (double)(float)s;
+        for (int64_t i = g0; i < g1; i++) {
+            double q = (double)(float)((double)(float)v[i] / sf);
+            v[i] = mj_half_e4m3_round(q) * sf;
+        }
     }
 }
 

@@ -127,7 +127,8 @@ moejit_status mj_ref_route_token(const mj_ref_layer *L, int64_t t, int32_t *ids,
  * as a kernel computes it in fp32; 1 when amax is 0 (zeros quantize to zeros at any scale). */
 double mj_ref_fp8_scale(double amax);
 /* v[i] <- e4m3(v[i] / s) · s for n values in groups of `group` consecutive values (the last
- * one may be shorter); s = scale when scale > 0, else each group's mj_ref_fp8_scale. */
+ * one may be shorter); s = scale when scale > 0, else each group's mj_ref_fp8_scale. The
+ * quotient is the kernel's: fp32 v by fp32 s, rounded to fp32, before e4m3's rounding. */
 void mj_ref_fp8_fake_quant(double *v, int64_t n, int64_t group, double scale);
 
 /* Checks shapes, pointers and the routing method; messages name the field. */
