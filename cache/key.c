@@ -110,7 +110,8 @@ moejit_status mj_key_compute(const mj_key_inputs *in, mj_key *out, mj_buf *preim
     mj_buf_printf(&b, "source %s %zu\n", hex, in->source_len);
     for (size_t i = 0; i < in->n_headers; i++) {
         const mj_header *h = &in->headers[i];
-        if ((st = mj_sha256_hex(h->data, h->size, hex)) != MOEJIT_OK) goto done;
+        if (in->header_sha256) memcpy(hex, in->header_sha256[i], sizeof hex);
+        else if ((st = mj_sha256_hex(h->data, h->size, hex)) != MOEJIT_OK) goto done;
         mj_buf_printf(&b, "header %zu:%s %s %zu\n", strlen(h->name), h->name, hex, h->size);
     }
     for (int i = 0; i < in->n_options; i++) put_field(&b, "option", in->options[i], strlen(in->options[i]));

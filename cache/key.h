@@ -22,6 +22,9 @@ typedef struct mj_key_inputs {
     size_t source_len;
     const mj_header *headers;       /* every header handed to NVRTC */
     size_t n_headers;
+    const char (*header_sha256)[65];/* optional: headers[i]'s SHA-256 hex, already known (the
+                                       embedded headers never change in a process); NULL:
+                                       hash the bytes here */
     const char *const *options;     /* compile options, in order */
     int n_options;
     const char *arch;               /* "sm_90a" */

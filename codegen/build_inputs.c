@@ -4,6 +4,8 @@
  */
 #include "build_inputs.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nvrtc_compile.h"
@@ -15,6 +17,33 @@ void mj_build_inputs_free(mj_build_inputs *in)
     mj_buf_free(&in->option_text);
     mj_buf_free(&in->preimage);
     memset(in, 0, sizeof *in);
+}
+
+/* The embedded headers are constants of the process, so their digests are computed once:
+ * hashing ~160 KB of templates on every key would be most of a disk-cache load's budget. */
+static char (*g_header_sha256)[65];
+static moejit_status g_header_status = MOEJIT_OK;
+
+static void hash_headers_once(void)
+{
+    g_header_sha256 = calloc(mj_embedded_headers_len ? mj_embedded_headers_len : 1, sizeof *g_header_sha256);
+    if (!g_header_sha256) {
+        g_header_status = MOEJIT_ERR_OUT_OF_MEMORY;
+        return;
+    }
+    for (size_t i = 0; i < mj_embedded_headers_len && g_header_status == MOEJIT_OK; i++)
+        g_header_status = mj_sha256_hex(mj_embedded_headers[i].data, mj_embedded_headers[i].size,
+                                        g_header_sha256[i]);
+}
+
+static moejit_status embedded_header_digests(const char (**out)[65])
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, hash_headers_once);
+    if (g_header_status != MOEJIT_OK)
+        return mj_fail(g_header_status, "build inputs: could not hash the embedded headers");
+    *out = (const char (*)[65])g_header_sha256;
+    return MOEJIT_OK;
 }
 
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
@@ -29,7 +58,9 @@ moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
         if (!mj_buf_ok(&in->option_text))
             st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "build inputs: out of memory");
     }
+    const char (*header_sha256)[65] = NULL;
     if (st == MOEJIT_OK) st = mj_nvrtc_identity(&major, &minor, build_id);
+    if (st == MOEJIT_OK) st = embedded_header_digests(&header_sha256);
     if (st == MOEJIT_OK) {
         mj_key_inputs k = {
             .generator_version = MJ_GENERATOR_VERSION,
@@ -38,6 +69,7 @@ moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
             .source_len = in->source.len,
             .headers = mj_embedded_headers,
             .n_headers = mj_embedded_headers_len,
+            .header_sha256 = header_sha256,
             .options = in->options,
             .n_options = in->n_options,
             .arch = in->arch,

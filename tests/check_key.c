@@ -84,6 +84,22 @@ START_TEST(same_inputs_give_the_same_key)
 }
 END_TEST
 
+START_TEST(precomputed_header_digests_give_the_same_key)
+{
+    fixture f;
+    fixture_init(&f);
+    mj_key hashed = key_of(&f);
+    char digests[2][65];
+    ck_assert_int_eq(mj_sha256_hex(f.hdr_a, strlen(f.hdr_a), digests[0]), MOEJIT_OK);
+    ck_assert_int_eq(mj_sha256_hex(f.hdr_b, strlen(f.hdr_b), digests[1]), MOEJIT_OK);
+    f.in.header_sha256 = (const char (*)[65])digests;
+    ck_assert_str_eq(key_of(&f).hex, hashed.hex);
+    /* The digest is what enters the key: a different one changes it. */
+    digests[1][0] = digests[1][0] == '0' ? '1' : '0';
+    ck_assert_str_ne(key_of(&f).hex, hashed.hex);
+}
+END_TEST
+
 START_TEST(one_header_byte_changes_the_key)
 {
     fixture f;
@@ -233,6 +249,7 @@ static Suite *key_suite(void)
     TCase *tc = tcase_create("key");
     tcase_add_test(tc, sha256_matches_the_standard_test_vector);
     tcase_add_test(tc, same_inputs_give_the_same_key);
+    tcase_add_test(tc, precomputed_header_digests_give_the_same_key);
     tcase_add_test(tc, one_header_byte_changes_the_key);
     tcase_add_test(tc, header_name_and_order_change_the_key);
     tcase_add_test(tc, one_option_changes_the_key);
