@@ -46,6 +46,15 @@ static moejit_status embedded_header_digests(const char (**out)[65])
     return MOEJIT_OK;
 }
 
+moejit_status mj_build_inputs_prewarm(void)
+{
+    const char (*digests)[65];
+    int major, minor;
+    char build_id[41];
+    moejit_status st = embedded_header_digests(&digests);
+    return st == MOEJIT_OK ? mj_nvrtc_identity(&major, &minor, build_id) : st;
+}
+
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
 {
     memset(in, 0, sizeof *in);

@@ -31,5 +31,8 @@ typedef struct mj_build_inputs {
  * freeing; on success release with mj_build_inputs_free. */
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in);
 void mj_build_inputs_free(mj_build_inputs *in);
+/* Computes the process-wide constants every key needs (the embedded headers' digests,
+ * NVRTC's identity) now, so that a context's first lookup does not pay for them. */
+moejit_status mj_build_inputs_prewarm(void);
 
 #endif

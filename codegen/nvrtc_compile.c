@@ -21,6 +21,7 @@
 #include <link.h>
 #include <nvrtc.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -670,15 +671,34 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
     return 1; /* libnvrtc without a build id: "unknown" */
 }
 
+/* NVRTC's identity cannot change within a process (the library is loaded once), so it is
+ * read once: walking every loaded object's notes on each key would cost a disk-cache load
+ * tens of microseconds. */
+static struct {
+    pthread_once_t once;
+    nvrtcResult result;
+    int major, minor;
+    char build_id[41];
+} g_identity = {PTHREAD_ONCE_INIT, NVRTC_SUCCESS, 0, 0, ""};
+
+static void read_identity(void)
+{
+    g_identity.result = nvrtcVersion(&g_identity.major, &g_identity.minor);
+    char hex[41] = "";
+    dl_iterate_phdr(find_build_id, hex);
+    snprintf(g_identity.build_id, sizeof g_identity.build_id, "%s", hex[0] ? hex : "unknown");
+}
+
 moejit_status mj_nvrtc_identity(int *major, int *minor, char build_id[41])
 {
     if (!major || !minor || !build_id)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "nvrtc identity: outputs must not be NULL");
-    nvrtcResult r = nvrtcVersion(major, minor);
-    if (r != NVRTC_SUCCESS)
-        return mj_fail(MOEJIT_ERR_COMPILE, "nvrtcVersion failed: %s", nvrtcGetErrorString(r));
-    char hex[41] = "";
-    dl_iterate_phdr(find_build_id, hex);
-    snprintf(build_id, 41, "%s", hex[0] ? hex : "unknown");
+    pthread_once(&g_identity.once, read_identity);
+    if (g_identity.result != NVRTC_SUCCESS)
+        return mj_fail(MOEJIT_ERR_COMPILE, "nvrtcVersion failed: %s",
+                       nvrtcGetErrorString(g_identity.result));
+    *major = g_identity.major;
+    *minor = g_identity.minor;
+    memcpy(build_id, g_identity.build_id, 41);
     return MOEJIT_OK;
 }

@@ -96,6 +96,7 @@ moejit_status moejit_context_create(const moejit_options *opts, moejit_context *
         if (!ctx->buckets) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
     }
     if (st == MOEJIT_OK) st = mj_cache_open(&ctx->opts, &ctx->cache);
+    if (st == MOEJIT_OK) st = mj_build_inputs_prewarm();
     if (st != MOEJIT_OK) {
         free(ctx->buckets);
         free(ctx->cache_dir);
