@@ -117,7 +117,9 @@ MOEJIT_API moejit_status moejit_activation_to_string(const moejit_activation *ac
  *   backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a
  * JSON form: {"backend":"simt","quant":"bf16","act":"swiglu(alpha=1.702)","arch":"sm_90a"}
  * (act may also be an object {"kind":"swiglu","alpha":1.702}). Both canonicalise to one
- * string listing every field. arch=native resolves from the current device. */
+ * string listing every field. arch=native resolves from the current device. JSON numbers pass
+ * through a double before becoming floats; give a float as a string ("0x1.b3b646p+0" or
+ * "1.702") to have it read exactly as the text form reads it. */
 typedef struct moejit_spec moejit_spec;
 
 MOEJIT_API moejit_status moejit_spec_parse(const char *text, moejit_spec **out);
