@@ -22,7 +22,8 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
                                     const moejit_moe_args *args, void *workspace,
                                     size_t workspace_bytes, CUstream stream);
 /* The GEMM path a forward of args takes (MJ_MMA_PATH_LARGE or MJ_MMA_PATH_SMALL of
- * templates/common/mma_params.h): the spec's tile=large|small, else the heuristic. For
+ * templates/common/mma_params.h): the spec's tile=large|small, else the tuning table's
+ * entry for the shape and T (tune_table.h), else the heuristic. For
  * benchmarks and tests; the shape must be valid. */
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
 

@@ -15,10 +15,10 @@
  *   y            fp32  [P, H]          GEMM2 output, row = pair index
  *
  * A forward: one memset, then route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path
- * (common/mma_params.h); at T <= 16 the memset and the first three kernels are one fused
- * routing launch. The path depends on T and the shape only (never on the routing),
- * every grid on the shape only, so a forward can be captured in a CUDA graph; a graph holds
- * the path of the T it was captured with.
+ * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h); at T <= 16 the
+ * memset and the first three kernels are one fused routing launch. The path depends on T
+ * and the shape only (never on the routing), every grid on the shape only, so a forward can
+ * be captured in a CUDA graph; a graph holds the path of the T it was captured with.
  *
  * The wgmma layer shares all of this but its large-path GEMMs, so the steps are exported in
  * pieces (launch_backends.h: mj_launch_mma_begin, _grids_fit, _enqueue) that launch_wgmma.c
@@ -34,6 +34,7 @@
 #include "launch_backends.h"
 #include "launch_common.h"
 #include "status.h"
+#include "tune_table.h"
 
 static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads"};
 
@@ -75,6 +76,11 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     int forced = mj_mma_path_of(spec->tile);
+    /* tile=auto: a choice `moejit tune` recorded for this shape and batch bucket comes first */
+    if (forced == MJ_MMA_PATH_AUTO) {
+        int tuned = mj_tune_path(spec, args);
+        if (tuned != MJ_MMA_PATH_AUTO) return tuned;
+    }
     int64_t pairs = args->num_tokens * args->topk;
     return mj_mma_use_small(pairs, (int)mj_launch_local_experts(args), forced < 0 ? MJ_MMA_PATH_AUTO : forced)
                ? MJ_MMA_PATH_SMALL

@@ -3,7 +3,7 @@
  * process with a private cache): --help and --version, the one-line usage errors with exit
  * status 2, `matrix --format json`, and `inspect` of a SPEC and of a KEY with its views
  * (report, --source, --ptx, --log, --preimage, --sass, --why), text and --json, and
- * `bench jit` (its JSON and the row it appends).
+ * `bench jit` (its JSON and the row it appends), and `tune`'s usage and no-device errors.
  * `warm` is in check_cli_warm.c, `cache` in check_cli_cache.c.
  */
 #include <check.h>
@@ -311,6 +311,55 @@ START_TEST(bench_jit_measures_three_costs_and_appends_a_row)
 }
 END_TEST
 
+/* ---- tune ------------------------------------------------------------------------------------- */
+
+START_TEST(tune_help_exits_0_with_examples_and_is_listed)
+{
+    RUN("tune", "--help");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "usage: moejit tune") && strstr(r.out, "Examples:") && strstr(r.out, "MOEJIT_TUNE_FILE"),
+                  "%s", r.out);
+    ck_assert_str_eq(r.err, "");
+    RUN("--help");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "  tune ") && strstr(r.out, "MOEJIT_TUNE_FILE"), "%s", r.out);
+}
+END_TEST
+
+START_TEST(tune_bad_options_exit_2_with_one_line)
+{
+    static const char *const cases[][3] = {
+        {"--no-such-option", NULL, "--no-such-option"}, {"--shapes", "no-such-model", "no-such-model"},
+        {"--batches", "1,,8", "--batches"},             {"--batches", "0", "--batches"},
+        {"--backend", "simt", "--backend"},             {"--reps", "0", "--reps"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        RUN("tune", cases[i][0], cases[i][1]);
+        ck_assert_msg(r.rc == 2 && mj_test_count_lines(r.err) == 1 && strstr(r.err, cases[i][2]) && !*r.out,
+                      "case %zu: exit %d, stdout:\n%s\nstderr:\n%s", i, r.rc, r.out, r.err);
+    }
+}
+END_TEST
+
+START_TEST(tune_without_a_device_exits_1_and_writes_nothing)
+{
+    /* CUDA_VISIBLE_DEVICES= hides every GPU, so this holds on a GPU host too */
+    static const char *const env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+    char out[600];
+    snprintf(out, sizeof out, "%s/tune.json", t.root);
+    mj_test_cli_run(&t, env, &r, "tune", "--shapes", "qwen3-30b-a3b", "--batches", "1,64", "--out", out,
+                    (const char *)NULL);
+    ASSERT_RC(1);
+    ck_assert_msg(strstr(r.err, "no CUDA device") && mj_test_count_lines(r.err) == 1, "stderr:\n%s", r.err);
+    ck_assert(!mj_test_exists(out));
+    /* an --out that is not a valid table is refused before any GPU work, and left as it was */
+    mj_test_write_file(out, "{\"version\":1,\"entries\":[{\"backend\":\"mma\"}]}");
+    mj_test_cli_run(&t, env, &r, "tune", "--out", out, (const char *)NULL);
+    ASSERT_RC(1);
+    ck_assert_msg(strstr(r.err, "entries[0].arch: missing") && strstr(r.err, out), "stderr:\n%s", r.err);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -335,6 +384,14 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, inspect_unsupported_spec_gives_the_verdict_and_exit_2);
     tcase_add_test(tc, inspect_why_shows_the_preimage_line_that_changed);
     tcase_add_test(tc, bench_jit_measures_three_costs_and_appends_a_row);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tune");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, tune_help_exits_0_with_examples_and_is_listed);
+    tcase_add_test(tc, tune_bad_options_exit_2_with_one_line);
+    tcase_add_test(tc, tune_without_a_device_exits_1_and_writes_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -14,13 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mma_params.h"
 #include "common/params.h"
 #include "driver.h"
 #include "launch.h"
+#include "launch_backends.h"
 #include "lib/check_main.h"
 #include "loader.h"
 #include "moejit.h"
 #include "spec.h"
+#include "tune_table.h"
 
 /* ---- a recording driver -------------------------------------------------------------------- */
 
@@ -650,6 +653,46 @@ START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
 }
 END_TEST
 
+/* A table entry for the shape (tune_table.h, installed through its test hook) decides the
+ * path of tile=auto inside its bucket only, for its backend only; tile=large|small still
+ * force theirs; without the table the heuristic is back. */
+START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
+{
+    static const char table[] =
+        "{\"version\":1,\"entries\":[{\"backend\":\"wgmma\",\"arch\":\"sm_90a\",\"hidden\":2048,"
+        "\"inter\":768,\"experts\":128,\"topk\":8,\"gated\":true,\"dtype\":\"bf16\",\"max_tokens\":64,"
+        "\"path\":\"large\"},{\"backend\":\"wgmma\",\"arch\":\"sm_90a\",\"hidden\":2048,\"inter\":768,"
+        "\"experts\":128,\"topk\":8,\"gated\":true,\"dtype\":\"bf16\",\"max_tokens\":4096,"
+        "\"path\":\"small\"}]}";
+    const char *const texts[] = {WGMMA, WGMMA ",tile=large", WGMMA ",tile=small", MMA};
+    moejit_spec *sp[4];
+    for (int i = 0; i < 4; i++) sp[i] = spec_of(texts[i]);
+    moejit_moe_args a1 = args_for(sp[0], 1, 2048, 768, 128, 8), a4k = args_for(sp[0], 4096, 2048, 768, 128, 8);
+    moejit_moe_args a5k = args_for(sp[0], 5000, 2048, 768, 128, 8);
+    /* the heuristic: small at T = 1, large at T = 4096 and 5000 */
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_tune_table_install(table), MOEJIT_OK);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_LARGE);  /* bucket 64 */
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_SMALL); /* bucket 4096 */
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a5k), MJ_MMA_PATH_LARGE); /* above: the heuristic */
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a1), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a1), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a4k), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(mj_launch_mma_path(sp[3], &a1), MJ_MMA_PATH_SMALL); /* the entries are wgmma's */
+    ck_assert_int_eq(mj_launch_mma_path(sp[3], &a4k), MJ_MMA_PATH_LARGE);
+    /* the forward follows: T = 1 now launches the large GEMMs (persistent, with tensor maps) */
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81152);
+    ck_assert_int_eq(n_tc_maps, 2);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_LARGE);
+    for (int i = 0; i < 4; i++) moejit_spec_destroy(sp[i]);
+}
+END_TEST
+
 static Suite *launch_suite(void)
 {
     Suite *s = suite_create("launch");
@@ -672,6 +715,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
     tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);
+    tcase_add_test(tc, a_tuning_table_entry_flips_the_auto_path_only);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,10 +5,20 @@
  * model shapes and with the float64 CPU reference on small shapes for every activation.
  *
  * Declared here rather than in cli.h so that the CLI's `bench` command can dispatch to it
- * (`moejit bench layer ...`).
+ * (`moejit bench layer ...`), and so that `moejit tune` names the same model shapes.
  */
 #ifndef MJ_CLI_BENCH_LAYER_H
 #define MJ_CLI_BENCH_LAYER_H
+
+/* A model shape of perf-targets.md, by the name --shapes takes (also `moejit tune`'s). */
+typedef struct bench_model_shape {
+    const char *name;
+    int hidden, inter, experts, topk;
+    const char *act;
+} bench_model_shape;
+
+/* The i-th model shape (0, 1, ...); NULL past the last. */
+const bench_model_shape *bench_layer_shape(int i);
 
 /* argv[0] is "layer" (or the program name); returns an exit code of cli.h. */
 int cmd_bench_layer(int argc, char **argv);

@@ -73,5 +73,6 @@ int cmd_matrix(int argc, char **argv);
 int cmd_warm(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

@@ -28,11 +28,7 @@
 #include "reference.h"
 #include "spec.h"
 
-typedef struct model_shape {
-    const char *name;
-    int hidden, inter, experts, topk;
-    const char *act;
-} model_shape;
+typedef bench_model_shape model_shape;
 
 static const model_shape shapes[] = {
     {"mixtral-8x7b", 4096, 14336, 8, 2, "swiglu"},
@@ -44,6 +40,8 @@ static const model_shape shapes[] = {
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 #define DEFAULT_SHAPES "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
+
+const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPES ? &shapes[i] : NULL; }
 
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"

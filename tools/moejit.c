@@ -19,6 +19,10 @@ static const char usage_text[] =
     "                                    in-process hit times of the default spec\n"
     "  bench layer [--shapes LIST] ...   whole-layer timings of the model shapes on the GPU\n"
     "                                    (see moejit bench layer --help)\n"
+    "  tune [--shapes LIST] [--out FILE] ...\n"
+    "                                    time both GEMM paths of mma/wgmma per shape and batch on\n"
+    "                                    the GPU and record the faster in a tuning table\n"
+    "                                    (MOEJIT_TUNE_FILE; see moejit tune --help)\n"
     "\n"
     "Ahead of time:\n"
     "  warm [SPEC...] [--preset NAMES] [--manifest FILE] [--arch A,B] [--jobs N] [--dry-run]\n"
@@ -47,7 +51,7 @@ static const char usage_text[] =
     "or the same as a JSON object. A KEY is a cache key: 64 hex digits.\n"
     "\n"
     "Environment: MOEJIT_CACHE_DIR, MOEJIT_CACHE_MODE, MOEJIT_CACHE_MAX_BYTES, MOEJIT_LOCK_DIR\n"
-    "and the other settings `moejit cache config` lists.\n"
+    "and the other settings `moejit cache config` lists; MOEJIT_TUNE_FILE (a `moejit tune` table).\n"
     "\n"
     "Examples:\n"
     "  moejit demo\n"
@@ -64,7 +68,7 @@ static const struct {
     cli_command_fn fn;
 } commands[] = {
     {"demo", cmd_demo}, {"warm", cmd_warm},   {"inspect", cmd_inspect},
-    {"cache", cmd_cache}, {"matrix", cmd_matrix}, {"bench", cmd_bench},
+    {"cache", cmd_cache}, {"matrix", cmd_matrix}, {"bench", cmd_bench}, {"tune", cmd_tune},
 };
 
 static int print_version(void)
@@ -96,7 +100,7 @@ int main(int argc, char **argv)
     if (cmd[0] == '-')
         cli_error("unknown option '%s'; options: --help, --version (see moejit --help)", cmd);
     else
-        cli_error("unknown command '%s'; commands: demo, warm, inspect, cache, matrix, bench "
+        cli_error("unknown command '%s'; commands: demo, warm, inspect, cache, matrix, bench, tune "
                   "(see moejit --help)", cmd);
     return MJ_EXIT_USAGE;
 }
