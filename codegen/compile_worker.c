@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "nvrtc_compile.h"
+#include "nvrtc_wire.h"
 #include "strbuf.h"
 
 typedef struct blob {
@@ -111,19 +112,6 @@ static int read_request(int fd, request *rq)
     return read_strs(fd, &rq->n_kernels, &rq->kernels);
 }
 
-static void put_u32(mj_buf *b, uint32_t v)
-{
-    unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    mj_buf_append(b, c, 4);
-}
-
-static void put_str(mj_buf *b, const void *data, size_t n)
-{
-    put_u32(b, (uint32_t)n);
-    mj_buf_append(b, data, n);
-}
-
 /* Runs NVRTC on the request and encodes the response into `out`. Every NVRTC failure is
  * an answer (its result code and log), not a worker failure. */
 static void compile(const request *rq, mj_buf *out)
@@ -162,10 +150,10 @@ static void compile(const request *rq, mj_buf *out)
 answer:
     if (res != NVRTC_SUCCESS) cubin_len = 0;
     mj_buf_append(out, MJ_WIRE_RESPONSE_MAGIC, 4);
-    put_u32(out, MJ_WIRE_VERSION);
-    put_u32(out, (uint32_t)(int32_t)res);
-    put_str(out, log ? log : "", log_len);
-    put_str(out, cubin ? cubin : "", cubin_len);
+    mj_wire_put_u32(out, MJ_WIRE_VERSION);
+    mj_wire_put_u32(out, (uint32_t)(int32_t)res);
+    mj_wire_put_str(out, log ? log : "", log_len);
+    mj_wire_put_str(out, cubin ? cubin : "", cubin_len);
     if (prog) nvrtcDestroyProgram(&prog);
     free(log);
     free(cubin);
@@ -232,9 +220,9 @@ int main(int argc, char **argv)
     if (fault && strcmp(fault, "garbage") == 0) {
         /* Well-formed up to the log, whose length then runs past the end. */
         mj_buf_append(&resp, MJ_WIRE_RESPONSE_MAGIC, 4);
-        put_u32(&resp, MJ_WIRE_VERSION);
-        put_u32(&resp, 0);
-        put_u32(&resp, 1u << 20);
+        mj_wire_put_u32(&resp, MJ_WIRE_VERSION);
+        mj_wire_put_u32(&resp, 0);
+        mj_wire_put_u32(&resp, 1u << 20);
         mj_buf_puts(&resp, "not a log");
     } else
         compile(&rq, &resp);

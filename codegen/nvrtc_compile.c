@@ -13,6 +13,7 @@
  * state is used in the child.
  */
 #include "nvrtc_compile.h"
+#include "nvrtc_wire.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -152,19 +153,6 @@ static moejit_status find_worker(char **out)
 
 /* ---- the request ------------------------------------------------------------------------ */
 
-static void put_u32(mj_buf *b, uint32_t v)
-{
-    unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    mj_buf_append(b, c, 4);
-}
-
-static void put_str(mj_buf *b, const void *data, size_t n)
-{
-    put_u32(b, (uint32_t)n);
-    mj_buf_append(b, data, n);
-}
-
 static moejit_status check_request(const mj_compile_request *req)
 {
     if (!req || !req->source || !req->source->text || !req->source->name)
@@ -207,19 +195,19 @@ static moejit_status encode_request(const mj_compile_request *req, mj_buf *b)
     mj_buf optbuf = MJ_BUF_INIT;
     mj_nvrtc_options(req->arch, &optbuf, opts, 16, &n_opts);
     mj_buf_append(b, MJ_WIRE_REQUEST_MAGIC, 4);
-    put_u32(b, MJ_WIRE_VERSION);
-    put_str(b, req->source->name, strlen(req->source->name));
-    put_str(b, req->source->text, req->source->len);
-    put_u32(b, (uint32_t)n_opts);
-    for (int i = 0; i < n_opts; i++) put_str(b, opts[i], strlen(opts[i]));
-    put_u32(b, (uint32_t)req->n_headers);
+    mj_wire_put_u32(b, MJ_WIRE_VERSION);
+    mj_wire_put_str(b, req->source->name, strlen(req->source->name));
+    mj_wire_put_str(b, req->source->text, req->source->len);
+    mj_wire_put_u32(b, (uint32_t)n_opts);
+    for (int i = 0; i < n_opts; i++) mj_wire_put_str(b, opts[i], strlen(opts[i]));
+    mj_wire_put_u32(b, (uint32_t)req->n_headers);
     for (size_t i = 0; i < req->n_headers; i++) {
-        put_str(b, req->headers[i].name, strlen(req->headers[i].name));
-        put_str(b, req->headers[i].data, req->headers[i].size);
+        mj_wire_put_str(b, req->headers[i].name, strlen(req->headers[i].name));
+        mj_wire_put_str(b, req->headers[i].data, req->headers[i].size);
     }
-    put_u32(b, (uint32_t)req->source->n_kernels);
+    mj_wire_put_u32(b, (uint32_t)req->source->n_kernels);
     for (int i = 0; i < req->source->n_kernels; i++)
-        put_str(b, req->source->kernel_names[i], strlen(req->source->kernel_names[i]));
+        mj_wire_put_str(b, req->source->kernel_names[i], strlen(req->source->kernel_names[i]));
     int ok = mj_buf_ok(&optbuf) && n_opts > 0 && mj_buf_ok(b);
     mj_buf_free(&optbuf);
     return ok ? MOEJIT_OK : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "compile request: out of memory");

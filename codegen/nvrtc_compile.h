@@ -34,19 +34,6 @@ void mj_nvrtc_options(const char *arch, mj_buf *buf, const char *opts[], int max
  * that holds the log and the offending source lines, and still fills out->log. */
 moejit_status mj_nvrtc_compile(const mj_compile_request *req, mj_program *out);
 
-/* The protocol between mj_nvrtc_compile and the worker, over a socket on the worker's stdin
- * and stdout. Integers are little-endian; str = u32 length + that many bytes (no NUL).
- *   request  = "MJRQ" u32 version, str program name, str source,
- *              u32 n_options, n_options x str option,
- *              u32 n_headers, n_headers x (str include name, str bytes),
- *              u32 n_kernels, n_kernels x str kernel name
- *   response = "MJRS" u32 version, i32 nvrtcResult, str log, str cubin (empty unless 0)
- * Nothing may follow either message. Bump MJ_WIRE_VERSION on any change. */
-#define MJ_WIRE_REQUEST_MAGIC "MJRQ"
-#define MJ_WIRE_RESPONSE_MAGIC "MJRS"
-#define MJ_WIRE_VERSION 1u
-#define MJ_WIRE_MAX_STR (512u << 20) /* longest str either side accepts */
-#define MJ_WIRE_MAX_COUNT 4096u      /* most options / headers / kernels in a request */
 
 /* NVRTC's version and the GNU build id of the loaded libnvrtc (40 hex chars + NUL, or
  * "unknown"), which tells apart two builds of one version. */
