@@ -1,7 +1,7 @@
 /*
  * This file contains moejit-compile-worker, the process that runs one NVRTC compile for
  * mj_nvrtc_compile (codegen/nvrtc_compile.c): it reads one request from stdin, compiles it, writes
- * one response to stdout and exits. The wire format is the grammar in codegen/nvrtc_compile.h.
+ * one response to stdout and exits. The wire format is the grammar in codegen/nvrtc_wire.h.
  *
  * NVRTC runs here and not in the caller because it can crash or hang on some inputs; the
  * caller sees that as this process dying or being killed, never as its own death.
