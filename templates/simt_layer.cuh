@@ -26,6 +26,7 @@
 #pragma once
 
 #include "act.cuh"
+#include "common/layer_config.cuh"
 #include "common/params.h"
 #include "common/types.cuh"
 #include "finalize.cuh"
@@ -39,15 +40,8 @@ namespace mj {
 namespace layer {
 
 using namespace mj::cfg;
+using namespace mj::layer_cfg;
 
-static_assert(kDtype == Dtype::bf16 || kDtype == Dtype::fp16, "the simt layer computes in bf16 or fp16");
-static_assert(act_is_known(kActKind), "kActKind must be an activation ABI number of the contract");
-static_assert(act_is_gated(kActKind) == kGated, "kGated must match the activation kind");
-static_assert(kPinnedExperts >= 0 && kPinnedExperts <= MJ_SIMT_MAX_EXPERTS, "a pinned E must be in 1..512");
-static_assert(kPinnedTopk >= 0 && kPinnedTopk <= MJ_SIMT_MAX_TOPK, "a pinned k must be in 1..32");
-static_assert(kPinnedHidden % 8 == 0 && kPinnedInter % 8 == 0, "pinned H and I must be multiples of 8");
-static_assert(kPinnedTopk == 0 || kPinnedExperts == 0 || kPinnedTopk <= kPinnedExperts,
-              "a pinned k may not exceed a pinned E");
 static_assert(kQuant != Quant::bf16 || kDtype == Dtype::bf16, "quant bf16 has bf16 activations");
 static_assert(kQuant != Quant::fp16 || kDtype == Dtype::fp16, "quant fp16 has fp16 activations");
 static_assert(kQuant != Quant::w4a16 || kInt4Group == 32 || kInt4Group == 64 || kInt4Group == 128,
@@ -63,31 +57,12 @@ static_assert(kRouting != Routing::llama4 || kPinnedTopk == 0 || kPinnedTopk == 
 static_assert(kQuant != Quant::fp8_block || (kPinnedHidden % MJ_FP8_BLOCK == 0 && kPinnedInter % MJ_FP8_BLOCK == 0),
               "fp8_block needs pinned H and I multiples of 128");
 
-// A pinned dimension is a compile-time constant the compiler folds; 0 means "from params".
-template <int kPinned>
-__device__ __forceinline__ int dim(int runtime_value) { return kPinned ? kPinned : runtime_value; }
-
 // Minimum resident blocks per SM promised to ptxas for the GEMMs: 0 leaves its default (64
 // registers for 256 threads) for 16-bit weights; the dequantizing loaders of the other
 // formats get up to 80 registers (3 blocks), or 128 (2 blocks) with the 64-row tile's larger
 // accumulator, which they need to stay free of spills (ptxas would otherwise spill around
 // the division calls of SiTU's epilogue, for example).
 constexpr int kGemmMinBlocks = (kQuant == Quant::bf16 || kQuant == Quant::fp16) ? 0 : BLOCK_M >= 64 ? 2 : 3;
-
-constexpr int kMaxE = kPinnedExperts ? kPinnedExperts : MJ_SIMT_MAX_EXPERTS;
-constexpr int kMaxK = kPinnedTopk ? kPinnedTopk : MJ_SIMT_MAX_TOPK;
-
-__device__ __forceinline__ ActParams act_params()
-{
-    ActParams a;
-    a.v[0] = kActParam0;
-    a.v[1] = kActParam1;
-    a.v[2] = kActParam2;
-    a.present[0] = kActPresent0;
-    a.present[1] = kActPresent1;
-    a.present[2] = kActPresent2;
-    return a;
-}
 
 } // namespace layer
 } // namespace mj

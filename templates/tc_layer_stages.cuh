@@ -13,6 +13,7 @@
 #pragma once
 
 #include "act.cuh"
+#include "common/layer_config.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
@@ -26,31 +27,7 @@ namespace mj {
 namespace tc_layer {
 
 using namespace mj::cfg;
-
-static_assert(kDtype == Dtype::bf16 || kDtype == Dtype::fp16, "the tensor-core layers compute in bf16 or fp16");
-static_assert(act_is_known(kActKind), "kActKind must be an activation ABI number of the contract");
-static_assert(act_is_gated(kActKind) == kGated, "kGated must match the activation kind");
-static_assert(kPinnedExperts >= 0 && kPinnedExperts <= MJ_SIMT_MAX_EXPERTS, "a pinned E must be in 1..512");
-static_assert(kPinnedTopk >= 0 && kPinnedTopk <= MJ_SIMT_MAX_TOPK, "a pinned k must be in 1..32");
-static_assert(kPinnedHidden % 8 == 0 && kPinnedInter % 8 == 0, "pinned H and I must be multiples of 8");
-
-template <int kPinned>
-__device__ __forceinline__ int dim(int runtime_value) { return kPinned ? kPinned : runtime_value; }
-
-constexpr int kMaxE = kPinnedExperts ? kPinnedExperts : MJ_SIMT_MAX_EXPERTS;
-constexpr int kMaxK = kPinnedTopk ? kPinnedTopk : MJ_SIMT_MAX_TOPK;
-
-__device__ __forceinline__ ActParams act_params()
-{
-    ActParams a;
-    a.v[0] = kActParam0;
-    a.v[1] = kActParam1;
-    a.v[2] = kActParam2;
-    a.present[0] = kActPresent0;
-    a.present[1] = kActPresent1;
-    a.present[2] = kActPresent2;
-    return a;
-}
+using namespace mj::layer_cfg;
 
 } // namespace tc_layer
 } // namespace mj
