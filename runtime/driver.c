@@ -64,6 +64,7 @@ static const entry_point k_entry_points[] = {
     ENTRY("cuKernelSetAttribute", cuKernelSetAttribute),
     ENTRY("cuKernelGetAttribute", cuKernelGetAttribute),
     ENTRY("cuLaunchKernel", cuLaunchKernel),
+    ENTRY("cuLaunchKernelEx", cuLaunchKernelEx),
     ENTRY("cuMemAlloc", cuMemAlloc),
     ENTRY("cuMemFree", cuMemFree),
     ENTRY("cuMemcpyHtoD", cuMemcpyHtoD),

@@ -400,14 +400,14 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
         [MJ_SIMT_K_INTER_AMAX] = {amax_blocks(inter_chunks), 1, MJ_SIMT_AMAX_THREADS},
         [MJ_SIMT_K_INTER_QUANT] = {(unsigned)pairs, 1, MJ_SIMT_QUANT_THREADS},
         [MJ_SIMT_K_GEMM2] = {(unsigned)p.max_tiles, ceil_div(args->hidden, tile->block_n), MJ_SIMT_GEMM_THREADS},
-        [MJ_SIMT_K_FINALIZE] = {(unsigned)T, 1, MJ_SIMT_FINALIZE_THREADS},
+        [MJ_SIMT_K_FINALIZE] = {(unsigned)T, ceil_div(args->hidden, MJ_SIMT_FINALIZE_COLS), MJ_SIMT_FINALIZE_THREADS},
     };
     void *params[] = {&p};
     static const int order[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_LAUNCH_ORDER};
     for (int o = 0; o < MJ_SIMT_NUM_KERNELS; o++) {
         const int i = order[o];
         if (!run[i]) continue;
-        st = mj_launch_kernel(d, m, i, names[i], cfg[i].gx, cfg[i].gy, cfg[i].block, 0, stream, params);
+        st = mj_launch_kernel(d, m, i, names[i], cfg[i].gx, cfg[i].gy, cfg[i].block, 0, stream, params, 0);
         if (st != MOEJIT_OK) return st;
     }
     return MOEJIT_OK;

@@ -53,6 +53,7 @@ typedef struct mj_mma_launcher {
 typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local, max_tiles;
     int gated, small;
+    int programmatic; /* arch >= sm_90: kernels after the first use programmatic dependent launch */
     mj_layer_params p;
 } mj_mma_forward;
 

@@ -7,7 +7,9 @@
  * None of it allocates, synchronises or reads device memory: a forward built from these
  * steps can still be captured in a CUDA graph.
  */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "launch_common.h"
@@ -110,12 +112,55 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
     p->max_tiles = (int)max_tiles;
 }
 
-moejit_status mj_launch_kernel(const mj_driver *d, const mj_module *m, int index, const char *name, unsigned gx,
-                               unsigned gy, unsigned block, unsigned smem, CUstream stream, void **params)
+static pthread_once_t g_pdl_once = PTHREAD_ONCE_INIT;
+static int g_pdl_allowed = 1;
+static char g_pdl_bad[64]; /* the refused value, "" when $MOEJIT_PDL was fine or unset */
+
+static void read_pdl_env(void)
 {
-    CUresult r = d->cuLaunchKernel((CUfunction)m->kernels[index], gx, gy, 1, block, 1, 1, smem, stream, params, NULL);
+    const char *v = getenv("MOEJIT_PDL");
+    if (!v || !*v || strcmp(v, "1") == 0) return;
+    if (strcmp(v, "0") == 0) {
+        g_pdl_allowed = 0;
+        return;
+    }
+    snprintf(g_pdl_bad, sizeof g_pdl_bad, "%s", v);
+}
+
+moejit_status mj_launch_pdl_allowed(int *allowed)
+{
+    pthread_once(&g_pdl_once, read_pdl_env);
+    *allowed = g_pdl_allowed;
+    if (g_pdl_bad[0])
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "MOEJIT_PDL: must be 0 (no programmatic dependent launch) or 1 (the default); got \"%s\"",
+                       g_pdl_bad);
+    return MOEJIT_OK;
+}
+
+moejit_status mj_launch_kernel(const mj_driver *d, const mj_module *m, int index, const char *name, unsigned gx,
+                               unsigned gy, unsigned block, unsigned smem, CUstream stream, void **params,
+                               int programmatic)
+{
+    CUresult r;
+    if (programmatic) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = 1;
+        cfg.blockDimX = block, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = smem;
+        cfg.hStream = stream;
+        cfg.attrs = &attr, cfg.numAttrs = 1;
+        r = d->cuLaunchKernelEx(&cfg, (CUfunction)m->kernels[index], params, NULL);
+    } else {
+        r = d->cuLaunchKernel((CUfunction)m->kernels[index], gx, gy, 1, block, 1, 1, smem, stream, params, NULL);
+    }
     if (r == CUDA_SUCCESS) return MOEJIT_OK;
     char what[96];
-    snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
+    snprintf(what, sizeof what, "%s(%s)", programmatic ? "cuLaunchKernelEx" : "cuLaunchKernel", name);
     return mj_cuda_fail(d, r, what);
 }

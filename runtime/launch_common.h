@@ -47,9 +47,21 @@ moejit_status mj_launch_check_workspace(size_t total, const moejit_moe_args *a, 
 void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, void *workspace, int64_t max_tiles,
                            mj_layer_params *p);
 
-/* cuLaunchKernel of kernel `index` of m on a (gx, gy) grid of 1-D blocks; a failure names
- * the kernel. */
+/* Whether the tensor-core layers may use programmatic dependent launch on sm_90+: yes unless
+ * $MOEJIT_PDL is "0" (an escape hatch for a driver or tool that mishandles PDL, and the A/B
+ * switch of the benchmarks). Read once per process; a value other than 0 or 1 is an error
+ * naming the variable, on every forward. */
+moejit_status mj_launch_pdl_allowed(int *allowed);
+
+/* Launch of kernel `index` of m on a (gx, gy) grid of 1-D blocks; a failure names the
+ * kernel. programmatic != 0: cuLaunchKernelEx with programmatic stream serialization
+ * (programmatic dependent launch, sm_90+): the kernel may start while the previous kernel
+ * in the stream still runs, once every block of that kernel has executed
+ * griddepcontrol.launch_dependents, and must execute griddepcontrol.wait before it touches
+ * anything the earlier kernels write or read (templates/common/grid_dep.cuh). Stream capture
+ * keeps the relation as a programmatic graph edge. */
 moejit_status mj_launch_kernel(const mj_driver *d, const mj_module *m, int index, const char *name, unsigned gx,
-                               unsigned gy, unsigned block, unsigned smem, CUstream stream, void **params);
+                               unsigned gy, unsigned block, unsigned smem, CUstream stream, void **params,
+                               int programmatic);
 
 #endif

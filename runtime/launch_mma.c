@@ -20,6 +20,13 @@
  * and the shape only (never on the routing), every grid on the shape only, so a forward can
  * be captured in a CUDA graph; a graph holds the path of the T it was captured with.
  *
+ * On sm_90 and newer every kernel after the first is a programmatic dependent launch: its
+ * blocks become resident while the previous kernel's last blocks still run (hiding the
+ * launch and the ramp of each of the chain's kernels; the decode GEMM2 even starts pulling
+ * its weights into L2), and each waits in griddepcontrol.wait before it reads what the
+ * chain wrote. The first kernel launches plainly, so a forward still starts after whatever
+ * the stream ran before it.
+ *
  * The wgmma layer shares all of this but its large-path GEMMs, so the steps are exported in
  * pieces (launch_backends.h: mj_launch_mma_begin, _grids_fit, _enqueue) that launch_wgmma.c
  * calls around its own grids and tensor maps; an mj_mma_launcher says which layer is run.
@@ -136,7 +143,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 typedef struct launch_cfg {
     int kernel;       /* index into the module's kernel table */
-    int64_t blocks;   /* 1-D grid */
+    int64_t blocks;   /* grid x */
+    unsigned blocks_y; /* grid y */
     unsigned threads;
     unsigned smem;    /* dynamic shared memory bytes */
     void **params;
@@ -165,6 +173,11 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
     f->small = mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL;
+    /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
+    int pdl = 0;
+    st = mj_launch_pdl_allowed(&pdl);
+    if (st != MOEJIT_OK) return st;
+    f->programmatic = pdl && spec->arch >= MJ_ARCH_SM90A;
     f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : l->large_bm, (int)f->e_local);
     mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
     return MOEJIT_OK;
@@ -205,19 +218,23 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
 
     void *params[] = {&f->p};
     const launch_cfg seq[6] = {
-        {MJ_MMA_K_ROUTE, ceil_div(f->T, MJ_SIMT_ROUTE_THREADS / 32), MJ_SIMT_ROUTE_THREADS, 0, params},
-        {small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL : MJ_MMA_K_EXPERT_OFFSETS, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
-        {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SIMT_SCATTER_THREADS), MJ_SIMT_SCATTER_THREADS, 0, params},
-        {gemms[0], g->g1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
-        {gemms[1], g->g2, g->threads, (unsigned)g->smem, g->params2 ? g->params2 : params},
-        {MJ_MMA_K_FINALIZE, f->T, MJ_SIMT_FINALIZE_THREADS, 0, params},
+        {MJ_MMA_K_ROUTE, ceil_div(f->T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
+        {small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL : MJ_MMA_K_EXPERT_OFFSETS, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
+        {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SIMT_SCATTER_THREADS), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
+        {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
+        {gemms[1], g->g2, 1, g->threads, (unsigned)g->smem, g->params2 ? g->params2 : params},
+        {MJ_MMA_K_FINALIZE, f->T, (unsigned)ceil_div(f->H, MJ_SIMT_FINALIZE_COLS), MJ_SIMT_FINALIZE_THREADS, 0,
+         params},
     };
-    const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
+    const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
-    for (int i = fused ? 2 : 0; i < 6; i++) {
+    const int first = fused ? 2 : 0;
+    for (int i = first; i < 6; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
-        moejit_status st = mj_launch_kernel(d, m, c->kernel, names[c->kernel], (unsigned)c->blocks, 1, c->threads,
-                                            c->smem, stream, c->params);
+        /* The first kernel waits for whatever the stream ran before (and for the memset) in
+         * the ordinary way; each later one may start early and waits in griddepcontrol.wait. */
+        moejit_status st = mj_launch_kernel(d, m, c->kernel, names[c->kernel], (unsigned)c->blocks, c->blocks_y,
+                                            c->threads, c->smem, stream, c->params, f->programmatic && i > first);
         if (st != MOEJIT_OK) return st;
     }
     return MOEJIT_OK;

@@ -8,7 +8,7 @@
 //   mj_scatter               grid ceil(T·k/256) x 256
 //   mj_gemm1_act             grid n_tiles(I) · max_tiles x 256, dynamic smem MJ_MMA_LARGE_SMEM
 //   mj_gemm2                 grid n_tiles(H) · max_tiles x 256
-//   mj_finalize              grid T x 128
+//   mj_finalize              grid (T, H/512) x 128
 //   mj_expert_offsets_small  grid 1 x 512             row tiles of 16 tokens (small path)
 //   mj_gemm1_act_small       grid max_tiles · n_tiles(I) x 128, dynamic smem MJ_MMA_SMALL_SMEM
 //   mj_gemm2_small           grid max_tiles · n_tiles(H) x 128
@@ -28,6 +28,7 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
+    mj::grid_dep_enter();
     mj::gemm1_act_large<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                           dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }
@@ -36,6 +37,7 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
 mj_gemm2(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
+    mj::grid_dep_enter();
     mj::gemm2_large<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 

@@ -11,7 +11,7 @@
 //   mj_inter_amax      grid <= 2048 x 256        fp8 per-tensor only: amax|intermediate|
 //   mj_inter_quant     grid T·k x 256            fp8 only: intermediate -> e4m3, scales
 //   mj_gemm2           grid (max_tiles, ceil(H/BLOCK_N)) x 256
-//   mj_finalize        grid T x 128              one block per token
+//   mj_finalize        grid (T, H/512) x 128     a block per token and 512 columns
 //
 // The generated source defines namespace mj::cfg before including this file:
 //   kDtype, kLogitsDtype (mj::Dtype), kQuant (mj::Quant), kFp8Act (mj::Fp8Act),
@@ -141,7 +141,6 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_FINALIZE_THREADS)
 mj_finalize(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::layer;
-    static_assert(MJ_SIMT_FINALIZE_THREADS >= MJ_SIMT_MAX_TOPK, "finalize loads one slot per thread");
-    mj::finalize_token<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), dim<kPinnedHidden>(p.hidden),
-                                      dim<kPinnedTopk>(p.topk));
+    mj::finalize_token<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                      dim<kPinnedHidden>(p.hidden), dim<kPinnedTopk>(p.topk));
 }

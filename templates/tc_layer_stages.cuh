@@ -13,6 +13,7 @@
 #pragma once
 
 #include "act.cuh"
+#include "common/grid_dep.cuh"
 #include "common/layer_config.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
@@ -42,6 +43,7 @@ extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_ROUTE_THREADS)
 mj_route(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     using namespace mj::tc_layer;
     const int lane = threadIdx.x % mj::kWarp;
     const long long t = static_cast<long long>(blockIdx.x) * mj::kRouteWarpsPerBlock + threadIdx.x / mj::kWarp;
@@ -54,12 +56,14 @@ mj_route(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     mj::expert_offsets<MJ_MMA_LARGE_BM>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)
 mj_scatter(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     const long long i = static_cast<long long>(blockIdx.x) * MJ_SIMT_SCATTER_THREADS + threadIdx.x;
     if (i < p.num_pairs) mj::scatter_pair(p, i);
 }
@@ -67,20 +71,23 @@ mj_scatter(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_FINALIZE_THREADS)
 mj_finalize(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     using namespace mj::tc_layer;
-    mj::finalize_token<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), dim<kPinnedHidden>(p.hidden),
-                                      dim<kPinnedTopk>(p.topk));
+    mj::finalize_token<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                      dim<kPinnedHidden>(p.hidden), dim<kPinnedTopk>(p.topk));
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     mj::expert_offsets<MJ_MMA_SMALL_BT>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     using namespace mj::tc_layer;
     mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                           dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
@@ -98,6 +105,7 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 {
+    mj::grid_dep_enter();
     using namespace mj::tc_layer;
     static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS <= MJ_SIMT_OFFSETS_THREADS / 32,
                   "the fused routing kernel routes one token per warp");

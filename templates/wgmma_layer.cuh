@@ -9,7 +9,7 @@
 //   mj_scatter               grid ceil(T·k/256) x 256
 //   mj_gemm1_act             grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W1 tensor map)
 //   mj_gemm2                 grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W2 tensor map)
-//   mj_finalize              grid T x 128
+//   mj_finalize              grid (T, H/512) x 128
 //   mj_expert_offsets_small, mj_gemm1_act_small, mj_gemm2_small, mj_route_fused_small: mma's
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the mma
@@ -39,6 +39,7 @@ extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     using namespace mj::tc_layer;
+    mj::grid_dep_enter();
     mj::wgmma_gemm<kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
                                              dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }
@@ -47,6 +48,7 @@ extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
     using namespace mj::tc_layer;
+    mj::grid_dep_enter();
     mj::wgmma_gemm<kDtype, mj::WgGemm::gemm2, kActKind>(p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden),
                                                         dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
                                                         mj_tc_smem);

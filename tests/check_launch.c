@@ -448,6 +448,8 @@ START_TEST(forward_hands_every_tensor_and_disjoint_workspace_regions_to_the_kern
     ck_assert_uint_eq(rec_of(MJ_SIMT_K_GEMM1_ACT)->gx, (unsigned)mj_simt_max_tiles(P, 32, (int)e_local));
     ck_assert_uint_eq(rec_of(MJ_SIMT_K_GEMM1_ACT)->gy, (unsigned)(I / 64));
     ck_assert_uint_eq(rec_of(MJ_SIMT_K_GEMM2)->gy, (unsigned)(H / 64));
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_FINALIZE)->gx, (unsigned)T);
+    ck_assert_uint_eq(rec_of(MJ_SIMT_K_FINALIZE)->gy, (unsigned)((H + MJ_SIMT_FINALIZE_COLS - 1) / MJ_SIMT_FINALIZE_COLS));
     moejit_spec_destroy(s);
 }
 END_TEST
@@ -480,22 +482,40 @@ END_TEST
  * numbers were recorded from the launchers before they were merged into shared steps. */
 typedef struct tc_launch_rec {
     int kernel;
-    unsigned gx, block, smem;
+    unsigned gx, gy, block, smem;
     int map; /* the second parameter's byte, or -1 without one */
+    int pdl; /* 1: launched with programmatic stream serialization (cuLaunchKernelEx) */
 } tc_launch_rec;
 
 static tc_launch_rec tc_recs[16];
 static int n_tc_recs, n_tc_attrs, n_tc_maps, tc_attr_smem;
 
-static CUresult tc_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned smem, void **params, int pdl)
 {
-    (void)gy, (void)gz, (void)by, (void)bz, (void)s, (void)extra;
     ck_assert_int_lt(n_tc_recs, 16);
     tc_launch_rec *r = &tc_recs[n_tc_recs++];
     r->kernel = (int)((uintptr_t)f - 1);
-    r->gx = gx, r->block = bx, r->smem = smem;
+    r->gx = gx, r->gy = gy, r->block = bx, r->smem = smem;
     r->map = bx == 384 ? ((const unsigned char *)params[1])[0] : -1;
+    r->pdl = pdl;
+}
+
+static CUresult tc_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+{
+    ck_assert(gz == 1 && by == 1 && bz == 1 && s == NULL && extra == NULL);
+    tc_record(f, gx, gy, bx, smem, params, 0);
+    return CUDA_SUCCESS;
+}
+
+/* The programmatic launches: exactly one attribute, programmatic serialization on. */
+static CUresult tc_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    ck_assert(c->gridDimZ == 1 && c->blockDimY == 1 && c->blockDimZ == 1 && c->hStream == NULL && !extra);
+    ck_assert_uint_eq(c->numAttrs, 1);
+    ck_assert_int_eq(c->attrs[0].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+    ck_assert_int_eq(c->attrs[0].value.programmaticStreamSerializationAllowed, 1);
+    tc_record(f, c->gridDimX, c->gridDimY, c->blockDimX, c->sharedMemBytes, params, 1);
     return CUDA_SUCCESS;
 }
 
@@ -541,6 +561,7 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     ck_assert_msg(bytes == want_bytes, "%s T=%lld: workspace %zu, want %zu", text, (long long)T, bytes, want_bytes);
     mj_driver d = fake_driver();
     d.cuLaunchKernel = tc_launch;
+    d.cuLaunchKernelEx = tc_launch_ex;
     d.cuCtxGetDevice = tc_ctx_device;
     d.cuKernelSetAttribute = tc_set_attr;
     d.cuDeviceGetAttribute = tc_sm_count;
@@ -559,13 +580,14 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
 static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 {
     ck_assert_msg(n_tc_recs == n, "%s: %d launches, want %d", what, n_tc_recs, n);
-    for (int i = 0; i < n; i++)
-        ck_assert_msg(tc_recs[i].kernel == want[i].kernel && tc_recs[i].gx == want[i].gx &&
-                          tc_recs[i].block == want[i].block && tc_recs[i].smem == want[i].smem &&
-                          tc_recs[i].map == want[i].map,
-                      "%s: launch %d is kernel %d grid %u block %u smem %u map %d; want %d %u %u %u %d", what, i,
-                      tc_recs[i].kernel, tc_recs[i].gx, tc_recs[i].block, tc_recs[i].smem, tc_recs[i].map,
-                      want[i].kernel, want[i].gx, want[i].block, want[i].smem, want[i].map);
+    for (int i = 0; i < n; i++) {
+        const tc_launch_rec *g = &tc_recs[i], *w = &want[i];
+        ck_assert_msg(g->kernel == w->kernel && g->gx == w->gx && g->gy == w->gy && g->block == w->block &&
+                          g->smem == w->smem && g->map == w->map && g->pdl == w->pdl,
+                      "%s: launch %d is kernel %d grid %ux%u block %u smem %u map %d pdl %d; want %d %ux%u %u %u %d %d",
+                      what, i, g->kernel, g->gx, g->gy, g->block, g->smem, g->map, g->pdl, w->kernel, w->gx, w->gy,
+                      w->block, w->smem, w->map, w->pdl);
+    }
 }
 
 #define MMA "backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a"
@@ -573,9 +595,13 @@ static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 
 START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 {
-    /* T = 1: route_fused_small, gemm1/gemm2 small, finalize; no memset (the fused kernel zeroes) */
-    static const tc_launch_rec want[] = {
-        {9, 1, 512, 0, -1}, {7, 216, 128, 61440, -1}, {8, 288, 128, 61440, -1}, {5, 1, 128, 0, -1}};
+    /* T = 1: route_fused_small, gemm1/gemm2 small, finalize (2048 columns: 4 blocks of 512);
+     * no memset (the fused kernel zeroes); on sm_90a every launch after the first is a
+     * programmatic dependent launch */
+    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
+                                         {7, 216, 1, 128, 61440, -1, 1},
+                                         {8, 288, 1, 128, 61440, -1, 1},
+                                         {5, 1, 4, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81152);
@@ -586,9 +612,9 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(n_tc_maps, 0);
     }
     /* T = 17: past the fused routing, still the small path: memset, route, offsets_small, scatter */
-    static const tc_launch_rec want17[] = {{0, 3, 256, 0, -1},        {6, 1, 512, 0, -1},
-                                           {2, 1, 256, 0, -1},        {7, 3288, 128, 61440, -1},
-                                           {8, 4384, 128, 61440, -1}, {5, 17, 128, 0, -1}};
+    static const tc_launch_rec want17[] = {{0, 3, 1, 256, 0, -1, 0},        {6, 1, 1, 512, 0, -1, 1},
+                                           {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 61440, -1, 1},
+                                           {8, 4384, 1, 128, 61440, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 1327872);
         expect_launches(specs[i], want17, 6);
@@ -599,9 +625,9 @@ END_TEST
 
 START_TEST(mma_large_forward_launches_the_tiled_gemms)
 {
-    static const tc_launch_rec want[] = {{0, 512, 256, 0, -1},     {1, 1, 512, 0, -1},
-                                         {2, 128, 256, 0, -1},     {3, 4608, 256, 98304, -1},
-                                         {4, 6144, 256, 98304, -1}, {5, 4096, 128, 0, -1}};
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},     {1, 1, 1, 512, 0, -1, 1},
+                                         {2, 128, 1, 256, 0, -1, 1},     {3, 4608, 1, 256, 98304, -1, 1},
+                                         {4, 6144, 1, 256, 98304, -1, 1}, {5, 4096, 4, 128, 0, -1, 1}};
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
     expect_launches(MMA, want, 6);
     ck_assert_int_eq(memset_count, 256);
@@ -613,19 +639,75 @@ START_TEST(mma_large_forward_launches_the_tiled_gemms)
     ck_assert_int_eq(tc_recs[0].gx, 125);
     ck_assert_int_eq(tc_recs[2].gx, 8);
     ck_assert_int_eq(tc_recs[3].gx, 2240);
+    ck_assert_int_eq(tc_recs[5].gx, 1000);
+    ck_assert_int_eq(tc_recs[5].gy, 8); /* 4096 columns */
+    /* sm_80 has no griddepcontrol: every launch is a plain, stream-ordered one */
+    for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
 }
 END_TEST
 
 START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
 {
     /* min(132 SMs, tiles) CTAs of 384 threads; GEMM1 gets the W1 map, GEMM2 the W2 map */
-    static const tc_launch_rec want[] = {{0, 512, 256, 0, -1},      {1, 1, 512, 0, -1},
-                                         {2, 128, 256, 0, -1},      {3, 132, 384, 197888, 1},
-                                         {4, 132, 384, 197888, 2},  {5, 4096, 128, 0, -1}};
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},      {1, 1, 1, 512, 0, -1, 1},
+                                         {2, 128, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
+                                         {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 4, 128, 0, -1, 1}};
     tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
     expect_launches(WGMMA, want, 6);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_attr_smem, 197888);
+}
+END_TEST
+
+/* Check runs every test in its own process, so each of these reads $MOEJIT_PDL afresh; with
+ * CK_FORK=no an earlier test has read it already, and they skip. */
+static int pdl_env_testable(void)
+{
+    const char *f = getenv("CK_FORK");
+    if (f && strcmp(f, "no") == 0) {
+        printf("check_launch: CK_FORK=no: $MOEJIT_PDL is read once per process; skipping its tests\n");
+        return 0;
+    }
+    return 1;
+}
+
+START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
+{
+    if (!pdl_env_testable()) return;
+    setenv("MOEJIT_PDL", "0", 1);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81152);
+    ck_assert_int_eq(n_tc_recs, 4);
+    for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
+    setenv("MOEJIT_PDL", "1", 1); /* read once per process: still off */
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
+    unsetenv("MOEJIT_PDL");
+}
+END_TEST
+
+START_TEST(moejit_pdl_other_than_0_or_1_is_refused_naming_the_variable)
+{
+    if (!pdl_env_testable()) return;
+    setenv("MOEJIT_PDL", "yes", 1);
+    moejit_spec *s = spec_of(MMA);
+    moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    mj_driver d = fake_driver();
+    d.cuLaunchKernel = tc_launch;
+    d.cuLaunchKernelEx = tc_launch_ex;
+    mj_module m;
+    memset(&m, 0, sizeof m);
+    m.n_kernels = MJ_MAX_KERNELS;
+    for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
+    n_tc_recs = 0;
+    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL),
+                     MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(moejit_last_error(),
+                     "MOEJIT_PDL: must be 0 (no programmatic dependent launch) or 1 (the default); got \"yes\"");
+    ck_assert_int_eq(n_tc_recs, 0); /* refused before anything was enqueued */
+    moejit_spec_destroy(s);
+    unsetenv("MOEJIT_PDL");
 }
 END_TEST
 
@@ -714,6 +796,8 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
+    tcase_add_test(tc, moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one);
+    tcase_add_test(tc, moejit_pdl_other_than_0_or_1_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);
     tcase_add_test(tc, a_tuning_table_entry_flips_the_auto_path_only);
     suite_add_tcase(s, tc);

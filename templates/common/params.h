@@ -44,7 +44,8 @@ enum {
 #define MJ_SIMT_OFFSETS_THREADS 512  /* one thread per local expert: E_local <= 512 */
 #define MJ_SIMT_SCATTER_THREADS 256  /* one thread per (token, slot) pair */
 #define MJ_SIMT_GEMM_THREADS 256     /* 16 x 16 threads over a BLOCK_M x BLOCK_N tile */
-#define MJ_SIMT_FINALIZE_THREADS 128 /* one block per token, 4 columns per thread per step */
+#define MJ_SIMT_FINALIZE_THREADS 128 /* 4 columns per thread: a block sums one token's ... */
+#define MJ_SIMT_FINALIZE_COLS (4 * MJ_SIMT_FINALIZE_THREADS) /* ... 512 columns (grid T x H/512) */
 #define MJ_SIMT_AMAX_THREADS 256     /* grid-stride over 8-element chunks */
 #define MJ_SIMT_AMAX_MAX_BLOCKS 2048 /* the amax grid: enough to fill any GPU, fixed by shape */
 #define MJ_SIMT_QUANT_THREADS 256    /* one block per row, one 8-element chunk per thread per step */

@@ -1,0 +1,66 @@
+// This file contains the device side of programmatic dependent launch (PDL, sm_90 and newer),
+// which the tensor-core layers use to overlap each kernel of their chain with the tail of the
+// one before (runtime/launch_common.h: the launcher sets the programmatic stream
+// serialization attribute on every kernel after the first).
+//
+//   grid_dep_wait()     griddepcontrol.wait: returns once every prerequisite grid has
+//                       completed and its memory is visible. A kernel calls it in every
+//                       block before it reads or writes anything an earlier kernel of the
+//                       chain touches; it is a no-op for a plainly launched kernel. Since
+//                       each kernel waits before it can complete, a wait covers the whole
+//                       chain before it, not just the kernel right before.
+//   grid_dep_launch()   griddepcontrol.launch_dependents: the next kernel may be scheduled
+//                       once every block of this one has executed it (or exited). Called
+//                       right after the wait: all of a kernel's blocks are then placed before
+//                       any block of the next, so the next cannot take an SM that this one
+//                       still needs; it only fills SMs as this kernel's last wave drains.
+//
+// Before sm_90 both are empty (and the launcher does not use the attribute).
+#pragma once
+
+namespace mj {
+
+__device__ __forceinline__ void grid_dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dep_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Both, in the order every stage of the chain uses at its start.
+__device__ __forceinline__ void grid_dep_enter()
+{
+    grid_dep_wait();
+    grid_dep_launch();
+}
+
+// A 32-bit load from L2 (ld.global.cg), for the few words a block reads BEFORE its
+// grid_dep_wait (the decode GEMM2's tile lookup): they were written by a kernel that had
+// completed before this one was launched, and .cg keeps an older copy in this SM's L1 out
+// of the question.
+__device__ __forceinline__ int ld_l2(const int *p)
+{
+    int v;
+    asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
+
+// Starts an L2 prefetch of `bytes` (a multiple of 16) from the 16-byte aligned global address
+// p (cp.async.bulk.prefetch.L2, sm_90; nothing before). Reads nothing into the block.
+__device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+} // namespace mj
