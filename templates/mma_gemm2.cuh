@@ -8,7 +8,6 @@
 //               weights are what must stream at full bandwidth
 #pragma once
 
-#include "common/grid_dep.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
@@ -69,27 +68,16 @@ template <Dtype D>
 __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
 {
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2>;
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2,
+                             MJ_MMA_SMALL_L2_AHEAD>;
 
     const int bid = static_cast<int>(blockIdx.x);
-    const int h0 = (bid / p.max_tiles) * BW;
-    // Before the wait (common/grid_dep.cuh): the routing was final before this kernel was
-    // launched, so the block can already name its expert and start pulling the first
-    // kPrefetchBytes of each of its W2 rows into L2 while GEMM1's last blocks finish; the
-    // mainloop's first stages then hit L2 instead of starting cold from DRAM.
     RowTile tile;
-    const bool live = find_row_tile<BT, true>(p, bid % p.max_tiles, &tile);
-    const u16 *w2e = reinterpret_cast<const u16 *>(p.w2) + static_cast<i64>(live ? tile.expert : 0) * H * I;
-    if (live && static_cast<int>(threadIdx.x) < BW && h0 + static_cast<int>(threadIdx.x) < H) {
-        constexpr unsigned kPrefetchBytes = 16 * MJ_MMA_BK * 2; // 16 k-stages: 2 KB per row
-        const unsigned row_bytes = static_cast<unsigned>(I) * 2; // I % 8 == 0: 16-byte multiple
-        prefetch_l2(w2e + static_cast<i64>(h0 + static_cast<int>(threadIdx.x)) * I,
-                    row_bytes < kPrefetchBytes ? row_bytes : kPrefetchBytes);
-    }
-    grid_dep_enter(); // every block waits, even one without a tile
-    if (!live) return;
+    if (!find_row_tile<BT>(p, bid % p.max_tiles, &tile)) return;
+    const int h0 = (bid / p.max_tiles) * BW;
 
     const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I;
+    const u16 *w2e = reinterpret_cast<const u16 *>(p.w2) + static_cast<i64>(tile.expert) * H * I;
 
     auto a_row = [&](int r) -> const u16 * { return h0 + r < H ? w2e + static_cast<i64>(h0 + r) * I : nullptr; };
     auto b_row = [&](int n) -> const u16 * { return n < tile.rows ? inter + static_cast<i64>(n) * I : nullptr; };

@@ -8,7 +8,6 @@
 // result is written by pair index, so the order never changes a single output bit.
 #pragma once
 
-#include "common/grid_dep.cuh"
 #include "common/params.h"
 #include "common/types.cuh"
 
@@ -99,29 +98,24 @@ struct RowTile {
 
 // Finds block b's tile from the tile offsets; false for a block past the real tile count
 // (the grid is sized for the data-independent upper bound). Every thread computes the same
-// answer from the same loads, so no synchronisation is needed. kFromL2: the words are read
-// with ld.global.cg, for a caller that looks before its grid_dep_wait (common/grid_dep.cuh).
-template <int kBlockM, bool kFromL2 = false>
+// answer from the same loads, so no synchronisation is needed.
+template <int kBlockM>
 __device__ __forceinline__ bool find_row_tile(const mj_layer_params &p, int b, RowTile *out)
 {
-    auto load = [](const int *a) -> int {
-        if constexpr (kFromL2) return ld_l2(a);
-        else return *a;
-    };
     const int *tile_offsets = reinterpret_cast<const int *>(p.ws_tile_offsets);
     const int n_local = p.num_local_experts;
-    if (b >= load(tile_offsets + n_local)) return false;
+    if (b >= tile_offsets[n_local]) return false;
     // the last e with tile_offsets[e] <= b; it is a non-empty expert since b < total
     int lo = 0, hi = n_local; // invariant: tile_offsets[lo] <= b < tile_offsets[hi]
     while (hi - lo > 1) {
         const int mid = (lo + hi) / 2;
-        if (load(tile_offsets + mid) <= b) lo = mid;
+        if (tile_offsets[mid] <= b) lo = mid;
         else hi = mid;
     }
     const int *offsets = reinterpret_cast<const int *>(p.ws_offsets);
-    const int local_tile = b - load(tile_offsets + lo);
-    const int first = load(offsets + lo) + local_tile * kBlockM;
-    const int end = load(offsets + lo + 1);
+    const int local_tile = b - tile_offsets[lo];
+    const int first = offsets[lo] + local_tile * kBlockM;
+    const int end = offsets[lo + 1];
     out->expert = lo;
     out->row0 = first;
     out->rows = end - first < kBlockM ? end - first : kBlockM;

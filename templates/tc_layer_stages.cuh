@@ -97,6 +97,7 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
+    mj::grid_dep_enter();
     mj::gemm2_small<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 

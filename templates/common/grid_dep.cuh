@@ -41,26 +41,4 @@ __device__ __forceinline__ void grid_dep_enter()
     grid_dep_launch();
 }
 
-// A 32-bit load from L2 (ld.global.cg), for the few words a block reads BEFORE its
-// grid_dep_wait (the decode GEMM2's tile lookup): they were written by a kernel that had
-// completed before this one was launched, and .cg keeps an older copy in this SM's L1 out
-// of the question.
-__device__ __forceinline__ int ld_l2(const int *p)
-{
-    int v;
-    asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
-    return v;
-}
-
-// Starts an L2 prefetch of `bytes` (a multiple of 16) from the 16-byte aligned global address
-// p (cp.async.bulk.prefetch.L2, sm_90; nothing before). Reads nothing into the block.
-__device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#else
-    (void)p, (void)bytes;
-#endif
-}
-
 } // namespace mj
