@@ -116,8 +116,7 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     constexpr bool kGated = act_is_gated(kAct);
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     constexpr int kCols = kGated ? BW / 2 : BW;
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2,
-                             MJ_MMA_SMALL_L2_AHEAD>;
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2>;
     static_assert(Main::kSmemBytes == MJ_MMA_SMALL_SMEM, "host and device must agree on shared memory");
 
     // 1-D grid, row (token) tiles fastest: the CTAs of one weight tile run side by side, so

@@ -68,8 +68,7 @@ template <Dtype D>
 __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
 {
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2,
-                             MJ_MMA_SMALL_L2_AHEAD>;
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2>;
 
     const int bid = static_cast<int>(blockIdx.x);
     RowTile tile;

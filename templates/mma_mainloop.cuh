@@ -51,17 +51,6 @@ __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Starts an L2 prefetch of `bytes` (a multiple of 16) from the 16-byte aligned global address
-// p (cp.async.bulk.prefetch.L2, sm_90; nothing before). Reads nothing into the block.
-__device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#else
-    (void)p, (void)bytes;
-#endif
-}
-
 __device__ __forceinline__ void ldmatrix_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -110,7 +99,7 @@ __device__ __forceinline__ void raster_grouped(int bid, int n_tiles, int max_til
 // ---- the mainloop ------------------------------------------------------------------------
 
 template <Dtype D, int kThreads, int kRowsA, int kRowsB, int kStages, int kWarpsM, int kWarpsN, int MF,
-          int NF, int kL2Ahead = 0>
+          int NF>
 struct MmaMainloop {
     static constexpr int BK = MJ_MMA_BK;
     static constexpr int kRowBytes = BK * 2;         // 128
@@ -131,8 +120,6 @@ struct MmaMainloop {
     static_assert(kRowsB % kRowsPerPass == 0 || kRowsB < kRowsPerPass,
                   "B's rows must be a whole number of load passes, or fewer than one pass");
     static_assert(kStages >= 2, "a pipeline needs at least two stages");
-    static constexpr int kL2Step = 4; // k tiles per L2 prefetch (512 bytes of a row)
-    static_assert(kL2Ahead == 0 || kL2Ahead >= kL2Step, "the L2 window must hold a whole prefetch step");
 
     struct Acc {
         float c[MF][NF][4];
@@ -241,24 +228,6 @@ struct MmaMainloop {
         const u32 base = smem_addr(smem);
         const int k_tiles = (K + BK - 1) / BK;
 
-        // kL2Ahead > 0: thread r < kRowsA keeps A row r's next kL2Ahead k tiles BEYOND the
-        // cp.async stages on their way into L2 (bulk prefetches of kL2Step tiles at a time).
-        // Why: at decode a CTA's bytes in flight are its stages (~48 KB), which stream HBM at
-        // full rate only while ~3 CTAs per SM run; a grid of 128..512 CTAs (batch 1), or the
-        // last partial wave of any grid, left the memory system half idle. With the L2 window
-        // the same CTA count keeps ~2.3x the bytes in flight, at no cost in shared memory.
-        const u16 *pf_row = nullptr;
-        if constexpr (kL2Ahead > 0) {
-            if (static_cast<int>(threadIdx.x) < kRowsA) pf_row = a_row(static_cast<int>(threadIdx.x));
-        }
-        auto l2_prefetch_tiles = [&](int t0, int t1) { // k tiles [t0, t1) of pf_row
-            if constexpr (kL2Ahead > 0) {
-                const int k0 = t0 * BK, k1 = t1 * BK < K ? t1 * BK : K;
-                if (pf_row != nullptr && k0 < k1) prefetch_l2(pf_row + k0, static_cast<unsigned>(k1 - k0) * 2);
-            }
-        };
-        l2_prefetch_tiles(kStages - 1, kStages - 1 + kL2Ahead);
-
         // prologue: kStages - 1 tiles in flight (empty groups keep the count uniform)
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
@@ -270,7 +239,6 @@ struct MmaMainloop {
             cp_async_wait<kStages - 2>(); // tile kt has landed (for this thread's copies)
             __syncthreads();              // ... for everyone's; and tile kt-1's stage is free
             const int next = kt + kStages - 1;
-            if (kL2Ahead > 0 && kt % kL2Step == 0) l2_prefetch_tiles(next + kL2Ahead, next + kL2Ahead + kL2Step);
             if (next < k_tiles) load_stage(ld, base + write_stage * kStageBytes, next * BK, K);
             cp_async_commit();
             compute_stage(base + read_stage * kStageBytes, acc);

@@ -60,8 +60,6 @@ enum {
 #define MJ_MMA_SMALL_BW 64 /* weight rows per CTA (gated GEMM1: 32 up + 32 gate) */
 #define MJ_MMA_SMALL_BT 16 /* token rows per CTA (row tile) */
 #define MJ_MMA_SMALL_STAGES 6
-#define MJ_MMA_SMALL_L2_AHEAD 8 /* k tiles of each weight row kept in flight to L2 beyond the
-                                   stages (sm_90+: cp.async.bulk.prefetch.L2) */
 
 /* Dynamic shared memory of each path's GEMM kernels (bytes); above 48 KiB, so the launcher
  * raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first. Both fit the 99 KiB per
