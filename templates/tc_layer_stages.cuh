@@ -87,7 +87,7 @@ mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
-    mj::grid_dep_enter();
+    mj::grid_dep_wait(); // and grid_dep_launch after its mainloop (mma_gemm1_act.cuh)
     using namespace mj::tc_layer;
     mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                           dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);

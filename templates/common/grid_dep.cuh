@@ -14,6 +14,9 @@
 //                       right after the wait: all of a kernel's blocks are then placed before
 //                       any block of the next, so the next cannot take an SM that this one
 //                       still needs; it only fills SMs as this kernel's last wave drains.
+//                       The decode GEMM1 calls it after its mainloop instead, so that the
+//                       decode GEMM2's few long blocks are spread over the SMs rather than
+//                       stacked on the first ones to free up (mma_gemm1_act.cuh).
 //
 // Before sm_90 both are empty (and the launcher does not use the attribute).
 #pragma once
