@@ -15,8 +15,8 @@
  *   inter        dtype [P, I]          activation output, row = position in the row list
  *   y            fp32  [P, H]          GEMM2 output, row = pair index
  *
- * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x 128 rows x 1, out of
- * bounds read as zeros), encoded on the host at every forward: that is host work only, so a
+ * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x 128 rows x 1 (gated W1:
+ * x 64 rows, the up and the gate half of a tile), out of bounds read as zeros), encoded on the host at every forward: that is host work only, so a
  * forward still allocates nothing, never synchronises, and can be captured in a CUDA graph
  * (the maps travel inside the captured launches' parameters):
  *
@@ -56,14 +56,14 @@ int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args)
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* A 3-D tensor map over 16-bit rows of length k_len: dims (k_len, rows, planes), row stride
- * k_len elements, plane stride rows_stride rows; boxes of MJ_WGMMA_BK x MJ_WGMMA_TMA_ROWS x 1. */
+ * k_len elements, plane stride rows_stride rows; boxes of MJ_WGMMA_BK x box_rows x 1. */
 static moejit_status encode_map(const mj_driver *d, const moejit_spec *spec, CUtensorMap *map, const void *base,
                                 int64_t k_len, int64_t rows, int64_t rows_stride, int64_t planes,
-                                const char *what)
+                                unsigned box_rows, const char *what)
 {
     const cuuint64_t dims[3] = {(cuuint64_t)k_len, (cuuint64_t)rows, (cuuint64_t)planes};
     const cuuint64_t strides[2] = {(cuuint64_t)k_len * 2, (cuuint64_t)(rows_stride * k_len * 2)};
-    const cuuint32_t box[3] = {MJ_WGMMA_BK, MJ_WGMMA_TMA_ROWS, 1};
+    const cuuint32_t box[3] = {MJ_WGMMA_BK, box_rows, 1};
     const cuuint32_t elem_strides[3] = {1, 1, 1};
     const CUtensorMapDataType type =
         spec->dtype == MJ_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -122,9 +122,13 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     memset(&w1_map, 0, sizeof w1_map);
     memset(&w2_map, 0, sizeof w2_map);
     if (!small) {
-        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, "cuTensorMapEncodeTiled(w1)")
-                   : encode_map(d, spec, &w1_map, args->w1, H, I, I, e_local, "cuTensorMapEncodeTiled(w1)");
-        if (st == MOEJIT_OK) st = encode_map(d, spec, &w2_map, args->w2, I, H, H, e_local, "cuTensorMapEncodeTiled(w2)");
+        /* a tile's 128 weight rows: gated, 64 up rows and the same columns' 64 gate rows */
+        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, MJ_WGMMA_BN / 2,
+                                "cuTensorMapEncodeTiled(w1)")
+                   : encode_map(d, spec, &w1_map, args->w1, H, I, I, e_local, MJ_WGMMA_BN,
+                                "cuTensorMapEncodeTiled(w1)");
+        if (st == MOEJIT_OK)
+            st = encode_map(d, spec, &w2_map, args->w2, I, H, H, e_local, MJ_WGMMA_BN, "cuTensorMapEncodeTiled(w2)");
         if (st != MOEJIT_OK) return st;
     }
 

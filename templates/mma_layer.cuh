@@ -20,6 +20,7 @@
 // layer; the generated source defines namespace mj::cfg before including this file.
 #pragma once
 
+#define MJ_TC_LARGE_BM MJ_MMA_LARGE_BM /* mj_expert_offsets tiles rows for this layer's large GEMMs */
 #include "tc_layer_stages.cuh"
 
 // (256, 2): two CTAs per SM (2 x 96 KB of stages), so one CTA's epilogue and prologue hide

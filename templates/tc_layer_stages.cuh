@@ -1,6 +1,6 @@
 // This file contains what the two tensor-core layers (mma_layer.cuh, wgmma_layer.cuh) share:
 // the checks of the generated configuration, and every entry kernel but the two large-batch
-// GEMMs — route, expert offsets (rows in tiles of MJ_MMA_LARGE_BM), scatter, finalize, and the
+// GEMMs — route, expert offsets (rows in tiles of the layer's MJ_TC_LARGE_BM), scatter, finalize, and the
 // whole decode path (offsets in tiles of MJ_MMA_SMALL_BT, the swapped-operand small GEMMs and
 // the fused routing kernel). Route, scatter and finalize are the simt stages unchanged (same
 // mj_layer_params, same workspace). Each layer file adds its mj_gemm1_act and mj_gemm2, which
@@ -23,6 +23,10 @@
 #include "mma_gemm2.cuh"
 #include "permute.cuh"
 #include "route.cuh"
+
+#ifndef MJ_TC_LARGE_BM
+#error "a tensor-core layer defines MJ_TC_LARGE_BM (its large GEMMs' rows per tile) before including this file"
+#endif
 
 namespace mj {
 namespace tc_layer {
@@ -57,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::expert_offsets<MJ_MMA_LARGE_BM>(p);
+    mj::expert_offsets<MJ_TC_LARGE_BM>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)

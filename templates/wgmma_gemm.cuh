@@ -6,19 +6,20 @@
 //               row list) x column tiles, in grouped raster order (raster_grouped: 8 row tiles
 //               fastest, so the CTAs resident together share weight tiles in L2)
 //   producer    warpgroup 0. Per k stage: wait empty_bar[stage]; thread 0 arms
-//               full_bar[stage] with the B bytes and issues two TMA boxes of 128 weight rows;
-//               all 128 threads gather the A rows (x rows through the row list for GEMM1,
+//               full_bar[stage] with the B bytes and issues the TMA box(es) of the 128 weight
+//               rows (gated GEMM1: 64 up rows, then 64 gate rows from the next plane); all 128
+//               threads gather the 256 A rows (x rows through the row list for GEMM1,
 //               intermediate rows for GEMM1's output in GEMM2) with 16-byte cp.async into the
 //               128B-swizzled layout, then cp.async.mbarrier.arrive.noinc on full_bar[stage]
 //               (full_bar counts 128 such arrivals + the arming one + the TMA bytes)
-//   consumers   warpgroups 1 and 2, rows [64c, 64c + 64) of the tile. Per k stage: wait
-//               full_bar[stage]; 4 x wgmma.m64n256k16 from the two descriptors; commit; wait
-//               until at most this group is in flight, then one arrival per warp on the
-//               PREVIOUS stage's empty_bar (8 per phase). A warpgroup whose 64 rows are all
-//               padding (the tile's last rows of an expert) skips its MMAs but keeps the
-//               barrier protocol.
+//   consumers   warpgroups 1 and 2, rows [128c, 128c + 128) of the tile as two m64 blocks.
+//               Per k stage: wait full_bar[stage]; 4 x wgmma.m64n128k16 per live block from
+//               the descriptors; commit; wait until at most this group is in flight, then one
+//               arrival per warp on the PREVIOUS stage's empty_bar (8 per phase). A block whose
+//               64 rows are all padding (past the expert's rows) skips its MMAs; a warpgroup
+//               with none keeps the barrier protocol.
 //   epilogue    straight from the accumulators: GEMM1 pairs up column n (register block n/8)
-//               with its gate (block n/8 + 16), applies the activation, rounds once and writes
+//               with its gate (block n/8 + 8), applies the activation, rounds once and writes
 //               the intermediate at row = position in the row list; GEMM2 writes y[pair, h]
 //               in fp32 (8-byte stores), which the shared finalize sums in slot order.
 //
@@ -44,24 +45,30 @@ namespace mj {
 
 enum class WgGemm : int { gemm1_gated = 0, gemm1, gemm2 };
 
+
 struct WgShape {
     static constexpr int BM = MJ_WGMMA_BM, BN = MJ_WGMMA_BN, BK = MJ_WGMMA_BK;
     static constexpr int kStages = MJ_WGMMA_STAGES;
     static constexpr int kProducerThreads = 128;
     static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
+    static constexpr int kRowsPerConsumer = BM / MJ_WGMMA_CONSUMERS; // 128: two m64 blocks
     static constexpr int kRowBytes = BK * 2;
     static constexpr u32 kABytes = MJ_WGMMA_A_STAGE_BYTES;
     static constexpr u32 kBBytes = MJ_WGMMA_B_STAGE_BYTES;
     static constexpr u32 kStageBytes = MJ_WGMMA_STAGE_BYTES;
-    static constexpr int kRowsPerPass = kProducerThreads / 8; // 16 rows of 8 chunks per pass
-    static constexpr int kLoadsA = BM / kRowsPerPass;         // 8 chunks per producer thread
+    // A gather: 4 lanes per row, each copying chunks c and c + 4 (16 bytes each) of it, so one
+    // warp instruction reads 8 rows x 64 contiguous bytes (whole 32-byte sectors) and a thread
+    // keeps only 8 row indices (16 overflowed the producer's 56 registers)
+    static constexpr int kRowsPerPass = kProducerThreads / 4; // 32 rows per pass
+    static constexpr int kRowsA = BM / kRowsPerPass;          // 8 rows per producer thread
 };
 static_assert(WgShape::BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
-static_assert(WgShape::BM == 64 * MJ_WGMMA_CONSUMERS, "each consumer warpgroup owns 64 rows (wgmma M)");
-static_assert(WgShape::BN == 2 * MJ_WGMMA_TMA_ROWS, "B arrives as two TMA boxes");
+static_assert(WgShape::kRowsPerConsumer == 128, "each consumer warpgroup owns two m64 blocks of rows");
+static_assert(WgShape::BN == 128, "one wgmma.m64n128k16 spans the tile's weight rows");
 static_assert(WgShape::kRowsPerPass % 8 == 0, "a producer thread's rows must keep one swizzle phase");
-static_assert(WgShape::kABytes % 1024 == 0 && WgShape::kStageBytes % 1024 == 0,
-              "every operand must start on the 1024-byte repeat of the 128B swizzle");
+static_assert(WgShape::BK / 8 == 8, "a row is 8 chunks: 4 lanes x 2");
+static_assert(WgShape::kABytes % 1024 == 0 && WgShape::kStageBytes % 1024 == 0 && (WgShape::BN / 2 * 128) % 1024 == 0,
+              "every operand (and the gate half of B) must start on the 1024-byte repeat of the 128B swizzle");
 static_assert(MJ_WGMMA_SMEM >= WgShape::kStages * WgShape::kStageBytes + 1024 + 16 * WgShape::kStages,
               "host and device must agree on shared memory: stages, alignment slack, barriers");
 static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_WGMMA_CONSUMERS <= 65536,
@@ -88,8 +95,6 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     const int K = kGemm2 ? I : H;
     const int N = kGemm2 ? H : I;
     const int n_col = (N + kCols - 1) / kCols;
-    const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
-    const int total = row_tiles * n_col;
     const int k_tiles = (K + S::BK - 1) / S::BK;
 
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -116,12 +121,17 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     if (wg == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
+        // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
+        const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
+        const int total = row_tiles * n_col;
         const int tid = threadIdx.x; // 0..127
-        const int row_in = tid / 8, kc = tid % 8;
+        const int row_in = (tid / 32) * 8 + lane / 4, kc = lane % 4; // chunks kc and kc + 4
         const u32 a_dst0 = static_cast<u32>(row_in * S::kRowBytes + ((kc ^ (row_in % 8)) * 16));
-        const u16 *x = reinterpret_cast<const u16 *>(p.x);
-        const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter);
-        const u16 *safe = kGemm2 ? inter : x; // a valid address for zero-fill copies (never read)
+        const u32 a_dst1 = static_cast<u32>(row_in * S::kRowBytes + (((kc + 4) ^ (row_in % 8)) * 16));
+        // A rows: x rows (GEMM1) or intermediate rows (GEMM2); a_base is also the valid address
+        // the zero-fill copies name (they read nothing)
+        const u16 *a_base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
+        const i64 a_ld = kGemm2 ? I : H;
         int stage = 0;
         u32 phase = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -129,36 +139,38 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
             int col;
             wg_tile_of(p, t, n_col, row_tiles, &rt, &col);
             const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
-            const u16 *src[S::kLoadsA];
+            // the global row each of this thread's rows reads (nullptr: padding, zero-filled)
+            const u16 *src[S::kRowsA];
 #pragma unroll
-            for (int i = 0; i < S::kLoadsA; ++i) {
+            for (int i = 0; i < S::kRowsA; ++i) {
                 const int m = row_in + i * S::kRowsPerPass;
                 if (m >= rt.rows) src[i] = nullptr;
-                else if constexpr (kGemm2) src[i] = inter + static_cast<i64>(rt.row0 + m) * I;
-                else src[i] = x + static_cast<i64>(rows[m] / k) * H; // rows hold pairs t*k + slot
+                else if constexpr (kGemm2) src[i] = a_base + static_cast<i64>(rt.row0 + m) * a_ld;
+                else src[i] = a_base + static_cast<i64>(rows[m] / k) * a_ld; // rows hold pairs t*k + slot
             }
-            // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds
-            const int c1a = col * (kGated ? S::BN / 2 : S::BN);
-            const int c1b = kGated ? c1a : c1a + MJ_WGMMA_TMA_ROWS;
+            // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds;
+            // gated: 64 up rows of plane 2e, then the same 64 columns' gate rows of plane 2e + 1
+            const int c1 = col * kCols;
             const int c2a = kGated ? 2 * rt.expert : rt.expert;
-            const int c2b = kGated ? 2 * rt.expert + 1 : rt.expert;
             for (int kt = 0; kt < k_tiles; ++kt) {
                 mbar_wait(empty_bar(stage), phase ^ 1u);
                 const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
                 const u32 b_stage = a_stage + S::kABytes;
                 if (tid == 0) {
                     mbar_arrive_expect_tx(full_bar(stage), S::kBBytes);
-                    tma_load_3d(b_stage, &tmap, kt * S::BK, c1a, c2a, full_bar(stage));
-                    tma_load_3d(b_stage + MJ_WGMMA_TMA_ROWS * S::kRowBytes, &tmap, kt * S::BK, c1b, c2b,
-                                full_bar(stage));
+                    tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, full_bar(stage));
+                    if constexpr (kGated)
+                        tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1,
+                                    full_bar(stage));
                 }
-                const int kk = kt * S::BK + kc * 8;
-                const bool in_k = kk < K; // K % 8 == 0: a chunk is all in or all out
+                const int kk0 = kt * S::BK + kc * 8, kk1 = kk0 + 32;
+                const bool in_k0 = kk0 < K, in_k1 = kk1 < K; // K % 8 == 0: a chunk is all in or all out
 #pragma unroll
-                for (int i = 0; i < S::kLoadsA; ++i) {
-                    const bool live = in_k && src[i] != nullptr;
-                    cp_async_16(a_stage + a_dst0 + static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes),
-                                live ? src[i] + kk : safe, live ? 16 : 0);
+                for (int i = 0; i < S::kRowsA; ++i) {
+                    const u32 off = static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes);
+                    const bool live0 = in_k0 && src[i] != nullptr, live1 = in_k1 && src[i] != nullptr;
+                    cp_async_16(a_stage + a_dst0 + off, live0 ? src[i] + kk0 : a_base, live0 ? 16 : 0);
+                    cp_async_16(a_stage + a_dst1 + off, live1 ? src[i] + kk1 : a_base, live1 ? 16 : 0);
                 }
                 cp_async_arrive_noinc(full_bar(stage));
                 if (++stage == S::kStages) {
@@ -171,87 +183,112 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     } else {
         // ================================ consumers ================================
         setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
-        const int cw = wg - 1;               // consumer warpgroup: rows [64cw, 64cw + 64)
-        const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16)
-        float acc[128];
+        const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
+        const int total = row_tiles * n_col;
+        const int cw = wg - 1;               // consumer warpgroup: rows [128cw, 128cw + 128)
+        const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16) of a block
+        float acc0[64], acc1[64];            // m64 blocks 0 and 1: rows 128cw + [0, 64), + [64, 128)
 #pragma unroll
-        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
         int stage = 0;
         u32 phase = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             RowTile rt;
             int col;
             wg_tile_of(p, t, n_col, row_tiles, &rt, &col);
-            const bool live = __shfl_sync(0xffffffffu, cw * 64 < rt.rows ? 1 : 0, 0) != 0;
-            int prev = 0;
-            fence_operands(acc);
-            for (int kt = 0; kt < k_tiles; ++kt) {
-                mbar_wait(full_bar(stage), phase);
-                if (live) {
-                    fence_proxy_async(); // A arrived through cp.async (generic proxy)
-                    const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
-                    const u64 da = smem_desc_sw128(a_stage + static_cast<u32>(cw * 64 * S::kRowBytes));
-                    const u64 db = smem_desc_sw128(a_stage + S::kABytes);
-                    wgmma_fence();
+            // live m64 blocks of this warpgroup (0, 1 or 2), warp-uniform through a shuffle
+            const int r0 = cw * S::kRowsPerConsumer;
+            const int blocks = __shfl_sync(0xffffffffu, rt.rows > r0 + 64 ? 2 : rt.rows > r0 ? 1 : 0, 0);
+            // One k loop per count of live blocks, each with a fixed wgmma pattern: a block
+            // count tested inside one loop made ptxas inject warpgroup arrives and waits
+            // (C7519 / C7517) around the conditionally written accumulators.
+            // (called with constants, so each inlined copy folds kLive)
+            auto k_loop = [&](const int kLive) {
+                int prev = 0;
+                fence_operands(acc0);
+                fence_operands(acc1);
+                for (int kt = 0; kt < k_tiles; ++kt) {
+                    mbar_wait(full_bar(stage), phase);
+                    if (kLive > 0) {
+                        fence_proxy_async(); // A arrived through cp.async (generic proxy)
+                        const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
+                        const u64 da0 = smem_desc_sw128(a_stage + static_cast<u32>(r0 * S::kRowBytes));
+                        const u64 da1 = smem_desc_sw128(a_stage + static_cast<u32>((r0 + 64) * S::kRowBytes));
+                        const u64 db = smem_desc_sw128(a_stage + S::kABytes);
+                        wgmma_fence();
 #pragma unroll
-                    for (int ks = 0; ks < S::BK / 16; ++ks) // +32 bytes per k16 = +2 in the >>4 field
-                        wgmma_m64n256k16<D>(acc, da + 2u * ks, db + 2u * ks, (kt | ks) != 0 ? 1u : 0u);
-                    wgmma_commit();
-                    wgmma_wait<1>(); // the previous stage's group is done with its operands
-                    fence_operands(acc);
+                        for (int ks = 0; ks < S::BK / 16; ++ks) { // +32 bytes per k16 = +2 in the >>4 field
+                            const u32 acc_in = (kt | ks) != 0 ? 1u : 0u;
+                            wgmma_m64n128k16<D>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
+                            if (kLive == 2) wgmma_m64n128k16<D>(acc1, da1 + 2u * ks, db + 2u * ks, acc_in);
+                        }
+                        wgmma_commit();
+                        wgmma_wait<1>(); // the previous stage's group is done with its operands
+                        fence_operands(acc0);
+                        fence_operands(acc1);
+                    }
+                    if (kt > 0 && lane == 0) mbar_arrive(empty_bar(prev));
+                    prev = stage;
+                    if (++stage == S::kStages) {
+                        stage = 0;
+                        phase ^= 1u;
+                    }
                 }
-                if (kt > 0 && lane == 0) mbar_arrive(empty_bar(prev));
-                prev = stage;
-                if (++stage == S::kStages) {
-                    stage = 0;
-                    phase ^= 1u;
-                }
-            }
-            wgmma_wait<0>(); // also where !live (nothing pending): ptxas then sees the wait
-            fence_operands(acc);
-            if (lane == 0) mbar_arrive(empty_bar(prev));
-            if (!live) continue;
+                wgmma_wait<0>(); // also where no block is live (nothing pending): ptxas then sees the wait
+                fence_operands(acc0);
+                fence_operands(acc1);
+                if (lane == 0) mbar_arrive(empty_bar(prev));
+            };
+            if (blocks == 2) k_loop(2);
+            else if (blocks == 1) k_loop(1);
+            else k_loop(0);
+            if (blocks == 0) continue;
 
             // ---- epilogue ----
-            const int m_lo = cw * 64 + wq * 16 + lane / 4; // rows m_lo and m_lo + 8
-            const int c_in = 2 * (lane % 4);               // column pair inside each 8-column block
+            const int c_in = 2 * (lane % 4); // column pair inside each 8-column block
+            // block b's accumulators by reference (a pointer picking acc0 or acc1 would put them
+            // in local memory)
+            auto store_block = [&](const float(&acc)[64], int b) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = m_lo + 8 * h;
-                if (m >= rt.rows) continue;
-                if constexpr (kGemm2) {
-                    const int pair = reinterpret_cast<const int *>(p.ws_rows)[rt.row0 + m];
-                    float *dst = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(pair) * H;
-                    const int h0 = col * S::BN;
+                for (int h = 0; h < 2; ++h) {
+                    const int m = r0 + 64 * b + wq * 16 + lane / 4 + 8 * h;
+                    if (m >= rt.rows) continue;
+                    if constexpr (kGemm2) {
+                        const int pair = reinterpret_cast<const int *>(p.ws_rows)[rt.row0 + m];
+                        float *dst = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(pair) * H;
+                        const int h0 = col * S::BN;
 #pragma unroll
-                    for (int j = 0; j < S::BN / 8; ++j) {
-                        const int c = h0 + 8 * j + c_in;
-                        if (c >= H) continue; // H % 8 == 0: both columns in or both out
-                        Float2 v;
-                        v.v[0] = acc[4 * j + 2 * h];
-                        v.v[1] = acc[4 * j + 2 * h + 1];
-                        *reinterpret_cast<Float2 *>(dst + c) = v;
-                    }
-                } else {
-                    u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
-                    const int j0 = col * kCols;
-#pragma unroll
-                    for (int j = 0; j < kCols / 8; ++j) {
-                        const int c = j0 + 8 * j + c_in;
-                        if (c >= I) continue; // I % 8 == 0
-                        float v0, v1;
-                        if constexpr (kGated) {
-                            // up column c: register block j; its gate: block j + 16 (B rows 128..255)
-                            v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[64 + 4 * j + 2 * h], act);
-                            v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[64 + 4 * j + 2 * h + 1], act);
-                        } else {
-                            v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
-                            v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
+                        for (int j = 0; j < S::BN / 8; ++j) {
+                            const int c = h0 + 8 * j + c_in;
+                            if (c >= H) continue; // H % 8 == 0: both columns in or both out
+                            Float2 v;
+                            v.v[0] = acc[4 * j + 2 * h];
+                            v.v[1] = acc[4 * j + 2 * h + 1];
+                            *reinterpret_cast<Float2 *>(dst + c) = v;
                         }
-                        *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
+                    } else {
+                        u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
+                        const int j0 = col * kCols;
+#pragma unroll
+                        for (int j = 0; j < kCols / 8; ++j) {
+                            const int c = j0 + 8 * j + c_in;
+                            if (c >= I) continue; // I % 8 == 0
+                            float v0, v1;
+                            if constexpr (kGated) {
+                                // up column c: register block j; its gate: block j + 8 (B rows 64..127)
+                                v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[32 + 4 * j + 2 * h], act);
+                                v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[32 + 4 * j + 2 * h + 1], act);
+                            } else {
+                                v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
+                                v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
+                            }
+                            *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
+                        }
                     }
                 }
-            }
+            };
+            store_block(acc0, 0);
+            if (blocks == 2) store_block(acc1, 1);
         }
     }
 }

@@ -5,7 +5,7 @@
 // GEMMs with swapped operands, the fused routing kernel) are the mma stages unchanged:
 //
 //   mj_route                 grid ceil(T/8) x 256
-//   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (= MJ_WGMMA_BM)
+//   mj_expert_offsets        grid 1 x 512             row tiles of 256 tokens (= MJ_WGMMA_BM)
 //   mj_scatter               grid ceil(T·k/256) x 256
 //   mj_gemm1_act             grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W1 tensor map)
 //   mj_gemm2                 grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W2 tensor map)
@@ -17,6 +17,7 @@
 #pragma once
 
 #include "common/wgmma_params.h"
+#define MJ_TC_LARGE_BM MJ_WGMMA_BM /* mj_expert_offsets tiles rows for this layer's large GEMMs */
 #include "tc_layer_stages.cuh"
 #include "wgmma_gemm.cuh"
 
@@ -27,7 +28,6 @@
 namespace mj {
 namespace tc_layer {
 
-static_assert(MJ_WGMMA_BM == MJ_MMA_LARGE_BM, "mj_expert_offsets tiles rows for the large GEMMs");
 constexpr WgGemm kGemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 
 } // namespace tc_layer
