@@ -30,6 +30,9 @@ typedef struct mj_mma_flavour {
     int sm90a_only;           /* refuse every arch but sm_90a (wgmma.mma_async, setmaxnreg) */
     const char *tile_note;    /* the comment after "// tile=<tile>: " */
     const char *layer_header; /* the template included last, e.g. "mma_layer.cuh" */
+    const char *const *kernel_names; /* the layer's kernels, in launch-table order */
+    int n_kernels;
+    int has_tall;             /* the tile=tall path exists (wgmma) */
 } mj_mma_flavour;
 
 /* mj_emit_mma's contract and refusals for the flavour's backend (and arch, if sm90a_only). */

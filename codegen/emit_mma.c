@@ -74,9 +74,10 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
                        MJ_SIMT_MAX_DIM, s->inter);
     moejit_status st = mj_emit_check_pinned_routing(s);
     if (st != MOEJIT_OK) return st;
-    if (mj_mma_path_of(s->tile) < 0)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be, MJ_MMA_TILE_NAMES,
-                       s->tile);
+    const int path = mj_mma_path_of(s->tile);
+    if (path < 0 || (path == MJ_MMA_PATH_TALL && !f->has_tall))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
+                       f->has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
     return MOEJIT_OK;
 }
 
@@ -93,7 +94,7 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     if (st != MOEJIT_OK) return st;
 
     mj_buf b = MJ_BUF_INIT;
-    mj_emit_header(&b, canonical, be, "// kernels, in launch-table order:", kernel_names, MJ_MMA_NUM_KERNELS);
+    mj_emit_header(&b, canonical, be, "// kernels, in launch-table order:", f->kernel_names, f->n_kernels);
     mj_emit_dtypes(&b, spec, "// element type of x, W1, W2, the intermediate and out\n");
     mj_emit_activation(&b, &spec->act, 0);
     /* no grouping comment: route.cuh's group-limited selection is off for every routing the
@@ -103,13 +104,17 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);
-    return mj_emit_finish(&b, f->layer_header, who, kernel_names, MJ_MMA_NUM_KERNELS, out);
+    return mj_emit_finish(&b, f->layer_header, who, f->kernel_names, f->n_kernels, out);
 }
 
 moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out)
 {
-    static const mj_mma_flavour mma = {MJ_BACKEND_MMA, 0,
+    static const mj_mma_flavour mma = {MJ_BACKEND_MMA,
+                                       0,
                                        "both GEMM paths are compiled; the launcher picks per forward",
-                                       "mma_layer.cuh"};
+                                       "mma_layer.cuh",
+                                       kernel_names,
+                                       MJ_MMA_NUM_KERNELS,
+                                       0};
     return mj_emit_mma_flavour(spec, &mma, out);
 }

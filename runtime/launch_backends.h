@@ -21,8 +21,8 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                     const moejit_moe_args *args, void *workspace,
                                     size_t workspace_bytes, CUstream stream);
-/* The GEMM path a forward of args takes (MJ_MMA_PATH_LARGE or MJ_MMA_PATH_SMALL of
- * templates/common/mma_params.h): the spec's tile=large|small, else the tuning table's
+/* The GEMM path a forward of args takes (MJ_MMA_PATH_LARGE, _SMALL or, for wgmma, _TALL of
+ * templates/common/mma_params.h): the spec's tile=large|small|tall, else the tuning table's
  * entry for the shape and T (tune_table.h), else the heuristic. For
  * benchmarks and tests; the shape must be valid. */
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
@@ -34,8 +34,8 @@ moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moej
 moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                       const moejit_moe_args *args, void *workspace,
                                       size_t workspace_bytes, CUstream stream);
-/* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels) or MJ_MMA_PATH_LARGE (the
- * warpgroup-MMA GEMMs). */
+/* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels), MJ_MMA_PATH_LARGE or
+ * MJ_MMA_PATH_TALL (the warpgroup-MMA GEMMs in 128 x 256 or 256 x 128 tiles). */
 int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* ---- the steps mma and wgmma share (launch_mma.c), for launch_wgmma.c ---------------------- */
@@ -46,13 +46,14 @@ typedef struct mj_mma_launcher {
     int sm90a_only;          /* refuse every arch but sm_90a */
     int large_bm;            /* token rows per tile of the large path (the small path's is mma's) */
     const char *weights_why; /* why w1 and w2 must be 16-byte aligned */
+    int has_tall;            /* the tall prefill path exists (wgmma: common/wgmma_params.h) */
 } mj_mma_launcher;
 
 /* A checked forward with T > 0: its shape, its path, and the parameter block every kernel
  * receives (the GEMMs may take more). */
 typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local, max_tiles;
-    int gated, small;
+    int gated, small, tall; /* path: small (decode), tall (wgmma), else large */
     int programmatic; /* arch >= sm_90: kernels after the first use programmatic dependent launch */
     mj_layer_params p;
 } mj_mma_forward;

@@ -37,13 +37,14 @@
 
 #include "common/mma_params.h"
 #include "common/params.h"
+#include "common/wgmma_params.h"
 #include "launch.h"
 #include "launch_backends.h"
 #include "launch_common.h"
 #include "status.h"
 #include "tune_table.h"
 
-static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads"};
+static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads", 0};
 
 static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spec)
 {
@@ -54,9 +55,10 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (l->sm90a_only && spec->arch != MJ_ARCH_SM90A)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "arch: backend %s runs on sm_90a only; got %s", be,
                        (unsigned)spec->arch < MJ_ARCH_COUNT ? mj_arch_names[spec->arch] : "?");
-    if (mj_mma_path_of(spec->tile) < 0)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be, MJ_MMA_TILE_NAMES,
-                       spec->tile);
+    const int path = mj_mma_path_of(spec->tile);
+    if (path < 0 || (path == MJ_MMA_PATH_TALL && !l->has_tall))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
+                       l->has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -88,10 +90,14 @@ int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
         int tuned = mj_tune_path(spec, args);
         if (tuned != MJ_MMA_PATH_AUTO) return tuned;
     }
-    int64_t pairs = args->num_tokens * args->topk;
-    return mj_mma_use_small(pairs, (int)mj_launch_local_experts(args), forced < 0 ? MJ_MMA_PATH_AUTO : forced)
-               ? MJ_MMA_PATH_SMALL
-               : MJ_MMA_PATH_LARGE;
+    if (forced == MJ_MMA_PATH_TALL) return MJ_MMA_PATH_TALL;
+    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
+    if (mj_mma_use_small(pairs, (int)e_local, forced < 0 ? MJ_MMA_PATH_AUTO : forced)) return MJ_MMA_PATH_SMALL;
+    /* the wgmma layer's tall tiles once an expert has enough rows (common/wgmma_params.h) */
+    if (forced == MJ_MMA_PATH_AUTO && spec->backend == MJ_BACKEND_WGMMA &&
+        pairs >= (int64_t)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local)
+        return MJ_MMA_PATH_TALL;
+    return MJ_MMA_PATH_LARGE;
 }
 
 /* Tensors a bf16/fp16 mma-family layer cannot honour: refusing beats silently ignoring them. */
@@ -165,20 +171,26 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     mj_launch_layout(spec, args, 0, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
-    if (m->n_kernels < MJ_MMA_NUM_KERNELS)
+    const int n_kernels = l->has_tall ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
+    if (m->n_kernels < n_kernels)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
-                       mj_backend_names[l->backend], MJ_MMA_NUM_KERNELS);
+                       mj_backend_names[l->backend], n_kernels);
 
     f->T = args->num_tokens, f->pairs = f->T * args->topk;
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
-    f->small = mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL;
+    const int path = mj_launch_mma_path(spec, args);
+    if (path == MJ_MMA_PATH_TALL && !l->has_tall) /* a tuning table entry for another backend */
+        return mj_fail(MOEJIT_ERR_INTERNAL, "tile: the %s layer has no tall path", mj_backend_names[l->backend]);
+    f->small = path == MJ_MMA_PATH_SMALL;
+    f->tall = path == MJ_MMA_PATH_TALL;
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     int pdl = 0;
     st = mj_launch_pdl_allowed(&pdl);
     if (st != MOEJIT_OK) return st;
     f->programmatic = pdl && spec->arch >= MJ_ARCH_SM90A;
-    f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : l->large_bm, (int)f->e_local);
+    f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : f->tall ? MJ_WGMMA_TALL_BM : l->large_bm,
+                                     (int)f->e_local);
     mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
     return MOEJIT_OK;
 }
@@ -199,9 +211,12 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* The GEMMs take more than 48 KiB of dynamic shared memory, which needs the opt-in
      * attribute on this device; setting it is idempotent and not a stream operation, so it
      * is legal while a graph is being captured. */
-    const int small = f->small;
-    const int gemms[2] = {small ? MJ_MMA_K_GEMM1_ACT_SMALL : MJ_MMA_K_GEMM1_ACT,
-                          small ? MJ_MMA_K_GEMM2_SMALL : MJ_MMA_K_GEMM2};
+    const int small = f->small, tall = f->tall;
+    const int gemms[2] = {small ? MJ_MMA_K_GEMM1_ACT_SMALL : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL : MJ_MMA_K_GEMM1_ACT,
+                          small ? MJ_MMA_K_GEMM2_SMALL : tall ? MJ_WGMMA_K_GEMM2_TALL : MJ_MMA_K_GEMM2};
+    const int offsets = small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
+                        : tall ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
+                               : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
     for (int i = 0; i < 2; i++) {
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g->smem,
@@ -219,7 +234,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     void *params[] = {&f->p};
     const launch_cfg seq[6] = {
         {MJ_MMA_K_ROUTE, ceil_div(f->T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
-        {small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL : MJ_MMA_K_EXPERT_OFFSETS, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
+        {offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
         {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SIMT_SCATTER_THREADS), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
         {gemms[1], g->g2, 1, g->threads, (unsigned)g->smem, g->params2 ? g->params2 : params},
@@ -227,7 +242,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
          params},
     };
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
-    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
+    static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     const int first = fused ? 2 : 0;
     for (int i = first; i < 6; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];

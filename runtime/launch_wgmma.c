@@ -15,8 +15,9 @@
  *   inter        dtype [P, I]          activation output, row = position in the row list
  *   y            fp32  [P, H]          GEMM2 output, row = pair index
  *
- * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x 128 rows x 1 (gated W1:
- * x 64 rows, the up and the gate half of a tile), out of bounds read as zeros), encoded on the host at every forward: that is host work only, so a
+ * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x BN rows x 1 for the
+ * path's tile (BN 256 large, 128 tall; gated W1: BN/2 rows, the up and the gate half of a
+ * tile), out of bounds read as zeros), encoded on the host at every forward: that is host work only, so a
  * forward still allocates nothing, never synchronises, and can be captured in a CUDA graph
  * (the maps travel inside the captured launches' parameters):
  *
@@ -40,7 +41,7 @@
 #include "status.h"
 
 static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, MJ_WGMMA_BM,
-                                               "TMA tensor maps and 16-byte cp.async loads"};
+                                               "TMA tensor maps and 16-byte cp.async loads", 1};
 
 moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                              size_t *bytes)
@@ -85,6 +86,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
     const int gated = f.gated, small = f.small;
+    const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN; /* weight rows per tile */
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);
@@ -103,9 +105,9 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuDeviceGetAttribute(multiprocessor count)");
         if (sms < 1)
             return mj_fail(MOEJIT_ERR_CUDA, "cuDeviceGetAttribute(multiprocessor count): reported %d", sms);
-        const int64_t cols1 = gated ? MJ_WGMMA_BN / 2 : MJ_WGMMA_BN;
+        const int64_t cols1 = gated ? bn / 2 : bn;
         g1 = ceil_div(I, cols1) * max_tiles;
-        g2 = ceil_div(H, MJ_WGMMA_BN) * max_tiles;
+        g2 = ceil_div(H, bn) * max_tiles;
         if (g1 > INT32_MAX || g2 > INT32_MAX)
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                            "args.num_tokens: %lld tokens make %lld tiles; the wgmma layer indexes at most %d "
@@ -122,13 +124,13 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     memset(&w1_map, 0, sizeof w1_map);
     memset(&w2_map, 0, sizeof w2_map);
     if (!small) {
-        /* a tile's 128 weight rows: gated, 64 up rows and the same columns' 64 gate rows */
-        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, MJ_WGMMA_BN / 2,
-                                "cuTensorMapEncodeTiled(w1)")
-                   : encode_map(d, spec, &w1_map, args->w1, H, I, I, e_local, MJ_WGMMA_BN,
-                                "cuTensorMapEncodeTiled(w1)");
+        /* a tile's bn weight rows in one box; gated: bn/2 up rows, then a box of the same
+         * columns' bn/2 gate rows */
+        const unsigned box = (unsigned)bn;
+        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, box / 2, "cuTensorMapEncodeTiled(w1)")
+                   : encode_map(d, spec, &w1_map, args->w1, H, I, I, e_local, box, "cuTensorMapEncodeTiled(w1)");
         if (st == MOEJIT_OK)
-            st = encode_map(d, spec, &w2_map, args->w2, I, H, H, e_local, MJ_WGMMA_BN, "cuTensorMapEncodeTiled(w2)");
+            st = encode_map(d, spec, &w2_map, args->w2, I, H, H, e_local, box, "cuTensorMapEncodeTiled(w2)");
         if (st != MOEJIT_OK) return st;
     }
 

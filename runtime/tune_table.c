@@ -19,7 +19,7 @@
 /* A table file is a few kilobytes; anything far larger is not one. */
 #define MAX_FILE_BYTES (16u << 20)
 
-static const char *const path_names[] = {"auto", "large", "small"};
+static const char *const path_names[] = {"auto", "large", "small", "tall"};
 
 /* ---- parsing -------------------------------------------------------------------------------- */
 
@@ -91,8 +91,11 @@ static moejit_status parse_entry(const cJSON *o, int idx, mj_tune_entry *e)
     e->key.dtype = (mj_dtype)i;
     if ((st = get_count(o, idx, "max_tokens", INT32_MAX, &e->max_tokens))) return st;
     if ((st = get_string(o, idx, "path", &s))) return st;
-    if ((i = name_index(path_names, 3, s)) != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "entries[%d].path: \"%s\"; allowed: large, small", idx, s);
+    const int wgmma = e->key.backend == MJ_BACKEND_WGMMA;
+    i = name_index(path_names, 4, s);
+    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(wgmma && i == MJ_MMA_PATH_TALL))
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "entries[%d].path: \"%s\"; allowed for %s: %s", idx, s,
+                       mj_backend_names[e->key.backend], wgmma ? "large, small, tall" : "large, small");
     e->path = i;
     return MOEJIT_OK;
 }

@@ -1,27 +1,27 @@
-// This file contains the large-batch GEMMs of the `wgmma` backend (sm_90a): GEMM1 with the
-// activation in its epilogue, and GEMM2, as ONE persistent warp-specialized kernel body
-// (common/wgmma_params.h has the shape):
+// This file contains the prefill GEMMs of the `wgmma` backend (sm_90a): GEMM1 with the
+// activation in its epilogue, and GEMM2, as ONE persistent warp-specialized kernel body,
+// templated on the tile shape (common/wgmma_params.h: large 128 x 256, tall 256 x 128):
 //
-//   schedule    tile t = blockIdx.x, + gridDim.x, ... over row tiles (128 rows of one expert's
+//   schedule    tile t = blockIdx.x, + gridDim.x, ... over row tiles (BM rows of one expert's
 //               row list) x column tiles, in grouped raster order (raster_grouped: 8 row tiles
 //               fastest, so the CTAs resident together share weight tiles in L2)
 //   producer    warpgroup 0. Per k stage: wait empty_bar[stage]; thread 0 arms
-//               full_bar[stage] with the B bytes and issues the TMA box(es) of the 128 weight
-//               rows (gated GEMM1: 64 up rows, then 64 gate rows from the next plane); all 128
-//               threads gather the 256 A rows (x rows through the row list for GEMM1,
-//               intermediate rows for GEMM1's output in GEMM2) with 16-byte cp.async into the
+//               full_bar[stage] with the B bytes and issues the TMA box of the BN weight rows
+//               (gated GEMM1: BN/2 up rows, then the same columns' BN/2 gate rows from the
+//               next plane); all 128 threads gather the BM A rows (x rows through the row list
+//               for GEMM1, intermediate rows in GEMM2) with 16-byte cp.async into the
 //               128B-swizzled layout, then cp.async.mbarrier.arrive.noinc on full_bar[stage]
 //               (full_bar counts 128 such arrivals + the arming one + the TMA bytes)
-//   consumers   warpgroups 1 and 2, rows [128c, 128c + 128) of the tile as two m64 blocks.
-//               Per k stage: wait full_bar[stage]; 4 x wgmma.m64n128k16 per live block from
-//               the descriptors; commit; wait until at most this group is in flight, then one
-//               arrival per warp on the PREVIOUS stage's empty_bar (8 per phase). A block whose
-//               64 rows are all padding (past the expert's rows) skips its MMAs; a warpgroup
-//               with none keeps the barrier protocol.
+//   consumers   warpgroups 1 and 2, rows [c·BM/2, (c+1)·BM/2) of the tile as BM/128 m64
+//               blocks. Per k stage: wait full_bar[stage]; 4 x wgmma.m64nBNk16 per live block;
+//               commit; wait until at most this group is in flight, then one arrival per warp
+//               on the PREVIOUS stage's empty_bar (8 per phase). A block whose 64 rows are all
+//               padding (past the expert's rows) skips its MMAs; a warpgroup with none keeps
+//               the barrier protocol.
 //   epilogue    straight from the accumulators: GEMM1 pairs up column n (register block n/8)
-//               with its gate (block n/8 + 8), applies the activation, rounds once and writes
-//               the intermediate at row = position in the row list; GEMM2 writes y[pair, h]
-//               in fp32 (8-byte stores), which the shared finalize sums in slot order.
+//               with its gate (block n/8 + BN/16), applies the activation, rounds once and
+//               writes the intermediate at row = position in the row list; GEMM2 writes
+//               y[pair, h] in fp32 (8-byte stores), which the shared finalize sums in order.
 //
 // The stage index and its phase bit run on across tiles, so the producer fills the next
 // tile's stages while the consumers finish the current one.
@@ -46,49 +46,58 @@ namespace mj {
 enum class WgGemm : int { gemm1_gated = 0, gemm1, gemm2 };
 
 
+template <int kBM, int kBN>
 struct WgShape {
-    static constexpr int BM = MJ_WGMMA_BM, BN = MJ_WGMMA_BN, BK = MJ_WGMMA_BK;
+    static constexpr int BM = kBM, BN = kBN, BK = MJ_WGMMA_BK;
     static constexpr int kStages = MJ_WGMMA_STAGES;
     static constexpr int kProducerThreads = 128;
     static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
-    static constexpr int kRowsPerConsumer = BM / MJ_WGMMA_CONSUMERS; // 128: two m64 blocks
+    static constexpr int kRowsPerConsumer = BM / MJ_WGMMA_CONSUMERS;
+    static constexpr int kBlocks = kRowsPerConsumer / 64; // m64 blocks per consumer
     static constexpr int kRowBytes = BK * 2;
-    static constexpr u32 kABytes = MJ_WGMMA_A_STAGE_BYTES;
-    static constexpr u32 kBBytes = MJ_WGMMA_B_STAGE_BYTES;
-    static constexpr u32 kStageBytes = MJ_WGMMA_STAGE_BYTES;
+    static constexpr u32 kABytes = BM * kRowBytes;
+    static constexpr u32 kBBytes = BN * kRowBytes;
+    static constexpr u32 kStageBytes = kABytes + kBBytes;
     // A gather: 4 lanes per row, each copying chunks c and c + 4 (16 bytes each) of it, so one
     // warp instruction reads 8 rows x 64 contiguous bytes (whole 32-byte sectors) and a thread
-    // keeps only 8 row indices (16 overflowed the producer's 56 registers)
+    // keeps BM/32 row pointers (one chunk per thread and row needed twice as many, which
+    // overflowed the producer's 56 registers at BM = 256)
     static constexpr int kRowsPerPass = kProducerThreads / 4; // 32 rows per pass
-    static constexpr int kRowsA = BM / kRowsPerPass;          // 8 rows per producer thread
+    static constexpr int kRowsA = BM / kRowsPerPass;          // rows per producer thread
+
+    static_assert(BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
+    static_assert(BK / 8 == 8, "a row is 8 chunks: 4 lanes x 2");
+    static_assert(kBlocks == 1 || kBlocks == 2, "a consumer owns one or two m64 blocks of rows");
+    static_assert(BN == 128 || BN == 256, "one wgmma.m64n128k16 or m64n256k16 spans the weight rows");
+    static_assert(kBlocks * BN / 2 == 128, "a consumer holds 128 fp32 accumulators");
+    static_assert(kRowsPerPass % 8 == 0, "a producer thread's rows must keep one swizzle phase");
+    static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0 && (BN / 2 * kRowBytes) % 1024 == 0,
+                  "every operand (and the gate half of B) must start on the 1024-byte repeat of the swizzle");
+    static_assert(kStageBytes == MJ_WGMMA_STAGE_BYTES, "both shapes share one stage size");
+    static_assert(MJ_WGMMA_SMEM >= kStages * kStageBytes + 1024 + 16 * kStages,
+                  "host and device must agree on shared memory: stages, alignment slack, barriers");
 };
-static_assert(WgShape::BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
-static_assert(WgShape::kRowsPerConsumer == 128, "each consumer warpgroup owns two m64 blocks of rows");
-static_assert(WgShape::BN == 128, "one wgmma.m64n128k16 spans the tile's weight rows");
-static_assert(WgShape::kRowsPerPass % 8 == 0, "a producer thread's rows must keep one swizzle phase");
-static_assert(WgShape::BK / 8 == 8, "a row is 8 chunks: 4 lanes x 2");
-static_assert(WgShape::kABytes % 1024 == 0 && WgShape::kStageBytes % 1024 == 0 && (WgShape::BN / 2 * 128) % 1024 == 0,
-              "every operand (and the gate half of B) must start on the 1024-byte repeat of the 128B swizzle");
-static_assert(MJ_WGMMA_SMEM >= WgShape::kStages * WgShape::kStageBytes + 1024 + 16 * WgShape::kStages,
-              "host and device must agree on shared memory: stages, alignment slack, barriers");
 static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_WGMMA_CONSUMERS <= 65536,
               "the warpgroups' register budgets must fit the SM's 64K registers");
+using WgLarge = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN>;
+using WgTall = WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN>;
 
 // Tile t of the persistent schedule -> its rows (expert, first position, count) and column tile.
+template <int kBM>
 __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int n_col, int row_tiles,
                                            RowTile *rows, int *col)
 {
     int row_tile;
     raster_grouped(t, n_col, row_tiles, &row_tile, col);
-    find_row_tile<WgShape::BM>(p, row_tile, rows); // true: row_tile < row_tiles
+    find_row_tile<kBM>(p, row_tile, rows); // true: row_tile < row_tiles
 }
 
-// The body of mj_gemm1_act (kKind gemm1_gated / gemm1) and mj_gemm2 (gemm2).
-template <Dtype D, WgGemm kKind, int kAct>
+// The body of mj_gemm1_act[_tall] (kKind gemm1_gated / gemm1) and mj_gemm2[_tall] (gemm2), S
+// one of WgLarge, WgTall.
+template <class S, Dtype D, WgGemm kKind, int kAct>
 __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDesc &tmap, const ActParams &act,
                                            int H, int I, int k, unsigned char *smem_raw)
 {
-    using S = WgShape;
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
@@ -137,7 +146,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             RowTile rt;
             int col;
-            wg_tile_of(p, t, n_col, row_tiles, &rt, &col);
+            wg_tile_of<S::BM>(p, t, n_col, row_tiles, &rt, &col);
             const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
             // the global row each of this thread's rows reads (nullptr: padding, zero-filled)
             const u16 *src[S::kRowsA];
@@ -185,31 +194,37 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
         const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
         const int total = row_tiles * n_col;
-        const int cw = wg - 1;               // consumer warpgroup: rows [128cw, 128cw + 128)
+        const int cw = wg - 1;               // consumer warpgroup: rows [cw·BM/2, (cw+1)·BM/2)
         const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16) of a block
-        float acc0[64], acc1[64];            // m64 blocks 0 and 1: rows 128cw + [0, 64), + [64, 128)
+        constexpr int kAcc = S::BN / 2;      // fp32 accumulators of one m64 x BN block per thread
+        float acc0[kAcc];                    // block 0: rows c·BM/2 + [0, 64)
+        float acc1[S::kBlocks == 2 ? kAcc : 1]; // block 1 (tall): + [64, 128)
 #pragma unroll
-        for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
+        for (int i = 0; i < kAcc; ++i) acc0[i] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < (S::kBlocks == 2 ? kAcc : 1); ++i) acc1[i] = 0.0f;
         int stage = 0;
         u32 phase = 0;
         for (int t = blockIdx.x; t < total; t += gridDim.x) {
             RowTile rt;
             int col;
-            wg_tile_of(p, t, n_col, row_tiles, &rt, &col);
+            wg_tile_of<S::BM>(p, t, n_col, row_tiles, &rt, &col);
             // live m64 blocks of this warpgroup (0, 1 or 2), warp-uniform through a shuffle
             const int r0 = cw * S::kRowsPerConsumer;
-            const int blocks = __shfl_sync(0xffffffffu, rt.rows > r0 + 64 ? 2 : rt.rows > r0 ? 1 : 0, 0);
-            // One k loop per count of live blocks, each with a fixed wgmma pattern: a block
-            // count tested inside one loop made ptxas inject warpgroup arrives and waits
-            // (C7519 / C7517) around the conditionally written accumulators.
-            // (called with constants, so each inlined copy folds kLive)
-            auto k_loop = [&](const int kLive) {
+            const int blocks = __shfl_sync(
+                0xffffffffu, S::kBlocks == 2 && rt.rows > r0 + 64 ? 2 : rt.rows > r0 ? 1 : 0, 0);
+            // The k loop, inlined once per wgmma pattern: `two` (both blocks; a constant at each
+            // call, so each copy folds it) and `live` (block 0 at all; a warpgroup with no rows
+            // keeps only the barrier protocol). One loop testing the block count made ptxas
+            // inject warpgroup arrives and waits (C7519 / C7517) around the conditionally
+            // written second accumulator.
+            auto k_loop = [&](const bool live, const bool two) {
                 int prev = 0;
                 fence_operands(acc0);
-                fence_operands(acc1);
+                if (two) fence_operands(acc1); // else dead here: its 64 registers are free
                 for (int kt = 0; kt < k_tiles; ++kt) {
                     mbar_wait(full_bar(stage), phase);
-                    if (kLive > 0) {
+                    if (live) {
                         fence_proxy_async(); // A arrived through cp.async (generic proxy)
                         const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
                         const u64 da0 = smem_desc_sw128(a_stage + static_cast<u32>(r0 * S::kRowBytes));
@@ -219,13 +234,15 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
 #pragma unroll
                         for (int ks = 0; ks < S::BK / 16; ++ks) { // +32 bytes per k16 = +2 in the >>4 field
                             const u32 acc_in = (kt | ks) != 0 ? 1u : 0u;
-                            wgmma_m64n128k16<D>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
-                            if (kLive == 2) wgmma_m64n128k16<D>(acc1, da1 + 2u * ks, db + 2u * ks, acc_in);
+                            wgmma_m64nNk16<D, S::BN>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
+                            if constexpr (S::kBlocks == 2) {
+                                if (two) wgmma_m64nNk16<D, S::BN>(acc1, da1 + 2u * ks, db + 2u * ks, acc_in);
+                            }
                         }
                         wgmma_commit();
                         wgmma_wait<1>(); // the previous stage's group is done with its operands
                         fence_operands(acc0);
-                        fence_operands(acc1);
+                        if (two) fence_operands(acc1); // else dead here: its 64 registers are free
                     }
                     if (kt > 0 && lane == 0) mbar_arrive(empty_bar(prev));
                     prev = stage;
@@ -236,19 +253,18 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                 }
                 wgmma_wait<0>(); // also where no block is live (nothing pending): ptxas then sees the wait
                 fence_operands(acc0);
-                fence_operands(acc1);
+                if (two) fence_operands(acc1); // else dead here: its 64 registers are free
                 if (lane == 0) mbar_arrive(empty_bar(prev));
             };
-            if (blocks == 2) k_loop(2);
-            else if (blocks == 1) k_loop(1);
-            else k_loop(0);
+            if (S::kBlocks == 2 && blocks == 2) k_loop(true, true);
+            else k_loop(blocks > 0, false);
             if (blocks == 0) continue;
 
             // ---- epilogue ----
             const int c_in = 2 * (lane % 4); // column pair inside each 8-column block
             // block b's accumulators by reference (a pointer picking acc0 or acc1 would put them
             // in local memory)
-            auto store_block = [&](const float(&acc)[64], int b) {
+            auto store_block = [&](const float(&acc)[kAcc], int b) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int m = r0 + 64 * b + wq * 16 + lane / 4 + 8 * h;
@@ -275,9 +291,10 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                             if (c >= I) continue; // I % 8 == 0
                             float v0, v1;
                             if constexpr (kGated) {
-                                // up column c: register block j; its gate: block j + 8 (B rows 64..127)
-                                v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[32 + 4 * j + 2 * h], act);
-                                v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[32 + 4 * j + 2 * h + 1], act);
+                                // up column c: register block j; its gate: block j + BN/16 (B rows BN/2..)
+                                constexpr int g = S::BN / 4;
+                                v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h], act);
+                                v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[g + 4 * j + 2 * h + 1], act);
                             } else {
                                 v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
                                 v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
@@ -288,7 +305,9 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                 }
             };
             store_block(acc0, 0);
-            if (blocks == 2) store_block(acc1, 1);
+            if constexpr (S::kBlocks == 2) {
+                if (blocks == 2) store_block(acc1, 1);
+            }
         }
     }
 }

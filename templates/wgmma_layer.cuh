@@ -1,16 +1,20 @@
 // This file contains the extern "C" entry kernels of the `wgmma` layer (sm_90a), in the
-// order of the mma kernel table (common/mma_params.h): the wgmma layer IS the mma layer with
-// its two large-batch GEMMs replaced by the persistent warp-specialized warpgroup-MMA kernel
-// of wgmma_gemm.cuh. Route, offsets, scatter, finalize and the whole decode path (small-tile
+// order of the mma kernel table (common/mma_params.h) and then the tall path's three
+// (common/wgmma_params.h): the wgmma layer IS the mma layer with its two large-batch GEMMs
+// replaced by the persistent warp-specialized warpgroup-MMA kernel of wgmma_gemm.cuh, in two
+// tile shapes. Route, offsets, scatter, finalize and the whole decode path (small-tile
 // GEMMs with swapped operands, the fused routing kernel) are the mma stages unchanged:
 //
 //   mj_route                 grid ceil(T/8) x 256
-//   mj_expert_offsets        grid 1 x 512             row tiles of 256 tokens (= MJ_WGMMA_BM)
+//   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (= MJ_WGMMA_BM)
 //   mj_scatter               grid ceil(T·k/256) x 256
 //   mj_gemm1_act             grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W1 tensor map)
 //   mj_gemm2                 grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W2 tensor map)
 //   mj_finalize              grid (T, H/512) x 128
 //   mj_expert_offsets_small, mj_gemm1_act_small, mj_gemm2_small, mj_route_fused_small: mma's
+//   mj_expert_offsets_tall   grid 1 x 512             row tiles of 256 tokens (MJ_WGMMA_TALL_BM)
+//   mj_gemm1_act_tall        as mj_gemm1_act, 256 x 128 tiles (the tall path)
+//   mj_gemm2_tall            as mj_gemm2, 256 x 128 tiles
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the mma
 // layer; the generated source defines namespace mj::cfg before including this file.
@@ -34,14 +38,15 @@ constexpr WgGemm kGemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 } // namespace mj
 
 // (384, 1): one CTA per SM (its ~194 KB of stages), and a register cap at entry, without
-// which setmaxnreg is ignored.
+// which setmaxnreg is ignored. The large path's GEMMs (128 x 256 tiles):
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::wgmma_gemm<kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                             dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+    mj::wgmma_gemm<mj::WgLarge, kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                          dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+                                                          mj_tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
@@ -49,8 +54,37 @@ mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::wgmma_gemm<kDtype, mj::WgGemm::gemm2, kActKind>(p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                        dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                                        mj_tc_smem);
+    mj::wgmma_gemm<mj::WgLarge, kDtype, mj::WgGemm::gemm2, kActKind>(
+        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+        mj_tc_smem);
 }
 
+// ---- the tall path (256 x 128 tiles), after the mma table: MJ_WGMMA_K_* ------------------------
+static_assert(MJ_WGMMA_K_EXPERT_OFFSETS_TALL == MJ_MMA_NUM_KERNELS, "the tall kernels follow the mma table");
+
+extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
+mj_expert_offsets_tall(const __grid_constant__ mj_layer_params p)
+{
+    mj::grid_dep_enter();
+    mj::expert_offsets<MJ_WGMMA_TALL_BM>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm1_act_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
+{
+    using namespace mj::tc_layer;
+    mj::grid_dep_enter();
+    mj::wgmma_gemm<mj::WgTall, kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                         dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+                                                         mj_tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm2_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
+{
+    using namespace mj::tc_layer;
+    mj::grid_dep_enter();
+    mj::wgmma_gemm<mj::WgTall, kDtype, mj::WgGemm::gemm2, kActKind>(
+        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+        mj_tc_smem);
+}

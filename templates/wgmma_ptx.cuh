@@ -2,7 +2,7 @@
 // mbarriers (init, arrive, arrive with an expected transaction count, parity wait), the
 // cp.async arrive that makes a barrier track a thread's 16-byte copies, the 3-D TMA tile load
 // (cp.async.bulk.tensor) completing on a barrier, the shared-memory matrix descriptor of a
-// 128B-swizzled K-major operand, wgmma.mma_async m64n128k16 with fp32 accumulators and its
+// 128B-swizzled K-major operand, wgmma.mma_async m64n128k16 / m64n256k16 with fp32 accumulators and its
 // fence / commit / wait, and setmaxnreg.
 //
 // NOTES: the descriptors are built at run time from shared-memory addresses (NVRTC 13.0 once
@@ -159,6 +159,43 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], u64 desc_a, u64
     if constexpr (D == Dtype::bf16) MJ_WGMMA_ASM("bf16");
     else MJ_WGMMA_ASM("f16");
 #undef MJ_WGMMA_ASM
+}
+
+// d[64 x 256 of this warpgroup] = A[64 x 16] · B[256 x 16]ᵀ (+ d when accumulate != 0), both
+// K-major in shared memory (descriptors), fp32 accumulate. Register i of thread (warp w,
+// lane l) of the warpgroup holds row 16w + l/4 + 8·((i/2)%2), column 8·(i/4) + 2·(l%4) + i%2.
+template <Dtype D>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u64 desc_b, u32 accumulate)
+{
+    static_assert(D == Dtype::bf16 || D == Dtype::fp16, "wgmma multiplies bf16 or fp16 here");
+#define MJ_WGMMA_ASM(type)                                                                           \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"                                  \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." type "." type " "                    \
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "  \
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "  \
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "  \
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "   \
+                 "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "     \
+                 "%123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n"                       \
+                 "}\n"                                                                               \
+                 : MJ_F16(0), MJ_F16(16), MJ_F16(32), MJ_F16(48), MJ_F16(64), MJ_F16(80), MJ_F16(96), \
+                   MJ_F16(112)                                                                       \
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+    if constexpr (D == Dtype::bf16) MJ_WGMMA_ASM("bf16");
+    else MJ_WGMMA_ASM("f16");
+#undef MJ_WGMMA_ASM
+}
+
+// The wgmma of a tile shape's N (templates/wgmma_gemm.cuh).
+template <Dtype D, int N>
+__device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 accumulate)
+{
+    static_assert(N == 128 || N == 256, "the tile shapes use n128 and n256");
+    if constexpr (N == 256) wgmma_m64n256k16<D>(d, desc_a, desc_b, accumulate);
+    else wgmma_m64n128k16<D>(d, desc_a, desc_b, accumulate);
 }
 
 #undef MJ_F16

@@ -489,6 +489,7 @@ typedef struct tc_launch_rec {
 
 static tc_launch_rec tc_recs[16];
 static int n_tc_recs, n_tc_attrs, n_tc_maps, tc_attr_smem;
+static unsigned tc_box_rows[4]; /* the row extent of each encoded map's box, in order */
 
 static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned smem, void **params, int pdl)
 {
@@ -542,8 +543,8 @@ static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank
                           CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                           CUtensorMapFloatOOBfill oob)
 {
-    (void)t, (void)rank, (void)base, (void)dims, (void)strides, (void)box, (void)es, (void)il, (void)sw, (void)l2,
-        (void)oob;
+    (void)t, (void)rank, (void)base, (void)dims, (void)strides, (void)es, (void)il, (void)sw, (void)l2, (void)oob;
+    if (n_tc_maps < 4) tc_box_rows[n_tc_maps] = box[1];
     memset(m, ++n_tc_maps, sizeof *m);
     return CUDA_SUCCESS;
 }
@@ -652,10 +653,45 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},      {1, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
                                          {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 319162880);
     expect_launches(WGMMA, want, 6);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_attr_smem, 197888);
+    /* boxes: gated W1 half a tile (128 up or gate rows), W2 the tile's 256 rows */
+    ck_assert_uint_eq(tc_box_rows[0], 128);
+    ck_assert_uint_eq(tc_box_rows[1], 256);
+    /* tile=auto at 64 rows per expert (B=1024): still the large path */
+    tc_forward(WGMMA, 1024, 2048, 768, 128, 8, 0, 0, 79792640);
+    ck_assert_int_eq(tc_recs[1].kernel, 1);
+    ck_assert_int_eq(tc_recs[3].kernel, 3);
+}
+END_TEST
+
+START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
+{
+    /* tile=auto at 256 rows per expert (B=4096, k=8, E=128): the tall kernels after the mma
+     * table (10, 11, 12), row tiles of 256, boxes of 64 (gated W1 halves) and 128 (W2) rows */
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},     {10, 1, 1, 512, 0, -1, 1},
+                                         {2, 128, 1, 256, 0, -1, 1},     {11, 132, 1, 384, 197888, 1, 1},
+                                         {12, 132, 1, 384, 197888, 2, 1}, {5, 4096, 4, 128, 0, -1, 1}};
+    tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    expect_launches(WGMMA " (auto -> tall)", want, 6);
+    ck_assert_uint_eq(tc_box_rows[0], 64);
+    ck_assert_uint_eq(tc_box_rows[1], 128);
+    tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 23378944); /* forced at 19 rows */
+    ck_assert_int_eq(tc_recs[3].kernel, 11);
+    /* the tall path's row tiles are 256 rows: max_tiles = E_local + P / 256 bounds the grid;
+     * ungated: W1 in one 128-row box */
+    tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=tall", 4096, 2048, 768,
+               128, 8, 0, 0, 319162880);
+    ck_assert_uint_eq(tc_box_rows[0], 128);
+    /* mma has no tall path: refused naming the field and what mma knows */
+    moejit_spec *s = spec_of(MMA ",tile=tall");
+    moejit_moe_args a = args_for(s, 64, 2048, 768, 128, 8);
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(), "tile: backend mma knows auto, large, small; got tall");
+    moejit_spec_destroy(s);
 }
 END_TEST
 
@@ -751,13 +787,14 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     for (int i = 0; i < 4; i++) sp[i] = spec_of(texts[i]);
     moejit_moe_args a1 = args_for(sp[0], 1, 2048, 768, 128, 8), a4k = args_for(sp[0], 4096, 2048, 768, 128, 8);
     moejit_moe_args a5k = args_for(sp[0], 5000, 2048, 768, 128, 8);
-    /* the heuristic: small at T = 1, large at T = 4096 and 5000 */
+    /* the heuristic: small at T = 1, tall (256 and 312 rows per expert) at T = 4096 and 5000;
+     * mma has no tall path: large */
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_TALL);
     ck_assert_int_eq(mj_tune_table_install(table), MOEJIT_OK);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_LARGE);  /* bucket 64 */
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_SMALL); /* bucket 4096 */
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a5k), MJ_MMA_PATH_LARGE); /* above: the heuristic */
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a5k), MJ_MMA_PATH_TALL); /* above: the heuristic */
     ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a1), MJ_MMA_PATH_LARGE);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a4k), MJ_MMA_PATH_LARGE);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a1), MJ_MMA_PATH_SMALL);
@@ -770,7 +807,7 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_TALL);
     for (int i = 0; i < 4; i++) moejit_spec_destroy(sp[i]);
 }
 END_TEST
@@ -796,6 +833,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
+    tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);
     tcase_add_test(tc, moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one);
     tcase_add_test(tc, moejit_pdl_other_than_0_or_1_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);

@@ -33,8 +33,10 @@ static mj_tune_table parse_ok(const char *text)
 
 START_TEST(a_valid_table_parses_every_field)
 {
-    mj_tune_table t = parse_ok(TABLE(ENTRY("wgmma", 2048, 512, "small") "," ENTRY("mma", 4096, 64, "large")));
-    ck_assert_int_eq(t.n, 2);
+    mj_tune_table t = parse_ok(TABLE(ENTRY("wgmma", 2048, 512, "small") "," ENTRY("mma", 4096, 64, "large") ","
+                                     ENTRY("wgmma", 2048, 4096, "tall")));
+    ck_assert_int_eq(t.n, 3);
+    ck_assert_int_eq(t.entries[2].path, MJ_MMA_PATH_TALL);
     ck_assert(mj_tune_key_equal(&t.entries[0].key, &qwen_wgmma));
     ck_assert_int_eq(t.entries[0].max_tokens, 512);
     ck_assert_int_eq(t.entries[0].path, MJ_MMA_PATH_SMALL);
@@ -101,7 +103,9 @@ START_TEST(bad_tables_are_refused_naming_the_field)
         {"{\"version\":1,\"entries\":[],\"extra\":1}", "extra: unknown field"},
         {TABLE("3"), "entries[0]: must be an object"},
         {TABLE(ENTRY("simt", 2048, 8, "small")), "entries[0].backend: \"simt\"; allowed: mma, wgmma"},
-        {TABLE(ENTRY("mma", 2048, 8, "medium")), "entries[0].path: \"medium\"; allowed: large, small"},
+        {TABLE(ENTRY("mma", 2048, 8, "medium")), "entries[0].path: \"medium\"; allowed for mma: large, small"},
+        {TABLE(ENTRY("mma", 2048, 8, "tall")), "entries[0].path: \"tall\"; allowed for mma: large, small"},
+        {TABLE(ENTRY("wgmma", 2048, 8, "wide")), "entries[0].path: \"wide\"; allowed for wgmma: large, small, tall"},
         {TABLE(ENTRY("mma", 2048, 0, "small")), "entries[0].max_tokens: must be a whole number"},
         {TABLE(ENTRY("mma", 2048, 8, "small") "," ENTRY("mma", 20.5, 8, "small")), "entries[1].hidden: must be"},
         {TABLE(ENTRY("mma", -4, 8, "small")), "entries[0].hidden"},
@@ -133,15 +137,16 @@ END_TEST
 
 START_TEST(a_written_table_parses_back_to_the_same_entries)
 {
-    mj_tune_table t = parse_ok(TABLE(ENTRY("wgmma", 2048, 1, "small") "," ENTRY("mma", 7168, 4096, "large")));
+    mj_tune_table t = parse_ok(TABLE(ENTRY("wgmma", 2048, 1, "small") "," ENTRY("mma", 7168, 4096, "large") ","
+                                     ENTRY("wgmma", 7168, 16384, "tall")));
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     ck_assert_int_eq(mj_tune_table_write(f, &t), 0);
     fclose(f);
     mj_tune_table back = parse_ok(buf);
-    ck_assert_int_eq(back.n, 2);
-    for (int i = 0; i < 2; i++) {
+    ck_assert_int_eq(back.n, 3);
+    for (int i = 0; i < 3; i++) {
         ck_assert(mj_tune_key_equal(&back.entries[i].key, &t.entries[i].key));
         ck_assert_int_eq(back.entries[i].max_tokens, t.entries[i].max_tokens);
         ck_assert_int_eq(back.entries[i].path, t.entries[i].path);

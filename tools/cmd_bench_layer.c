@@ -56,7 +56,8 @@ static const char usage[] =
     "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, or all\n"
     "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
     "  --backend LIST   simt, mma, wgmma (default mma)\n"
-    "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small\n"
+    "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small,\n"
+    "                   tall (wgmma only; skipped for mma)\n"
     "  --check          first compare each backend with simt on the same inputs (poisoned\n"
     "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
     "                   small shapes for every activation and both mma GEMM paths\n"
@@ -320,9 +321,9 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     }
     int same = memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
     if (L->spec->backend == MJ_BACKEND_MMA)
-        path = mj_launch_mma_path(L->spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large";
+        path = mj_mma_path_name(mj_launch_mma_path(L->spec, &a));
     if (L->spec->backend == MJ_BACKEND_WGMMA)
-        path = mj_launch_wgmma_path(L->spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large";
+        path = mj_mma_path_name(mj_launch_wgmma_path(L->spec, &a));
     ok = bad == 0 && same && m > 0 && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
     fprintf(log, "reference %-4s %-44s T=%-4lld path=%-5s err/max: ideal %.2e replay %.2e  "
                  "non-finite %lld  rerun %s  %s\n",
@@ -336,7 +337,11 @@ done:
 }
 
 /* Builds one small layer and checks it at T = 5 (small path, fused routing kernel), T = 37
- * (small path) and T = 300 (large path) under tile=auto; returns the number of failed runs. */
+ * (small path), T = 300 (large path) and, for wgmma, T = 640 (160 rows per expert: the tall
+ * path) under tile=auto; returns the number of failed runs. */
+/* Runs per reference case: the three paths of mma; wgmma adds its tall one. */
+static int reference_runs(const char *backend) { return strcmp(backend, "wgmma") == 0 ? 4 : 3; }
+
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
                           const char *dtype, FILE *log)
 {
@@ -350,11 +355,12 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
     int failed = 0;
     if (st != MOEJIT_OK) {
         fprintf(log, "reference %-44s BUILD FAILED: %s\n", act, moejit_last_error());
-        failed = 3;
+        failed = reference_runs(backend);
     } else {
         failed += !reference_run(g, &L, act, dtype, 5, log); /* fused routing kernel */
         failed += !reference_run(g, &L, act, dtype, 37, log);
         failed += !reference_run(g, &L, act, dtype, 300, log);
+        if (reference_runs(backend) == 4) failed += !reference_run(g, &L, act, dtype, 640, log);
     }
     bench_layer_free(&L);
     fflush(log);
@@ -369,11 +375,12 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
     int n = 0;
     for (int b = 0; b < o->n_backends; b++) {
         if (!strcmp(o->backend[b], "simt")) continue;
-        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++, n += 3)
+        const int runs = reference_runs(o->backend[b]);
+        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++, n += runs)
             *failed += reference_case(g, ctx, o->backend[b], acts[i], "bf16", stdout);
         *failed += reference_case(g, ctx, o->backend[b], "swiglu", "fp16", stdout);
         *failed += reference_case(g, ctx, o->backend[b], "relu2", "fp16", stdout);
-        n += 6;
+        n += 2 * runs;
     }
     return n;
 }
@@ -437,13 +444,15 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
                                const options *o, const model_shape *s, row *rows, int *n_rows,
                                int *failed, CUstream stream)
 {
-    /* variants: every backend x tile (tiles apply to mma), plus simt for --check */
-    variant v[12];
+    /* variants: every backend x tile (tiles apply to mma and wgmma; tall to wgmma only), plus
+     * simt for --check: at most 3 x 4 + 1 */
+    variant v[16];
     int nv = 0;
     memset(v, 0, sizeof v);
     for (int b = 0; b < o->n_backends; b++) {
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
+            if (is_mma && !strcmp(o->tile[t], "tall") && strcmp(o->backend[b], "wgmma") != 0) continue;
             variant *x = &v[nv++];
             if (is_mma && strcmp(o->tile[t], "auto") != 0)
                 snprintf(x->label, sizeof x->label, "%s/%s", o->backend[b], o->tile[t]);
@@ -549,11 +558,10 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             moejit_moe_args a;
             args_of(s, B, &b, b.out, &a);
             if (v[i].layer.spec->backend == MJ_BACKEND_MMA)
-                snprintf(r->path, sizeof r->path, "%s",
-                         mj_launch_mma_path(v[i].layer.spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large");
+                snprintf(r->path, sizeof r->path, "%s", mj_mma_path_name(mj_launch_mma_path(v[i].layer.spec, &a)));
             if (v[i].layer.spec->backend == MJ_BACKEND_WGMMA)
                 snprintf(r->path, sizeof r->path, "%s",
-                         mj_launch_wgmma_path(v[i].layer.spec, &a) == MJ_MMA_PATH_SMALL ? "small" : "large");
+                         mj_mma_path_name(mj_launch_wgmma_path(v[i].layer.spec, &a)));
             snprintf(r->check, sizeof r->check, "-");
             if (o->check && i != simt_ref) {
                 st = run_once(g, &v[i].layer, s, B, &b, b.out, h_got, stream);
@@ -666,7 +674,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
-    static const char *const tiles[] = {"auto", "large", "small"};
+    static const char *const tiles[] = {"auto", "large", "small", "tall"};
     options o;
     memset(&o, 0, sizeof o);
     o.time = 1, o.bw = 4.48, o.peak = 790.0;
@@ -703,7 +711,7 @@ int cmd_bench_layer(int argc, char **argv)
                 return MJ_EXIT_USAGE;
             break;
         case 't':
-            if (parse_word_list("--tile", optarg, o.tile, 3, &o.n_tiles, tiles, 3, "auto, large, small"))
+            if (parse_word_list("--tile", optarg, o.tile, 4, &o.n_tiles, tiles, 4, "auto, large, small, tall"))
                 return MJ_EXIT_USAGE;
             break;
         case 'c': o.check = 1; break;

@@ -1,7 +1,8 @@
 /*
  * This file contains `moejit tune`: on the GPU, for each model shape, batch and mma-family
- * backend, the whole layer is timed on both GEMM paths (tile=large and tile=small, by the
- * CUDA-graph replay of `moejit bench layer`: bench_layer_run.h), the faster is chosen, and
+ * backend, the whole layer is timed on every GEMM path (tile=large and tile=small, and for
+ * wgmma tile=tall; by the CUDA-graph replay of `moejit bench layer`: bench_layer_run.h), the
+ * fastest is chosen, and
  * the choices are written as a tuning table (runtime/tune_table.h) that the launch-time
  * heuristic reads from $MOEJIT_TUNE_FILE.
  *
@@ -23,6 +24,7 @@
 #include "bench_layer_run.h"
 #include "cli.h"
 #include "common/mma_params.h"
+#include "common/wgmma_params.h"
 #include "spec.h"
 #include "tune_table.h"
 
@@ -33,10 +35,11 @@
 static const char usage[] =
     "usage: moejit tune [--shapes LIST] [--batches LIST] [--backend LIST] [--out FILE] [--reps N]\n"
     "\n"
-    "On the GPU, times the whole MoE layer of each model shape and batch on both GEMM paths of\n"
-    "the tensor-core backends (tile=large and tile=small, CUDA-graph replay as in `moejit bench\n"
-    "layer`), prints both timings with the faster path and the built-in heuristic's choice, and\n"
-    "writes the faster paths as a tuning table. Point MOEJIT_TUNE_FILE at the table and layers\n"
+    "On the GPU, times the whole MoE layer of each model shape and batch on every GEMM path of\n"
+    "the tensor-core backends (tile=large and tile=small; wgmma also tile=tall; CUDA-graph replay\n"
+    "as in `moejit bench layer`), prints the timings with the fastest path and the built-in\n"
+    "heuristic's choice, and writes the fastest paths as a tuning table. Point MOEJIT_TUNE_FILE\n"
+    "at the table and layers\n"
     "with tile=auto take its choice for T up to each tuned batch (T above the largest: the\n"
     "built-in heuristic).\n"
     "\n"
@@ -141,14 +144,17 @@ static moejit_status enqueue(void *vctx, int i, CUstream stream)
 static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fill, const options *o,
                       const bench_model_shape *s, CUstream stream, mj_tune_table *table)
 {
-    static const char *const tiles[2] = {"large", "small"};
-    bench_layer L[2][2]; /* [backend][path - 1] */
+    /* the paths in MJ_MMA_PATH order from LARGE; tall only where the backend has it */
+    static const char *const tiles[3] = {"large", "small", "tall"};
+    bench_layer L[2][3]; /* [backend][path - 1] */
+    int n_tiles[2] = {0, 0};
     int built[2] = {0, 0}, failures = 0;
     memset(L, 0, sizeof L);
     printf("== %s: H %d, I %d, E %d, k %d, %s, bf16\n", s->name, s->hidden, s->inter, s->experts, s->topk, s->act);
     for (int b = 0; b < o->n_backends; b++) {
         moejit_status st = MOEJIT_OK;
-        for (int t = 0; t < 2 && st == MOEJIT_OK; t++) {
+        n_tiles[b] = o->backend[b] == MJ_BACKEND_WGMMA ? 3 : 2;
+        for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
             char text[512];
             snprintf(text, sizeof text,
                      "backend=%s,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
@@ -158,7 +164,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
         }
         if (st != MOEJIT_OK) {
             cli_error("tune: %s %s: %s; skipped", s->name, mj_backend_names[o->backend[b]], moejit_last_error());
-            for (int t = 0; t < 2; t++) bench_layer_free(&L[b][t]);
+            for (int t = 0; t < n_tiles[b]; t++) bench_layer_free(&L[b][t]);
             failures++;
         } else built[b] = 1;
     }
@@ -179,7 +185,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
     CUdeviceptr w1 = 0, w2 = 0, out = 0;
     moejit_status st = MOEJIT_OK;
     for (int b = 0; b < o->n_backends && st == MOEJIT_OK; b++)
-        for (int t = 0; t < 2 && built[b] && st == MOEJIT_OK; t++) {
+        for (int t = 0; t < n_tiles[b] && built[b] && st == MOEJIT_OK; t++) {
             moejit_moe_args a = c.args;
             a.num_tokens = bmax;
             a.x = a.router_logits = a.w1 = a.w2 = a.out = (void *)(uintptr_t)256; /* shape-only query */
@@ -211,9 +217,9 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
         const mj_tune_key key = {o->backend[b], spec->arch, s->hidden, s->inter, s->experts, s->topk, gated,
                                  MJ_DTYPE_BF16};
         for (int bi = 0; bi < o->n_batches && st == MOEJIT_OK; bi++) {
-            double us[2] = {0, 0}, spread = 0;
+            double us[3] = {0, 0, 0}, spread = 0;
             c.args.num_tokens = o->batch[bi];
-            for (int t = 0; t < 2 && st == MOEJIT_OK; t++) {
+            for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
                 const char *note = "";
                 c.layer = &L[b][t];
                 st = bench_time_graph(g, stream, enqueue, &c, c.sets, o->reps, &us[t], &spread, &note);
@@ -225,11 +231,20 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
                 st = MOEJIT_OK; /* the next backend may still run */
                 break;
             }
-            const mj_tune_entry e = {key, o->batch[bi], us[1] < us[0] ? MJ_MMA_PATH_SMALL : MJ_MMA_PATH_LARGE};
-            const int heur = mj_mma_use_small(o->batch[bi] * s->topk, s->experts, MJ_MMA_PATH_AUTO);
-            printf("| %s | %lld | %s | %.1f | %.1f | %s | %s |\n", s->name, o->batch[bi],
-                   mj_backend_names[o->backend[b]], us[0], us[1], e.path == MJ_MMA_PATH_SMALL ? "small" : "large",
-                   heur ? "small" : "large");
+            int best = 0;
+            for (int t = 1; t < n_tiles[b]; t++)
+                if (us[t] < us[best]) best = t;
+            const mj_tune_entry e = {key, o->batch[bi], MJ_MMA_PATH_LARGE + best};
+            /* what tile=auto takes without a table */
+            const long long pairs = o->batch[bi] * s->topk;
+            const char *heur = mj_mma_use_small(pairs, s->experts, MJ_MMA_PATH_AUTO) ? "small"
+                               : n_tiles[b] == 3 && pairs >= (long long)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * s->experts
+                                   ? "tall"
+                                   : "large";
+            char tall_us[32] = "-";
+            if (n_tiles[b] == 3) snprintf(tall_us, sizeof tall_us, "%.1f", us[2]);
+            printf("| %s | %lld | %s | %.1f | %.1f | %s | %s | %s |\n", s->name, o->batch[bi],
+                   mj_backend_names[o->backend[b]], us[0], us[1], tall_us, mj_mma_path_name(e.path), heur);
             fflush(stdout);
             if (mj_tune_table_add(table, &e) != MOEJIT_OK) st = MOEJIT_ERR_OUT_OF_MEMORY;
         }
@@ -237,7 +252,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
     mj_gpu_free(g, w1), mj_gpu_free(g, w2), mj_gpu_free(g, c.x), mj_gpu_free(g, c.logits);
     mj_gpu_free(g, out), mj_gpu_free(g, c.ws);
     for (int b = 0; b < o->n_backends; b++)
-        for (int t = 0; t < 2 && built[b]; t++) bench_layer_free(&L[b][t]);
+        for (int t = 0; t < n_tiles[b] && built[b]; t++) bench_layer_free(&L[b][t]);
     return failures + (st != MOEJIT_OK);
 }
 
@@ -364,7 +379,8 @@ int cmd_tune(int argc, char **argv)
         rc = cli_fail(mj_cuda_fail(g.d, r, "cuStreamCreate"), "tune");
         goto done;
     }
-    printf("| shape | B | backend | large µs | small µs | faster | heuristic |\n|---|---:|---|---:|---:|---|---|\n");
+    printf("| shape | B | backend | large µs | small µs | tall µs | fastest | heuristic |\n"
+           "|---|---:|---|---:|---:|---:|---|---|\n");
     for (int i = 0; i < o.n_shapes; i++) failures += tune_shape(&g, ctx, &fill, &o, o.shape[i], stream, &fresh);
     if (o.out && fresh.n && write_merged(o.out, &old, &fresh)) rc = MJ_EXIT_FAIL;
     printf("tune: %d choices measured; %d failures\n", fresh.n, failures);

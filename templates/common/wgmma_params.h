@@ -6,7 +6,9 @@
  * included by the templates (NVRTC, C++17) and by runtime/launch_wgmma.c and
  * codegen/emit_wgmma.c (C11).
  *
- * The large (prefill) GEMMs of a wgmma layer, sm_90a only:
+ * The prefill GEMMs of a wgmma layer, sm_90a only, in two tile shapes ("paths", chosen per
+ * forward like mma's small/large: the spec's tile field, a `moejit tune` table, else the rule
+ * below):
  *
  *   block        3 warpgroups = 384 threads, one CTA per SM, persistent over all experts'
  *                tiles (grid = min(SMs, tile upper bound))
@@ -14,47 +16,68 @@
  *                rows gathered with 16-byte cp.async into the 128B-swizzled A stage, weight
  *                rows by TMA (cp.async.bulk.tensor, 128B swizzle) into the B stage; both
  *                complete on the stage's full barrier
- *   warpgroups   consumers (setmaxnreg.inc to MJ_WGMMA_CONSUMER_REGS): consumer c owns rows
- *   1, 2         [128c, 128c + 128) of the 256-row tile as two m64 blocks, each a
- *                wgmma.m64n128k16 over all 128 weight rows
- *   tile         BM 256 token rows x BN 128 weight rows (gated GEMM1: 64 up rows, then the 64
- *                gate rows of the same columns -> 64 intermediate columns; ungated GEMM1 and
- *                GEMM2: 128 output columns), BK 64 (one 128-byte swizzle row), kStages 4
+ *   warpgroups   consumers (setmaxnreg.inc to MJ_WGMMA_CONSUMER_REGS): consumer c owns BM/2
+ *   1, 2         rows of the tile as BM/128 m64 blocks, each a wgmma.m64nBNk16 over all BN
+ *                weight rows
+ *   large        BM 128 token rows x BN 256 weight rows (mj_gemm1_act, mj_gemm2)
+ *   tall         BM 256 token rows x BN 128 weight rows (mj_gemm1_act_tall, mj_gemm2_tall)
+ *                (gated GEMM1: BN/2 up rows, then the BN/2 gate rows of the same columns ->
+ *                BN/2 intermediate columns; ungated GEMM1 and GEMM2: BN output columns);
+ *                BK 64 (one 128-byte swizzle row), 4 stages of 48 KiB in both
  *
- * Why 256 x 128 and not 128 x 256 (same shared memory, same MMA work per stage): a weight tile
- * is streamed once per row tile, and an expert's row tiles run on different CTAs that drift
- * apart over a persistent schedule, so the second one found the tile evicted from L2. ncu on
- * the H200 (2026-11-30, 128 x 256): GEMM1 read 1.9x its weight bytes from DRAM at Qwen3-30B
- * B=4096 (256 rows per expert) and 1.65x at DeepSeek-V3 B=4096 (128 +- 11 rows: half the
- * experts had a second, mostly empty row tile). 256-row tiles cover an expert in one tile up to
- * 256 rows, so its weights are read once; the 64-row blocks of a tile past the expert's rows
- * skip their MMAs.
+ * Why two shapes: a weight tile is streamed once per row tile, and an expert's row tiles run
+ * on different CTAs that drift apart over a persistent schedule, so the second one finds the
+ * tile evicted from L2. ncu on the H200 (2026-11-30, large tiles): GEMM1 read 1.9x its weight
+ * bytes from DRAM at Qwen3-30B B=4096 (256 rows per expert) and 1.65x at DeepSeek-V3 B=4096
+ * (128 +- 11 rows: half the experts had a second, mostly empty row tile); tall tiles cut that
+ * to 1.4x and 1.1x (the 64-row blocks past an expert's rows skip their MMAs). But tall tiles
+ * gather every A row for twice as many column tiles and make n128 MMAs, so they only pay off
+ * with enough rows per expert: measured, tall won at Nemotron B=4096 (+19 %), DeepSeek-V3
+ * B=16384 (+13 %), Qwen3-235B B>=4096 (+3 %), and lost at every B=512 (-4..-13 %) and at
+ * Qwen3-30B (-5 %). tile=auto takes tall from MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows per
+ * expert; `moejit tune` records the exceptions per shape.
  *
- * The kernel table is the mma one (MJ_MMA_K_*, MJ_MMA_KERNEL_NAME_LIST): only mj_gemm1_act and
- * mj_gemm2 change body and signature (a CUtensorMap follows mj_layer_params), so the route,
- * permute, finalize and decode kernels and their launch configuration are mma's.
+ * The kernel table is the mma one (MJ_MMA_K_*) plus the tall path's three kernels
+ * (MJ_WGMMA_K_*): the large GEMMs change body and signature (a CUtensorMap follows
+ * mj_layer_params), the route, permute, finalize and decode kernels are mma's.
  */
 #ifndef MJ_TEMPLATES_COMMON_WGMMA_PARAMS_H
 #define MJ_TEMPLATES_COMMON_WGMMA_PARAMS_H
 
 #define MJ_WGMMA_THREADS 384       /* producer warpgroup + 2 consumer warpgroups */
 #define MJ_WGMMA_CONSUMERS 2       /* consumer warpgroups */
-#define MJ_WGMMA_BM 256            /* token rows per tile: 128 (two m64 blocks) per consumer */
-#define MJ_WGMMA_BN 128            /* weight rows per tile: the N of one wgmma.m64n128k16 */
+#define MJ_WGMMA_BM 128            /* large path: token rows per tile (one m64 block per consumer) */
+#define MJ_WGMMA_BN 256            /* large path: weight rows per tile (wgmma.m64n256k16) */
+#define MJ_WGMMA_TALL_BM 256       /* tall path: token rows per tile (two m64 blocks per consumer) */
+#define MJ_WGMMA_TALL_BN 128       /* tall path: weight rows per tile (wgmma.m64n128k16) */
 #define MJ_WGMMA_BK 64             /* k per stage: 64 bf16 = 128 bytes = the 128B swizzle span */
 #define MJ_WGMMA_STAGES 4
+/* tile=auto: the tall path from this many rows per local expert (pairs / E_local) */
+#define MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT 128
+
+/* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
+enum {
+    MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 10, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
+    MJ_WGMMA_K_GEMM1_ACT_TALL,
+    MJ_WGMMA_K_GEMM2_TALL,
+    MJ_WGMMA_NUM_KERNELS
+};
+#define MJ_WGMMA_TALL_KERNEL_NAME_LIST "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall"
 
 /* Registers after setmaxnreg: 128·56 + 256·224 = 64512 <= 65536 per SM. The consumers hold
- * 2 x 64 fp32 accumulators each; the producer holds 16 row indices and loop state. */
+ * 128 fp32 accumulators each (one m64n256 or two m64n128 blocks); the producer holds 4 or 8
+ * row pointers and loop state. */
 #define MJ_WGMMA_PRODUCER_REGS 56
 #define MJ_WGMMA_CONSUMER_REGS 224
 
-#define MJ_WGMMA_A_STAGE_BYTES (MJ_WGMMA_BM * MJ_WGMMA_BK * 2)   /* 32 KiB */
-#define MJ_WGMMA_B_STAGE_BYTES (MJ_WGMMA_BN * MJ_WGMMA_BK * 2)   /* 16 KiB */
-#define MJ_WGMMA_STAGE_BYTES (MJ_WGMMA_A_STAGE_BYTES + MJ_WGMMA_B_STAGE_BYTES)
+/* A stage: BM + BN rows of 128 bytes, 48 KiB in both shapes */
+#define MJ_WGMMA_STAGE_BYTES ((MJ_WGMMA_BM + MJ_WGMMA_BN) * MJ_WGMMA_BK * 2)
 /* Dynamic shared memory: the stages, 1 KiB of slack to align them to the 1024-byte repeat of
  * the 128B swizzle, and the full/empty mbarriers. 197,888 bytes: within the 227 KiB a block
  * of sm_90 may opt in to. */
 #define MJ_WGMMA_SMEM (MJ_WGMMA_STAGES * MJ_WGMMA_STAGE_BYTES + 1024 + 256)
+#if (MJ_WGMMA_TALL_BM + MJ_WGMMA_TALL_BN) != (MJ_WGMMA_BM + MJ_WGMMA_BN)
+#error "both tile shapes must have the same stage size (one MJ_WGMMA_SMEM)"
+#endif
 
 #endif

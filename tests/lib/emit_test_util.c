@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/mma_params.h"
+#include "common/wgmma_params.h"
 #include "fake_cuda.h"
 
 int mj_test_cubin_contains(const mj_program *p, const char *name)
@@ -19,11 +20,13 @@ int mj_test_cubin_contains(const mj_program *p, const char *name)
 
 const char *mj_test_check_mma_program(const char *text, const mj_program *p, int gemm_max_registers)
 {
+    /* mma's table; the wgmma layer appends its tall path's kernels */
+    static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
+    const int wgmma = strstr(text, "backend=wgmma") != NULL;
+    const int n = wgmma ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
     MJ_EXPECT(p->cubin_len > 4 && memcmp(p->cubin, "\177ELF", 4) == 0, "%s: cubin lacks ELF magic", text);
-    MJ_EXPECT(p->n_kernels == MJ_MMA_NUM_KERNELS, "%s: %d kernels, the table has %d", text, p->n_kernels,
-              MJ_MMA_NUM_KERNELS);
-    static const char *const names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
-    for (int i = 0; i < MJ_MMA_NUM_KERNELS; i++) {
+    MJ_EXPECT(p->n_kernels == n, "%s: %d kernels, the table has %d", text, p->n_kernels, n);
+    for (int i = 0; i < n; i++) {
         const mj_kernel_info *k = &p->kernels[i];
         MJ_EXPECT(strcmp(k->name, names[i]) == 0, "%s: kernel %d is %s, the table says %s", text, i, k->name,
                   names[i]);
@@ -31,7 +34,8 @@ const char *mj_test_check_mma_program(const char *text, const mj_program *p, int
         MJ_EXPECT(k->registers > 0 && k->spill_store_bytes == 0 && k->spill_load_bytes == 0 && k->stack_bytes == 0,
                   "%s: %s has registers %d, spills %d/%d, stack %d", text, k->name, k->registers,
                   k->spill_store_bytes, k->spill_load_bytes, k->stack_bytes);
-        if (i == MJ_MMA_K_GEMM1_ACT || i == MJ_MMA_K_GEMM2)
+        if (i == MJ_MMA_K_GEMM1_ACT || i == MJ_MMA_K_GEMM2 || i == MJ_WGMMA_K_GEMM1_ACT_TALL ||
+            i == MJ_WGMMA_K_GEMM2_TALL)
             MJ_EXPECT(k->registers <= gemm_max_registers, "%s: %s uses %d registers, its launch bounds allow %d",
                       text, k->name, k->registers, gemm_max_registers);
     }
