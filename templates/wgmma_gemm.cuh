@@ -58,15 +58,19 @@ struct WgShape {
     static constexpr u32 kABytes = BM * kRowBytes;
     static constexpr u32 kBBytes = BN * kRowBytes;
     static constexpr u32 kStageBytes = kABytes + kBBytes;
-    // A gather: 4 lanes per row, each copying chunks c and c + 4 (16 bytes each) of it, so one
-    // warp instruction reads 8 rows x 64 contiguous bytes (whole 32-byte sectors) and a thread
-    // keeps BM/32 row pointers (one chunk per thread and row needed twice as many, which
-    // overflowed the producer's 56 registers at BM = 256)
-    static constexpr int kRowsPerPass = kProducerThreads / 4; // 32 rows per pass
-    static constexpr int kRowsA = BM / kRowsPerPass;          // rows per producer thread
+    // A gather: kLanesPerRow lanes per row, each copying kChunks 16-byte chunks of it (chunk
+    // kc + c·kLanesPerRow), so a thread keeps 8 row pointers in both shapes. Large: 8 lanes x 1
+    // chunk, one warp instruction reads 4 whole 128-byte rows. Tall: 4 lanes x 2 chunks (one
+    // chunk per lane would need 16 pointers, which overflowed the producer's 56 registers),
+    // 8 rows x 64 bytes per instruction.
+    static constexpr int kChunks = BM / 128;
+    static constexpr int kLanesPerRow = 8 / kChunks;
+    static constexpr int kRowsPerPass = kProducerThreads / kLanesPerRow;
+    static constexpr int kRowsA = BM / kRowsPerPass; // rows per producer thread: 8
 
     static_assert(BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
-    static_assert(BK / 8 == 8, "a row is 8 chunks: 4 lanes x 2");
+    static_assert(BK / 8 == 8 && kLanesPerRow * kChunks == 8, "a row is 8 chunks: lanes x chunks per lane");
+    static_assert(kRowsA == 8, "a producer thread keeps 8 row pointers");
     static_assert(kBlocks == 1 || kBlocks == 2, "a consumer owns one or two m64 blocks of rows");
     static_assert(BN == 128 || BN == 256, "one wgmma.m64n128k16 or m64n256k16 spans the weight rows");
     static_assert(kBlocks * BN / 2 == 128, "a consumer holds 128 fp32 accumulators");
@@ -134,9 +138,11 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
         const int total = row_tiles * n_col;
         const int tid = threadIdx.x; // 0..127
-        const int row_in = (tid / 32) * 8 + lane / 4, kc = lane % 4; // chunks kc and kc + 4
-        const u32 a_dst0 = static_cast<u32>(row_in * S::kRowBytes + ((kc ^ (row_in % 8)) * 16));
-        const u32 a_dst1 = static_cast<u32>(row_in * S::kRowBytes + (((kc + 4) ^ (row_in % 8)) * 16));
+        const int row_in = tid / S::kLanesPerRow, kc = tid % S::kLanesPerRow; // chunks kc + c·kLanesPerRow
+        u32 a_dst[S::kChunks];
+#pragma unroll
+        for (int c = 0; c < S::kChunks; ++c)
+            a_dst[c] = static_cast<u32>(row_in * S::kRowBytes + (((kc + c * S::kLanesPerRow) ^ (row_in % 8)) * 16));
         // A rows: x rows (GEMM1) or intermediate rows (GEMM2); a_base is also the valid address
         // the zero-fill copies name (they read nothing)
         const u16 *a_base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
@@ -172,14 +178,16 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                         tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1,
                                     full_bar(stage));
                 }
-                const int kk0 = kt * S::BK + kc * 8, kk1 = kk0 + 32;
-                const bool in_k0 = kk0 < K, in_k1 = kk1 < K; // K % 8 == 0: a chunk is all in or all out
 #pragma unroll
-                for (int i = 0; i < S::kRowsA; ++i) {
-                    const u32 off = static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes);
-                    const bool live0 = in_k0 && src[i] != nullptr, live1 = in_k1 && src[i] != nullptr;
-                    cp_async_16(a_stage + a_dst0 + off, live0 ? src[i] + kk0 : a_base, live0 ? 16 : 0);
-                    cp_async_16(a_stage + a_dst1 + off, live1 ? src[i] + kk1 : a_base, live1 ? 16 : 0);
+                for (int c = 0; c < S::kChunks; ++c) {
+                    const int kk = kt * S::BK + (kc + c * S::kLanesPerRow) * 8;
+                    const bool in_k = kk < K; // K % 8 == 0: a chunk is all in or all out
+#pragma unroll
+                    for (int i = 0; i < S::kRowsA; ++i) {
+                        const bool live = in_k && src[i] != nullptr;
+                        cp_async_16(a_stage + a_dst[c] + static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes),
+                                    live ? src[i] + kk : a_base, live ? 16 : 0);
+                    }
                 }
                 cp_async_arrive_noinc(full_bar(stage));
                 if (++stage == S::kStages) {
