@@ -26,6 +26,11 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
  * entry for the shape and T (tune_table.h), else the heuristic. For
  * benchmarks and tests; the shape must be valid. */
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
+/* The built-in rule alone (what tile=auto takes without a tuning table entry): small up to
+ * MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT rows per expert; for wgmma, tall from
+ * MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows when an expert's W1 has MJ_WGMMA_TALL_MIN_W1_BYTES;
+ * else large. */
+int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* backend=wgmma (templates/wgmma_layer.cuh, sm_90a). Workspace as mma's; the large-batch
  * GEMMs take a W1 / W2 tensor map encoded here per forward (cuTensorMapEncodeTiled). */

@@ -82,22 +82,27 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
     return mj_launch_mma_family_workspace_size(&mma_launcher, spec, args, bytes);
 }
 
-int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
+int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
-    int forced = mj_mma_path_of(spec->tile);
-    /* tile=auto: a choice `moejit tune` recorded for this shape and batch bucket comes first */
-    if (forced == MJ_MMA_PATH_AUTO) {
-        int tuned = mj_tune_path(spec, args);
-        if (tuned != MJ_MMA_PATH_AUTO) return tuned;
-    }
-    if (forced == MJ_MMA_PATH_TALL) return MJ_MMA_PATH_TALL;
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    if (mj_mma_use_small(pairs, (int)e_local, forced < 0 ? MJ_MMA_PATH_AUTO : forced)) return MJ_MMA_PATH_SMALL;
-    /* the wgmma layer's tall tiles once an expert has enough rows (common/wgmma_params.h) */
-    if (forced == MJ_MMA_PATH_AUTO && spec->backend == MJ_BACKEND_WGMMA &&
-        pairs >= (int64_t)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local)
+    if (mj_mma_use_small(pairs, (int)e_local, MJ_MMA_PATH_AUTO)) return MJ_MMA_PATH_SMALL;
+    /* the wgmma layer's tall tiles once an expert has enough rows and weights too large for
+     * L2 (common/wgmma_params.h) */
+    const int64_t w1_bytes = (moejit_activation_is_gated(&spec->act) ? 2 : 1) * args->inter * args->hidden * 2;
+    if (spec->backend == MJ_BACKEND_WGMMA && pairs >= (int64_t)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local &&
+        w1_bytes >= MJ_WGMMA_TALL_MIN_W1_BYTES)
         return MJ_MMA_PATH_TALL;
     return MJ_MMA_PATH_LARGE;
+}
+
+int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    const int forced = mj_mma_path_of(spec->tile);
+    if (forced > MJ_MMA_PATH_AUTO) return forced;
+    /* tile=auto: a choice `moejit tune` recorded for this shape and batch bucket comes first */
+    const int tuned = mj_tune_path(spec, args);
+    if (tuned != MJ_MMA_PATH_AUTO) return tuned;
+    return mj_launch_heuristic_path(spec, args);
 }
 
 /* Tensors a bf16/fp16 mma-family layer cannot honour: refusing beats silently ignoring them. */

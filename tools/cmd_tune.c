@@ -24,7 +24,7 @@
 #include "bench_layer_run.h"
 #include "cli.h"
 #include "common/mma_params.h"
-#include "common/wgmma_params.h"
+#include "launch_backends.h"
 #include "spec.h"
 #include "tune_table.h"
 
@@ -236,11 +236,9 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
                 if (us[t] < us[best]) best = t;
             const mj_tune_entry e = {key, o->batch[bi], MJ_MMA_PATH_LARGE + best};
             /* what tile=auto takes without a table */
-            const long long pairs = o->batch[bi] * s->topk;
-            const char *heur = mj_mma_use_small(pairs, s->experts, MJ_MMA_PATH_AUTO) ? "small"
-                               : n_tiles[b] == 3 && pairs >= (long long)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * s->experts
-                                   ? "tall"
-                                   : "large";
+            moejit_moe_args qa = c.args;
+            qa.num_tokens = o->batch[bi];
+            const char *heur = mj_mma_path_name(mj_launch_heuristic_path(spec, &qa));
             char tall_us[32] = "-";
             if (n_tiles[b] == 3) snprintf(tall_us, sizeof tall_us, "%.1f", us[2]);
             printf("| %s | %lld | %s | %.1f | %.1f | %s | %s | %s |\n", s->name, o->batch[bi],

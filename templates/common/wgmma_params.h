@@ -32,10 +32,12 @@
  * (128 +- 11 rows: half the experts had a second, mostly empty row tile); tall tiles cut that
  * to 1.4x and 1.1x (the 64-row blocks past an expert's rows skip their MMAs). But tall tiles
  * gather every A row for twice as many column tiles and make n128 MMAs, so they only pay off
- * with enough rows per expert: measured, tall won at Nemotron B=4096 (+19 %), DeepSeek-V3
- * B=16384 (+13 %), Qwen3-235B B>=4096 (+3 %), and lost at every B=512 (-4..-13 %) and at
- * Qwen3-30B (-5 %). tile=auto takes tall from MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows per
- * expert; `moejit tune` records the exceptions per shape.
+ * with enough rows per expert and weights too large to stay in L2. Measured in one run
+ * (docs/PERFORMANCE.md, 2026-11-30), tall vs large: Mixtral B=4096/16384 +7/+13 %, Qwen3-235B
+ * B=4096 +13 %, DeepSeek-V3 B=16384 +16 %, Nemotron B=4096/16384 +23/+18 %; large won at
+ * every B <= 2048, at DeepSeek-V3 B=4096 (128 rows per expert) and on Qwen3-30B (W1 6.3 MB)
+ * at every batch. tile=auto follows the two thresholds below; `moejit tune` records the
+ * exceptions per shape.
  *
  * The kernel table is the mma one (MJ_MMA_K_*) plus the tall path's three kernels
  * (MJ_WGMMA_K_*): the large GEMMs change body and signature (a CUtensorMap follows
@@ -52,8 +54,11 @@
 #define MJ_WGMMA_TALL_BN 128       /* tall path: weight rows per tile (wgmma.m64n128k16) */
 #define MJ_WGMMA_BK 64             /* k per stage: 64 bf16 = 128 bytes = the 128B swizzle span */
 #define MJ_WGMMA_STAGES 4
-/* tile=auto: the tall path from this many rows per local expert (pairs / E_local) */
-#define MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT 128
+/* tile=auto takes the tall path from this many rows per local expert (pairs / E_local) when an
+ * expert's W1 has at least MJ_WGMMA_TALL_MIN_W1_BYTES: below that its weight tiles stay in L2
+ * between an expert's row tiles anyway, and tall only costs (Qwen3-30B, 6.3 MB: -5..-15 %) */
+#define MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT 192
+#define MJ_WGMMA_TALL_MIN_W1_BYTES (8ll << 20)
 
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
