@@ -600,8 +600,8 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
      * no memset (the fused kernel zeroes); on sm_90a every launch after the first is a
      * programmatic dependent launch */
     static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
-                                         {7, 216, 1, 128, 61440, -1, 1},
-                                         {8, 288, 1, 128, 61440, -1, 1},
+                                         {7, 216, 1, 128, 92160, -1, 1},
+                                         {8, 288, 1, 128, 92160, -1, 1},
                                          {5, 1, 4, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
     for (int i = 0; i < 2; i++) {
@@ -609,13 +609,13 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         expect_launches(specs[i], want, 4);
         ck_assert_int_eq(memset_count, 0);
         ck_assert_int_eq(n_tc_attrs, 2);
-        ck_assert_int_eq(tc_attr_smem, 61440);
+        ck_assert_int_eq(tc_attr_smem, 92160);
         ck_assert_int_eq(n_tc_maps, 0);
     }
     /* T = 17: past the fused routing, still the small path: memset, route, offsets_small, scatter */
     static const tc_launch_rec want17[] = {{0, 3, 1, 256, 0, -1, 0},        {6, 1, 1, 512, 0, -1, 1},
-                                           {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 61440, -1, 1},
-                                           {8, 4384, 1, 128, 61440, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
+                                           {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 92160, -1, 1},
+                                           {8, 4384, 1, 128, 92160, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 1327872);
         expect_launches(specs[i], want17, 6);

@@ -12,8 +12,13 @@
  *                    8 warps as 2 (M) x 4 (N), warp tile 64 x 32; BK 64; 3 cp.async stages.
  *   small (decode)   operands swapped: WEIGHT rows are M (m16), tokens are N (n8): a CTA owns
  *                    64 weight rows x 16 token rows; 4 warps, each 16 weight rows x 16 tokens;
- *                    BK 64; 6 cp.async stages, so ~60 KB of weights are in flight per CTA and
+ *                    BK 64; 9 cp.async stages, so ~64 KB of weights are in flight per CTA and
  *                    CTAs = (weight rows / 64) x (token tiles) fill the 132 SMs already at T=1.
+ *                    Why 9 (90 KB, two CTAs per SM on sm_90) and not 6 (60 KB, three): a
+ *                    decode grid's last partial wave streams at its CTAs' bytes in flight;
+ *                    measured on the H200 (same run): DeepSeek-V3 B=1 201 -> 184 us, Mixtral
+ *                    B=8 630 -> 597 us, Qwen3-235B B=1 89.5 -> 93.1 us (its 384 GEMM1 CTAs
+ *                    now make 1.5 waves), the rest within 1 %.
  *
  * Each path has its own row-tile size, hence its own expert-offsets kernel (the tile offsets
  * are computed for the BLOCK_M the GEMMs use); route, scatter and finalize are shared.
@@ -59,13 +64,16 @@ enum {
 #define MJ_MMA_SMALL_THREADS 128
 #define MJ_MMA_SMALL_BW 64 /* weight rows per CTA (gated GEMM1: 32 up + 32 gate) */
 #define MJ_MMA_SMALL_BT 16 /* token rows per CTA (row tile) */
-#define MJ_MMA_SMALL_STAGES 6
+#define MJ_MMA_SMALL_STAGES 9
 
 /* Dynamic shared memory of each path's GEMM kernels (bytes); above 48 KiB, so the launcher
  * raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first. Both fit the 99 KiB per
  * block of sm_86/sm_89/sm_120. */
 #define MJ_MMA_LARGE_SMEM (MJ_MMA_LARGE_STAGES * (MJ_MMA_LARGE_BM + MJ_MMA_LARGE_BN) * MJ_MMA_BK * 2)
 #define MJ_MMA_SMALL_SMEM (MJ_MMA_SMALL_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
+#if MJ_MMA_LARGE_SMEM > 101376 || MJ_MMA_SMALL_SMEM > 101376
+#error "the mma GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
+#endif
 
 #ifndef __CUDACC_RTC__
 #include <string.h>
