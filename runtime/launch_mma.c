@@ -22,10 +22,14 @@
  *
  * On sm_90 and newer every kernel after the first is a programmatic dependent launch: its
  * blocks become resident while the previous kernel's last blocks still run (hiding the
- * launch and the ramp of each of the chain's kernels; the decode GEMM2 even starts pulling
- * its weights into L2), and each waits in griddepcontrol.wait before it reads what the
- * chain wrote. The first kernel launches plainly, so a forward still starts after whatever
- * the stream ran before it.
+ * launch of each of the chain's kernels: 2-13 us per decode forward on the H200), and each
+ * waits in griddepcontrol.wait before it reads or writes what the chain touches
+ * (templates/common/grid_dep.cuh). The first kernel launches plainly, so a forward still
+ * starts after whatever the stream ran before it; MOEJIT_PDL=0 makes every launch plain.
+ *
+ * Paths: small (decode, mma's swapped-operand GEMMs), large, and for wgmma tall (256 x 128
+ * prefill tiles with their own expert-offsets kernel, appended to the kernel table:
+ * common/wgmma_params.h). mj_launch_mma_path picks one per forward.
  *
  * The wgmma layer shares all of this but its large-path GEMMs, so the steps are exported in
  * pieces (launch_backends.h: mj_launch_mma_begin, _grids_fit, _enqueue) that launch_wgmma.c
