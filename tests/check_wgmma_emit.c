@@ -286,6 +286,7 @@ static int find_tool(const char *env, const char *name, char *out, size_t cap)
 
 typedef struct sass_counts {
     int hgmma, utmaldg, ldgsts, local, setmaxreg, lines;
+    int grid_wait, grid_launch; /* programmatic dependent launch (common/grid_dep.cuh) */
 } sass_counts;
 
 /* Disassembles cubin_path and counts, inside function fn only, the instructions named. Both
@@ -317,6 +318,8 @@ static sass_counts sass_of(const char *cmd_prefix, const char *cubin_path, const
         if (strstr(line, "LDGSTS")) c.ldgsts++;
         if (strstr(line, " LDL") || strstr(line, " STL")) c.local++;
         if (strstr(line, "USETMAXREG")) c.setmaxreg++;
+        if (strstr(line, "ACQBULK")) c.grid_wait++;    /* griddepcontrol.wait */
+        if (strstr(line, "PREEXIT")) c.grid_launch++;  /* griddepcontrol.launch_dependents */
     }
     pclose(p);
     return c;
@@ -357,6 +360,16 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
                       chunks);
         ck_assert_msg(c.setmaxreg >= 2, "%s: %d USETMAXREG (producer dec, consumer inc)", gemms[g], c.setmaxreg);
         ck_assert_msg(c.local == 0, "%s: %d local-memory instructions", gemms[g], c.local);
+    }
+    /* Programmatic dependent launch: every kernel of the layer waits for the chain before it
+     * touches the chain's data (a kernel without the wait would race the one before it once
+     * launched early) and lets the next one be scheduled. */
+    static const char *const all[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
+    for (int i = 0; i < MJ_WGMMA_NUM_KERNELS; i++) {
+        sass_counts c = sass_of(prefix, path, all[i]);
+        ck_assert_msg(c.lines > 0, "%s: no SASS", all[i]);
+        ck_assert_msg(c.grid_wait >= 1 && c.grid_launch >= 1, "%s: %d griddepcontrol.wait (ACQBULK), %d "
+                      "launch_dependents (PREEXIT); every stage needs both", all[i], c.grid_wait, c.grid_launch);
     }
     /* the decode path is mma's: tensor cores, but no warpgroup MMA */
     sass_counts s = sass_of(prefix, path, "mj_gemm1_act_small");
