@@ -51,8 +51,12 @@ typedef struct mj_mma_launcher {
     int sm90a_only;          /* refuse every arch but sm_90a */
     int large_bm;            /* token rows per tile of the large path (the small path's is mma's) */
     const char *weights_why; /* why w1 and w2 must be 16-byte aligned */
-    int has_tall;            /* the tall prefill path exists (wgmma: common/wgmma_params.h) */
 } mj_mma_launcher;
+
+/* Whether backend b has the tall prefill path (wgmma's 256 x 128 tiles,
+ * common/wgmma_params.h): the one answer the launchers, the heuristic, the tuning table and
+ * `moejit tune` share. */
+static inline int mj_backend_has_tall_path(mj_backend b) { return b == MJ_BACKEND_WGMMA; }
 
 /* A checked forward with T > 0: its shape, its path, and the parameter block every kernel
  * receives (the GEMMs may take more). */

@@ -48,7 +48,7 @@
 #include "status.h"
 #include "tune_table.h"
 
-static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads", 0};
+static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads"};
 
 static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spec)
 {
@@ -59,10 +59,10 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (l->sm90a_only && spec->arch != MJ_ARCH_SM90A)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "arch: backend %s runs on sm_90a only; got %s", be,
                        (unsigned)spec->arch < MJ_ARCH_COUNT ? mj_arch_names[spec->arch] : "?");
-    const int path = mj_mma_path_of(spec->tile);
-    if (path < 0 || (path == MJ_MMA_PATH_TALL && !l->has_tall))
+    const int path = mj_mma_path_of(spec->tile), has_tall = mj_backend_has_tall_path(l->backend);
+    if (path < 0 || (path == MJ_MMA_PATH_TALL && !has_tall))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
-                       l->has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
+                       has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -93,7 +93,7 @@ int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *arg
     /* the wgmma layer's tall tiles once an expert has enough rows and weights too large for
      * L2 (common/wgmma_params.h) */
     const int64_t w1_bytes = (moejit_activation_is_gated(&spec->act) ? 2 : 1) * args->inter * args->hidden * 2;
-    if (spec->backend == MJ_BACKEND_WGMMA && pairs >= (int64_t)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local &&
+    if (mj_backend_has_tall_path(spec->backend) && pairs >= (int64_t)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local &&
         w1_bytes >= MJ_WGMMA_TALL_MIN_W1_BYTES)
         return MJ_MMA_PATH_TALL;
     return MJ_MMA_PATH_LARGE;
@@ -180,7 +180,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     mj_launch_layout(spec, args, 0, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
-    const int n_kernels = l->has_tall ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
+    const int n_kernels = mj_backend_has_tall_path(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
     if (m->n_kernels < n_kernels)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
                        mj_backend_names[l->backend], n_kernels);
@@ -188,9 +188,9 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->T = args->num_tokens, f->pairs = f->T * args->topk;
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
+    /* tall only for a backend that has it: check_spec refuses a forced one, and the heuristic
+     * and the tuning table (its parser) name it only for such a backend */
     const int path = mj_launch_mma_path(spec, args);
-    if (path == MJ_MMA_PATH_TALL && !l->has_tall) /* a tuning table entry for another backend */
-        return mj_fail(MOEJIT_ERR_INTERNAL, "tile: the %s layer has no tall path", mj_backend_names[l->backend]);
     f->small = path == MJ_MMA_PATH_SMALL;
     f->tall = path == MJ_MMA_PATH_TALL;
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */

@@ -16,10 +16,10 @@
  *   y            fp32  [P, H]          GEMM2 output, row = pair index
  *
  * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x BN rows x 1 for the
- * path's tile (BN 256 large, 128 tall; gated W1: BN/2 rows, the up and the gate half of a
- * tile), out of bounds read as zeros), encoded on the host at every forward: that is host work only, so a
- * forward still allocates nothing, never synchronises, and can be captured in a CUDA graph
- * (the maps travel inside the captured launches' parameters):
+ * path's tile: BN 256 large, 128 tall; gated W1 BN/2 rows, the up and the gate half of a
+ * tile; out of bounds read as zeros), encoded on the host at every forward: that is host
+ * work only, so a forward still allocates nothing, never synchronises, and can be captured
+ * in a CUDA graph (the maps travel inside the captured launches' parameters):
  *
  *   W1, gated    dims (H, I, 2·E_local): plane 2e = expert e's up rows, 2e + 1 its gate rows,
  *                so one box never crosses from up into gate rows, and rows j >= I are zeros
@@ -41,7 +41,7 @@
 #include "status.h"
 
 static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, MJ_WGMMA_BM,
-                                               "TMA tensor maps and 16-byte cp.async loads", 1};
+                                               "TMA tensor maps and 16-byte cp.async loads"};
 
 moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                              size_t *bytes)

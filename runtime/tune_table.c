@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/mma_params.h"
+#include "launch_backends.h"
 #include "launch_common.h"
 #include "status.h"
 
@@ -91,11 +92,11 @@ static moejit_status parse_entry(const cJSON *o, int idx, mj_tune_entry *e)
     e->key.dtype = (mj_dtype)i;
     if ((st = get_count(o, idx, "max_tokens", INT32_MAX, &e->max_tokens))) return st;
     if ((st = get_string(o, idx, "path", &s))) return st;
-    const int wgmma = e->key.backend == MJ_BACKEND_WGMMA;
+    const int tall = mj_backend_has_tall_path(e->key.backend);
     i = name_index(path_names, 4, s);
-    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(wgmma && i == MJ_MMA_PATH_TALL))
+    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(tall && i == MJ_MMA_PATH_TALL))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "entries[%d].path: \"%s\"; allowed for %s: %s", idx, s,
-                       mj_backend_names[e->key.backend], wgmma ? "large, small, tall" : "large, small");
+                       mj_backend_names[e->key.backend], tall ? "large, small, tall" : "large, small");
     e->path = i;
     return MOEJIT_OK;
 }

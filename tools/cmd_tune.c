@@ -2,9 +2,8 @@
  * This file contains `moejit tune`: on the GPU, for each model shape, batch and mma-family
  * backend, the whole layer is timed on every GEMM path (tile=large and tile=small, and for
  * wgmma tile=tall; by the CUDA-graph replay of `moejit bench layer`: bench_layer_run.h), the
- * fastest is chosen, and
- * the choices are written as a tuning table (runtime/tune_table.h) that the launch-time
- * heuristic reads from $MOEJIT_TUNE_FILE.
+ * fastest is chosen, and the choices are written as a tuning table (runtime/tune_table.h)
+ * that the launch-time heuristic reads from $MOEJIT_TUNE_FILE.
  *
  * Each batch B becomes the bucket max_tokens = B: a forward with T tokens takes the choice of
  * the smallest tuned batch >= T, and T above the largest falls back to the built-in rule.
@@ -39,9 +38,8 @@ static const char usage[] =
     "the tensor-core backends (tile=large and tile=small; wgmma also tile=tall; CUDA-graph replay\n"
     "as in `moejit bench layer`), prints the timings with the fastest path and the built-in\n"
     "heuristic's choice, and writes the fastest paths as a tuning table. Point MOEJIT_TUNE_FILE\n"
-    "at the table and layers\n"
-    "with tile=auto take its choice for T up to each tuned batch (T above the largest: the\n"
-    "built-in heuristic).\n"
+    "at the table and layers with tile=auto take its choice for T up to each tuned batch (T\n"
+    "above the largest: the built-in heuristic).\n"
     "\n"
     "  --shapes LIST    model shapes as in `moejit bench layer` (default qwen3-30b-a3b), or all\n"
     "  --batches LIST   tokens per forward, one bucket each (default " DEFAULT_BATCHES ")\n"
@@ -153,7 +151,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
     printf("== %s: H %d, I %d, E %d, k %d, %s, bf16\n", s->name, s->hidden, s->inter, s->experts, s->topk, s->act);
     for (int b = 0; b < o->n_backends; b++) {
         moejit_status st = MOEJIT_OK;
-        n_tiles[b] = o->backend[b] == MJ_BACKEND_WGMMA ? 3 : 2;
+        n_tiles[b] = mj_backend_has_tall_path(o->backend[b]) ? 3 : 2;
         for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
             char text[512];
             snprintf(text, sizeof text,
