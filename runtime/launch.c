@@ -32,6 +32,8 @@
  *                                      fp8 amax words (all zeroed by one memset)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list
  *   tile_offsets int32 [E_local + 1]   first BLOCK_M row tile of each expert
+ *   tiles        int32 [R, 4]          {expert, first row, rows, 0} of each row tile;
+ *                                      R = ceil(P / 16) + min(E_local, P) (permute.cuh)
  *   rows         int32 [P]             pair indices t·k + j grouped by expert
  *   inter        dtype [P, I]          activation output, row = position in the row list
  *   y            fp32  [P, H]          GEMM2 output (+ b2), row = pair index

@@ -40,6 +40,8 @@ void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t 
     at = mj_launch_align_up(at + (e_local + 1) * 4);
     w->tile_offsets = at;
     at = mj_launch_align_up(at + (e_local + 1) * 4);
+    w->tiles = at;
+    at = mj_launch_align_up(at + (size_t)mj_simt_max_tiles((long long)pairs, MJ_MIN_BLOCK_M, (int)e_local) * 16);
     w->rows = at;
     at = mj_launch_align_up(at + pairs * 4);
     w->inter = at;
@@ -94,6 +96,7 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
     p->ws_cursors = ws + w->counters + (unsigned long long)e_local * 4;
     p->ws_offsets = ws + w->offsets;
     p->ws_tile_offsets = ws + w->tile_offsets;
+    p->ws_tiles = ws + w->tiles;
     p->ws_rows = ws + w->rows;
     p->ws_inter = ws + w->inter;
     p->ws_y = ws + w->y;

@@ -21,7 +21,7 @@
 /* Byte offsets of the workspace regions (P = T·k; see launch.c and launch_mma.c for their
  * element types). The fp8 regions are simt's and stay 0 where a layout has none. */
 typedef struct mj_ws_layout {
-    size_t ids, weights, counters, offsets, tile_offsets, rows, inter, y;
+    size_t ids, weights, counters, offsets, tile_offsets, tiles, rows, inter, y;
     size_t xq, xscale, interq, interscale; /* fp8 only (0 otherwise) */
     size_t total;
 } mj_ws_layout;
@@ -32,7 +32,8 @@ size_t mj_launch_align_up(size_t v);
 int64_t mj_launch_local_experts(const moejit_moe_args *a);
 
 /* The regions every layer has, in order: ids, weights, counters (2·E_local int32 plus
- * extra_counters words zeroed with them), offsets, tile_offsets, rows, inter, y; total is
+ * extra_counters words zeroed with them), offsets, tile_offsets, tiles (the row-tile table:
+ * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y; total is
  * the end of y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so
  * every product fits: P < 2^31, H, I <= 2^20, P·H·4 < 2^53). */
 void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, mj_ws_layout *w);

@@ -10,6 +10,8 @@
  *   counters     int32 [2·E_local]     rows per local expert, then scatter cursors (zeroed)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list
  *   tile_offsets int32 [E_local + 1]   first row tile of each expert (path's tile size)
+ *   tiles        int32 [R, 4]          {expert, first row, rows, 0} of each row tile;
+ *                                      R = ceil(P / 16) + min(E_local, P) (permute.cuh)
  *   rows         int32 [P]             pair indices t·k + j grouped by expert
  *   inter        dtype [P, I]          activation output, row = position in the row list
  *   y            fp32  [P, H]          GEMM2 output, row = pair index

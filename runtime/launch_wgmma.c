@@ -4,16 +4,7 @@
  * small-tile kernels, the large path the persistent warpgroup-MMA GEMMs), the two tensor maps
  * the large GEMMs load weights through, and the stream-ordered driver calls of one forward.
  *
- * Workspace layout (every region on a 256-byte boundary, in this order; P = T·k), as mma's:
- *
- *   ids          int32 [P]             local expert id of each (token, slot), or -1
- *   weights      fp32  [P]             routing weight of each (token, slot)
- *   counters     int32 [2·E_local]     rows per local expert, then scatter cursors (zeroed)
- *   offsets      int32 [E_local + 1]   first row of each expert in the row list
- *   tile_offsets int32 [E_local + 1]   first row tile of each expert (path's tile size)
- *   rows         int32 [P]             pair indices t·k + j grouped by expert
- *   inter        dtype [P, I]          activation output, row = position in the row list
- *   y            fp32  [P, H]          GEMM2 output, row = pair index
+ * Workspace layout: mma's (launch_mma.c), one layout for every path.
  *
  * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x BN rows x 1 for the
  * path's tile: BN 256 large, 128 tall; gated W1 BN/2 rows, the up and the gate half of a

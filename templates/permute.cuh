@@ -55,12 +55,28 @@ __device__ __forceinline__ void block_exclusive_scan2(int a, int b, int *excl_a,
     *total_b = sum_b;
 }
 
+// One row tile of the GEMMs: local expert, first position in ws_rows, rows (1..BLOCK_M).
+struct alignas(16) TileEntry {
+    int expert;
+    int row0;
+    int rows;
+    int pad;
+};
+
 // offsets[e] = Σ_{e'<e} count[e'], tile_offsets[e] = Σ_{e'<e} ceil(count[e'] / BLOCK_M);
-// both have E_local + 1 entries, the last being the totals.
+// both have E_local + 1 entries, the last being the totals. Then the tile table: entry b of
+// ws_tiles for every real row tile b, so that a GEMM block finds its tile with one 16-byte
+// load instead of a binary search over tile_offsets (log2(E_local) + 2 dependent L2 round
+// trips before its first weight load: ~2 µs of each decode GEMM at batch 1). The block
+// fills all p.max_tiles entries the GEMM grids index (entry b: a binary search in shared
+// memory; expert −1 past the real tiles), so a skewed routing that gives one expert
+// thousands of tiles costs no single thread a long loop.
 template <int kBlockM>
 __device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
 {
-    static_assert(kBlockM > 0, "BLOCK_M must be positive");
+    static_assert(kBlockM >= MJ_MIN_BLOCK_M, "the tile table is sized for row tiles of >= MJ_MIN_BLOCK_M rows");
+    __shared__ int s_tile0[MJ_SIMT_OFFSETS_THREADS + 1];
+    __shared__ int s_row0[MJ_SIMT_OFFSETS_THREADS + 1];
     const int e = threadIdx.x;
     const int n_local = p.num_local_experts;
     const int count = e < n_local ? reinterpret_cast<const int *>(p.ws_counts)[e] : 0;
@@ -72,10 +88,32 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
     if (e < n_local) {
         offsets[e] = row0;
         tile_offsets[e] = tile0;
+        s_row0[e] = row0;
+        s_tile0[e] = tile0;
     }
     if (e == 0) {
         offsets[n_local] = rows_total;
         tile_offsets[n_local] = tiles_total;
+        s_row0[n_local] = rows_total;
+        s_tile0[n_local] = tiles_total;
+    }
+    __syncthreads();
+    TileEntry *table = reinterpret_cast<TileEntry *>(p.ws_tiles);
+    for (int b = threadIdx.x; b < p.max_tiles; b += MJ_SIMT_OFFSETS_THREADS) {
+        if (b >= tiles_total) { // past the real tiles: the GEMM block of this index exits
+            table[b] = TileEntry{-1, 0, 0, 0};
+            continue;
+        }
+        // the last expert with s_tile0 <= b: non-empty, since b < total
+        int lo = 0, hi = n_local; // invariant: s_tile0[lo] <= b < s_tile0[hi]
+        while (hi - lo > 1) {
+            const int mid = (lo + hi) / 2;
+            if (s_tile0[mid] <= b) lo = mid;
+            else hi = mid;
+        }
+        const int first = s_row0[lo] + (b - s_tile0[lo]) * kBlockM;
+        const int end = s_row0[lo + 1];
+        table[b] = TileEntry{lo, first, end - first < kBlockM ? end - first : kBlockM, 0};
     }
 }
 
@@ -96,29 +134,18 @@ struct RowTile {
     int rows;   // 1..BLOCK_M real rows
 };
 
-// Finds block b's tile from the tile offsets; false for a block past the real tile count
-// (the grid is sized for the data-independent upper bound). Every thread computes the same
-// answer from the same loads, so no synchronisation is needed.
+// Finds block b's tile in the tile table: one 16-byte load; false for a block past the real
+// tile count (the grid is sized for the data-independent upper bound; those entries say
+// expert −1). Every thread computes the same answer from the same load, so no
+// synchronisation is needed. b < p.max_tiles.
 template <int kBlockM>
 __device__ __forceinline__ bool find_row_tile(const mj_layer_params &p, int b, RowTile *out)
 {
-    const int *tile_offsets = reinterpret_cast<const int *>(p.ws_tile_offsets);
-    const int n_local = p.num_local_experts;
-    if (b >= tile_offsets[n_local]) return false;
-    // the last e with tile_offsets[e] <= b; it is a non-empty expert since b < total
-    int lo = 0, hi = n_local; // invariant: tile_offsets[lo] <= b < tile_offsets[hi]
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (tile_offsets[mid] <= b) lo = mid;
-        else hi = mid;
-    }
-    const int *offsets = reinterpret_cast<const int *>(p.ws_offsets);
-    const int local_tile = b - tile_offsets[lo];
-    const int first = offsets[lo] + local_tile * kBlockM;
-    const int end = offsets[lo + 1];
-    out->expert = lo;
-    out->row0 = first;
-    out->rows = end - first < kBlockM ? end - first : kBlockM;
+    const TileEntry t = reinterpret_cast<const TileEntry *>(p.ws_tiles)[b];
+    if (t.expert < 0) return false;
+    out->expert = t.expert;
+    out->row0 = t.row0;
+    out->rows = t.rows;
     return true;
 }
 

@@ -429,6 +429,10 @@ START_TEST(forward_hands_every_tensor_and_disjoint_workspace_regions_to_the_kern
     ck_assert_uint_eq(memset_count, (size_t)(2 * e_local + 2));
     ck_assert_uint_eq(p->ws_cursors, p->ws_counts + 4 * e_local);
     ck_assert_uint_eq(p->ws_amax, p->ws_cursors + 4 * e_local);
+    /* the row-tile table between tile_offsets and rows: 16 bytes per tile of the smallest BLOCK_M */
+    ck_assert_uint_eq(p->ws_tiles % 256, 0);
+    ck_assert_uint_ge(p->ws_tiles, p->ws_tile_offsets + 4 * (e_local + 1));
+    ck_assert_uint_ge(p->ws_rows, p->ws_tiles + 16 * (unsigned long long)mj_simt_max_tiles(P, MJ_MIN_BLOCK_M, (int)e_local));
     /* the fp8 regions come after y, in order, 256-aligned, each large enough */
     const unsigned long long regions[][2] = {
         {p->ws_y, (unsigned long long)(P * H * 4)},
@@ -605,7 +609,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                          {5, 1, 4, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
     for (int i = 0; i < 2; i++) {
-        tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81152);
+        tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81408);
         expect_launches(specs[i], want, 4);
         ck_assert_int_eq(memset_count, 0);
         ck_assert_int_eq(n_tc_attrs, 2);
@@ -617,7 +621,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                            {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 92160, -1, 1},
                                            {8, 4384, 1, 128, 92160, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
-        tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 1327872);
+        tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 1330176);
         expect_launches(specs[i], want17, 6);
         ck_assert_int_eq(memset_count, 256);
     }
@@ -629,13 +633,13 @@ START_TEST(mma_large_forward_launches_the_tiled_gemms)
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},     {1, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},     {3, 4608, 1, 256, 98304, -1, 1},
                                          {4, 6144, 1, 256, 98304, -1, 1}, {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696);
     expect_launches(MMA, want, 6);
     ck_assert_int_eq(memset_count, 256);
     ck_assert_int_eq(tc_attr_smem, 98304);
     /* expert parallel, precomputed routing, ungated: counters of E_local = 4 experts */
     const char *ep = "backend=mma,quant=fp16,act=relu2,routing=precomputed,arch=sm_80";
-    tc_forward(ep, 1000, 4096, 14336, 8, 2, 2, 4, 90137344);
+    tc_forward(ep, 1000, 4096, 14336, 8, 2, 2, 4, 90139648);
     ck_assert_int_eq(memset_count, 8);
     ck_assert_int_eq(tc_recs[0].gx, 125);
     ck_assert_int_eq(tc_recs[2].gx, 8);
@@ -653,7 +657,7 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},      {1, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
                                          {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 319197696);
     expect_launches(WGMMA, want, 6);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_attr_smem, 197888);
@@ -661,7 +665,7 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
     ck_assert_uint_eq(tc_box_rows[0], 128);
     ck_assert_uint_eq(tc_box_rows[1], 256);
     /* tile=auto at 64 rows per expert (B=1024): still the large path */
-    tc_forward(WGMMA, 1024, 2048, 768, 128, 8, 0, 0, 79792640);
+    tc_forward(WGMMA, 1024, 2048, 768, 128, 8, 0, 0, 79802880);
     ck_assert_int_eq(tc_recs[1].kernel, 1);
     ck_assert_int_eq(tc_recs[3].kernel, 3);
 }
@@ -674,16 +678,16 @@ START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},     {10, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},     {11, 132, 1, 384, 197888, 1, 1},
                                          {12, 132, 1, 384, 197888, 2, 1}, {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(WGMMA ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    tc_forward(WGMMA ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 319197696);
     expect_launches(WGMMA ",tile=tall", want, 6);
     ck_assert_uint_eq(tc_box_rows[0], 64);
     ck_assert_uint_eq(tc_box_rows[1], 128);
-    tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 23378944); /* forced at 19 rows */
+    tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 23383552); /* forced at 19 rows */
     ck_assert_int_eq(tc_recs[3].kernel, 11);
     /* the tall path's row tiles are 256 rows: max_tiles = E_local + P / 256 bounds the grid;
      * ungated: W1 in one 128-row box */
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=tall", 4096, 2048, 768,
-               128, 8, 0, 0, 319162880);
+               128, 8, 0, 0, 319197696);
     ck_assert_uint_eq(tc_box_rows[0], 128);
     /* mma has no tall path: refused naming the field and what mma knows */
     moejit_spec *s = spec_of(MMA ",tile=tall");
@@ -711,11 +715,11 @@ START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "0", 1);
-    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81152);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408);
     ck_assert_int_eq(n_tc_recs, 4);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
     setenv("MOEJIT_PDL", "1", 1); /* read once per process: still off */
-    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319162880);
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
     unsetenv("MOEJIT_PDL");
 }
@@ -753,9 +757,9 @@ START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
     for (int i = 0; i < 2; i++) {
         moejit_spec *s = spec_of(specs[i]);
         static const struct { int64_t T, H, I, E, k, off, local; size_t bytes; } cases[] = {
-            {3, 4096, 14336, 8, 2, 0, 0, 271872},
-            {1000, 4096, 14336, 8, 2, 2, 4, 90137344},
-            {7, 512, 256, 64, 6, 32, 32, 109056},
+            {3, 4096, 14336, 8, 2, 0, 0, 272128},
+            {1000, 4096, 14336, 8, 2, 2, 4, 90139648},
+            {7, 512, 256, 64, 6, 32, 32, 109824},
             {0, 2048, 768, 128, 8, 0, 0, 0},
         };
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -802,7 +806,7 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     ck_assert_int_eq(mj_launch_mma_path(sp[3], &a1), MJ_MMA_PATH_SMALL); /* the entries are wgmma's */
     ck_assert_int_eq(mj_launch_mma_path(sp[3], &a4k), MJ_MMA_PATH_LARGE);
     /* the forward follows: T = 1 now launches the large GEMMs (persistent, with tensor maps) */
-    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81152);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);

@@ -93,7 +93,9 @@ typedef struct mj_layer_params {
     unsigned long long ws_xscale;       /* fp8: fp32 [1] tensor, [T] token, [T, H/128] block */
     unsigned long long ws_interq;       /* fp8: [T*k, I] e4m3 quantized intermediate */
     unsigned long long ws_interscale;   /* fp8: fp32 [1] tensor, [T*k] token, [T*k, I/128] block */
-    unsigned long long reserved_ptr[2];
+    unsigned long long ws_tiles;        /* [max row tiles] {expert, first row, rows, 0} int32 x 4 of
+                                           each row tile (permute.cuh: one load per GEMM tile) */
+    unsigned long long reserved_ptr;
     /* shape */
     long long num_tokens;    /* T >= 1 (T = 0 launches nothing) */
     long long num_pairs;     /* T*k <= INT32_MAX (row indices are int32) */
@@ -112,6 +114,11 @@ static_assert(sizeof(mj_layer_params) == 320, "mj_layer_params must be 320 bytes
 #else
 _Static_assert(sizeof(mj_layer_params) == 320, "mj_layer_params must be 320 bytes on host and device");
 #endif
+
+/* The smallest row tile of any layer (simt m16, mma's decode 16): the workspace's tile table
+ * holds mj_simt_max_tiles(P, MJ_MIN_BLOCK_M, E_local) entries, enough for every path
+ * (expert_offsets static_asserts its BLOCK_M against it). */
+#define MJ_MIN_BLOCK_M 16
 
 /* ---- tile configurations (host side: codegen emits the constants, launch sizes grids) ---- */
 #ifndef __CUDACC_RTC__
