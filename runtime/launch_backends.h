@@ -31,6 +31,9 @@ int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
  * MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows when an expert's W1 has MJ_WGMMA_TALL_MIN_W1_BYTES;
  * else large. */
 int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args);
+/* The K splits of the forward's GEMM2 (1 but on the small path of a decode GEMM2 with few
+ * CTAs over a long I: mj_mma_small_gemm2_splits); mma and wgmma specs, valid shape. */
+int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* backend=wgmma (templates/wgmma_layer.cuh, sm_90a). Workspace as mma's; the large-batch
  * GEMMs take a W1 / W2 tensor map encoded here per forward (cuTensorMapEncodeTiled). */

@@ -22,7 +22,8 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a)
     return a->num_local_experts ? a->num_local_experts : a->num_experts;
 }
 
-void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, mj_ws_layout *w)
+void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
+                      mj_ws_layout *w)
 {
     memset(w, 0, sizeof *w);
     if (a->num_tokens == 0) return;
@@ -47,7 +48,7 @@ void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t 
     w->inter = at;
     at = mj_launch_align_up(at + pairs * (size_t)a->inter * elem);
     w->y = at;
-    at = mj_launch_align_up(at + pairs * (size_t)a->hidden * 4);
+    at = mj_launch_align_up(at + (size_t)y_copies * pairs * (size_t)a->hidden * 4);
     w->total = at;
 }
 

@@ -33,10 +33,12 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a);
 
 /* The regions every layer has, in order: ids, weights, counters (2·E_local int32 plus
  * extra_counters words zeroed with them), offsets, tile_offsets, tiles (the row-tile table:
- * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y; total is
- * the end of y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so
- * every product fits: P < 2^31, H, I <= 2^20, P·H·4 < 2^53). */
-void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, mj_ws_layout *w);
+ * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies
+ * copies of [P, H] fp32: the partial sums of a split decode GEMM2, else 1); total is the end
+ * of y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so every
+ * product fits in 64 bits: P < 2^31, H, I <= 2^20, y_copies <= 4). */
+void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
+                      mj_ws_layout *w);
 
 /* workspace_bytes against total, then, where T > 0, the workspace pointer (non-NULL and
  * aligned). OK with T = 0 means there is nothing to launch. */

@@ -14,7 +14,8 @@
  *                                      R = ceil(P / 16) + min(E_local, P) (permute.cuh)
  *   rows         int32 [P]             pair indices t·k + j grouped by expert
  *   inter        dtype [P, I]          activation output, row = position in the row list
- *   y            fp32  [P, H]          GEMM2 output, row = pair index
+ *   y            fp32  [S, P, H]       GEMM2 output, row = pair index; S = the K splits of a
+ *                                      decode GEMM2 (common/mma_params.h), else 1
  *
  * A forward: one memset, then route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path
  * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h); at T <= 16 the
@@ -68,6 +69,16 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     return MOEJIT_OK;
 }
 
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    if (args->num_tokens == 0 || mj_launch_mma_path(spec, args) != MJ_MMA_PATH_SMALL) return 1;
+    const int64_t max_tiles = mj_simt_max_tiles(args->num_tokens * args->topk, MJ_MMA_SMALL_BT,
+                                                (int)mj_launch_local_experts(args));
+    return mj_mma_small_gemm2_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW) * max_tiles, args->inter);
+}
+
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
                                                   const moejit_moe_args *args, size_t *bytes)
 {
@@ -77,7 +88,7 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
     if (st == MOEJIT_OK) st = check_spec(l, spec);
     if (st != MOEJIT_OK) return st;
     mj_ws_layout w;
-    mj_launch_layout(spec, args, 0, &w);
+    mj_launch_layout(spec, args, 0, mj_launch_mma_gemm2_splits(spec, args), &w);
     *bytes = w.total;
     return MOEJIT_OK;
 }
@@ -156,8 +167,6 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
     return MOEJIT_OK;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 typedef struct launch_cfg {
     int kernel;       /* index into the module's kernel table */
     int64_t blocks;   /* grid x */
@@ -178,8 +187,9 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
     if (st != MOEJIT_OK) return st;
 
+    const int splits = mj_launch_mma_gemm2_splits(spec, args);
     mj_ws_layout w;
-    mj_launch_layout(spec, args, 0, &w);
+    mj_launch_layout(spec, args, 0, splits, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int n_kernels = mj_backend_has_tall_path(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
@@ -203,6 +213,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : f->tall ? MJ_WGMMA_TALL_BM : l->large_bm,
                                      (int)f->e_local);
     mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
+    f->p.gemm2_splits = splits;
     return MOEJIT_OK;
 }
 
@@ -279,7 +290,7 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
     const int64_t cols1 = small ? (f.gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW)
                                 : (f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN);
     const int64_t cols2 = small ? MJ_MMA_SMALL_BW : MJ_MMA_LARGE_BN;
-    mj_mma_gemms g = {ceil_div(f.I, cols1) * f.max_tiles, ceil_div(f.H, cols2) * f.max_tiles,
+    mj_mma_gemms g = {ceil_div(f.I, cols1) * f.max_tiles, ceil_div(f.H, cols2) * f.max_tiles * f.p.gemm2_splits,
                       small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
                       small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM, NULL, NULL};
     st = mj_launch_mma_grids_fit(&mma_launcher, &f, g.g1, g.g2);

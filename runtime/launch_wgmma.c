@@ -89,7 +89,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     if (small) {
         const int64_t cols1 = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
         g1 = ceil_div(I, cols1) * max_tiles;
-        g2 = ceil_div(H, MJ_MMA_SMALL_BW) * max_tiles;
+        g2 = ceil_div(H, MJ_MMA_SMALL_BW) * max_tiles * f.p.gemm2_splits;
     } else {
         int sms = 0;
         r = d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);

@@ -8,6 +8,9 @@
 // loads from L2 (~0.5 µs each: DeepSeek-V3, H = 7168, k = 8, was ~50 µs of a 215 µs layer);
 // now every thread issues its k loads back to back (slots in groups of kBatch) and the whole
 // stage is one round. The sum's order, hence every bit of out, is unchanged.
+//
+// With a split decode GEMM2 (p.gemm2_splits = S > 1) y holds S partial sums per pair; a
+// slot's value is their sum in split order, then weighted as above.
 #pragma once
 
 #include "common/params.h"
@@ -31,6 +34,8 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
     const int c = chunk * MJ_SIMT_FINALIZE_COLS + static_cast<int>(threadIdx.x) * 4;
     if (c >= H) return; // H % 8 == 0: a thread's 4 columns are all in or all out
     const float *y = reinterpret_cast<const float *>(p.ws_y) + t * k * H + c;
+    const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
+    const i64 split_stride = p.num_pairs * H;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     // Up to kBatch slots' loads in flight at once; their sums still go in slot order.
     constexpr int kBatch = kMaxK < 8 ? kMaxK : 8;
@@ -41,6 +46,15 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
             const int j = j0 + b;
             if (j < k && ids[j] >= 0) v[b] = *reinterpret_cast<const Float4 *>(y + static_cast<i64>(j) * H);
         }
+        for (int s = 1; s < splits; ++s) // only a split decode GEMM2's
+#pragma unroll
+            for (int b = 0; b < kBatch; ++b) {
+                const int j = j0 + b;
+                if (j >= k || ids[j] < 0) continue;
+                const Float4 u = *reinterpret_cast<const Float4 *>(y + s * split_stride + static_cast<i64>(j) * H);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) v[b].v[q] += u.v[q];
+            }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
             const int j = j0 + b;

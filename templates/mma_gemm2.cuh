@@ -5,7 +5,10 @@
 //   large path: intermediate rows (contiguous positions of the row list) on M (128), W2 rows
 //               on N (128); 8-byte stores of 2 adjacent h
 //   small path: W2 rows on M (64), intermediate rows on N (16): the decode path, where the
-//               weights are what must stream at full bandwidth
+//               weights are what must stream at full bandwidth; split along K into
+//               p.gemm2_splits runs of whole k tiles when the grid is too small to keep two
+//               CTAs on every SM (common/mma_params.h), run s writing its partial sums to
+//               copy s of y
 #pragma once
 
 #include "common/mma_params.h"
@@ -70,22 +73,31 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2>;
 
+    // block -> (row tile, column tile, K split), the row tile fastest (as without splits)
     const int bid = static_cast<int>(blockIdx.x);
+    const int col_tiles = (H + BW - 1) / BW;
+    const int rest = bid / p.max_tiles;
+    const int h0 = (rest % col_tiles) * BW, split = rest / col_tiles;
     RowTile tile;
     if (!find_row_tile<BT>(p, bid % p.max_tiles, &tile)) return;
-    const int h0 = (bid / p.max_tiles) * BW;
+    // this split's k range: whole k tiles [k0, k0 + klen) of every row
+    const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
+    const int k_tiles = (I + Main::BK - 1) / Main::BK;
+    const int k_per = (k_tiles + splits - 1) / splits * Main::BK;
+    const int k0 = split * k_per;
+    const int klen = I - k0 < k_per ? I - k0 : k_per; // <= 0: a zero partial sum
 
-    const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I;
-    const u16 *w2e = reinterpret_cast<const u16 *>(p.w2) + static_cast<i64>(tile.expert) * H * I;
+    const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I + k0;
+    const u16 *w2e = reinterpret_cast<const u16 *>(p.w2) + static_cast<i64>(tile.expert) * H * I + k0;
 
     auto a_row = [&](int r) -> const u16 * { return h0 + r < H ? w2e + static_cast<i64>(h0 + r) * I : nullptr; };
     auto b_row = [&](int n) -> const u16 * { return n < tile.rows ? inter + static_cast<i64>(n) * I : nullptr; };
 
     typename Main::Acc acc;
-    Main::run(smem, a_row, b_row, I, acc);
+    Main::run(smem, a_row, b_row, klen, acc);
 
     const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
-    float *y = reinterpret_cast<float *>(p.ws_y);
+    float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
 #pragma unroll
     for (int nf = 0; nf < 2; ++nf)
 #pragma unroll

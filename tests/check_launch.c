@@ -493,6 +493,7 @@ typedef struct tc_launch_rec {
 
 static tc_launch_rec tc_recs[16];
 static int n_tc_recs, n_tc_attrs, n_tc_maps, tc_attr_smem;
+static int tc_splits; /* gemm2_splits of the parameter block the last launch got */
 static unsigned tc_box_rows[4]; /* the row extent of each encoded map's box, in order */
 
 static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned smem, void **params, int pdl)
@@ -502,6 +503,7 @@ static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsig
     r->kernel = (int)((uintptr_t)f - 1);
     r->gx = gx, r->gy = gy, r->block = bx, r->smem = smem;
     r->map = bx == 384 ? ((const unsigned char *)params[1])[0] : -1;
+    tc_splits = ((const mj_layer_params *)params[0])->gemm2_splits;
     r->pdl = pdl;
 }
 
@@ -625,6 +627,37 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         expect_launches(specs[i], want17, 6);
         ck_assert_int_eq(memset_count, 256);
     }
+}
+END_TEST
+
+/* A decode GEMM2 of fewer than 256 CTAs over a long I is split along K (common/mma_params.h):
+ * Mixtral-8x7B at T = 1 makes 64 x 3 CTAs over I = 14336, so 2 splits, twice the CTAs, two
+ * copies of y; finalize gets the split count in the parameter block. */
+START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
+{
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(192, 14336), 2);
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 14336), 4);
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(16, 14336), MJ_MMA_SPLIT_MAX);
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(256, 14336), 1); /* enough CTAs already */
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(192, 4095), 1);  /* a split would stream < 2048 of a row */
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(100, 4096), 2);
+    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
+                                         {7, 1344, 1, 128, 92160, -1, 1},
+                                         {8, 384, 1, 128, 92160, -1, 1},
+                                         {5, 1, 8, 128, 0, -1, 1}};
+    const char *const specs[] = {MMA, WGMMA};
+    for (int i = 0; i < 2; i++) {
+        /* ids .. rows: 7 regions of 256 bytes; inter 2 x 14336 x 2; y 2 copies of 2 x 4096 x 4 */
+        tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 57344 + 2 * 32768);
+        expect_launches(specs[i], want, 4);
+        ck_assert_int_eq(tc_splits, 2);
+    }
+    /* the large path never splits: one copy of y */
+    tc_forward(MMA ",tile=large", 1, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 57344 + 32768);
+    ck_assert_int_eq(tc_splits, 1);
+    /* Qwen3-30B at T = 1: 32 x 9 = 288 CTAs, no split */
+    tc_forward(MMA, 1, 2048, 768, 128, 8, 0, 0, 81408);
+    ck_assert_int_eq(tc_splits, 1);
 }
 END_TEST
 
@@ -835,6 +868,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, amax_grid_is_capped_and_fixed_by_the_shape);
     tcase_add_test(tc, parameter_block_layout_is_pinned);
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
+    tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);

@@ -259,14 +259,30 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
     return v;
 }
 
-/* One small layer against the float64 reference (replay of the intermediate's rounding) at
- * T tokens; returns 1 when it passes. H and I are not multiples of 64 (K and N tails). */
+/* "small", "large", "tall" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
+ * K; "-" for simt. */
+static void path_label(const moejit_spec *spec, const moejit_moe_args *a, char *buf, size_t n)
+{
+    snprintf(buf, n, "-");
+    if (spec->backend != MJ_BACKEND_MMA && spec->backend != MJ_BACKEND_WGMMA) return;
+    const char *name = mj_mma_path_name(mj_launch_mma_path(spec, a));
+    const int splits = mj_launch_mma_gemm2_splits(spec, a);
+    if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
+    else snprintf(buf, n, "%s", name);
+}
+
+/* One small layer (H x I) against the float64 reference (replay of the intermediate's
+ * rounding) at T tokens; returns 1 when it passes. H and I are not multiples of 64 (K and N
+ * tails). want_splits > 0: the forward's GEMM2 must also have that many K splits. */
 static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
+/* The split-GEMM2 case: I long enough (and the grid small enough) for 2 K splits, the second
+ * ending in a partial k tile (4104 = 64 x 64 + 8). */
+static const int ref_split_I = 4104;
 
 static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act, const char *dtype,
-                         long long T, FILE *log)
+                         long long T, int I, int want_splits, FILE *log)
 {
-    const int H = ref_H, I = ref_I, E = ref_E, K = ref_K;
+    const int H = ref_H, E = ref_E, K = ref_K;
     const mj_dtype dt = L->spec->dtype;
     const int gated = moejit_activation_is_gated(&L->spec->act);
     const size_t rows = (size_t)(gated ? 2 * I : I);
@@ -278,7 +294,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     CUdeviceptr dx = 0, dl = 0, dw1 = 0, dw2 = 0, dout = 0, dws = 0;
     size_t ws = 0;
     int ok = 0;
-    const char *path = "-";
+    char path[24] = "-";
     moejit_status st = MOEJIT_ERR_OUT_OF_MEMORY;
     moejit_moe_args a;
     memset(&a, 0, sizeof a);
@@ -320,12 +336,14 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         m = fmax(m, fabs(replay[i]));
     }
     int same = memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
-    if (L->spec->backend == MJ_BACKEND_MMA)
-        path = mj_mma_path_name(mj_launch_mma_path(L->spec, &a));
-    if (L->spec->backend == MJ_BACKEND_WGMMA)
-        path = mj_mma_path_name(mj_launch_wgmma_path(L->spec, &a));
+    path_label(L->spec, &a, path, sizeof path);
     ok = bad == 0 && same && m > 0 && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
-    fprintf(log, "reference %-4s %-44s T=%-4lld path=%-5s err/max: ideal %.2e replay %.2e  "
+    if (want_splits && mj_launch_mma_gemm2_splits(L->spec, &a) != want_splits) {
+        fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s the GEMM2 has %d K splits, want %d  FAIL\n", dtype,
+                act, T, path, mj_launch_mma_gemm2_splits(L->spec, &a), want_splits);
+        ok = 0;
+    }
+    fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s err/max: ideal %.2e replay %.2e  "
                  "non-finite %lld  rerun %s  %s\n",
             dtype, act, T, path, m > 0 ? e_ideal / m : e_ideal, m > 0 ? e_replay / m : e_replay, bad,
             same ? "identical" : "DIFFERS", ok ? "ok" : "FAIL");
@@ -336,44 +354,57 @@ done:
     return ok;
 }
 
-/* Builds one small layer and checks it at T = 5 (small path, fused routing kernel), T = 37
- * (small path), T = 300 (large path) under tile=auto and, for wgmma, T = 640 with tile=tall
- * (160 rows per expert; auto would not take tall for so small an expert); returns the number
- * of failed runs. */
-/* Runs per reference case: the three paths of mma; wgmma adds its tall one. */
-static int reference_runs(const char *backend) { return strcmp(backend, "wgmma") == 0 ? 4 : 3; }
-
-static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
-                          const char *dtype, FILE *log)
+/* The spec text of a reference layer (hidden ref_H, inter I) with `extra` fields appended. */
+static void ref_spec_text(char *text, size_t n, const char *backend, const char *dtype, const char *act, int I,
+                          const char *extra)
 {
-    char text[512];
-    snprintf(text, sizeof text,
+    snprintf(text, n,
              "backend=%s,quant=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
-             "arch=native",
-             backend, dtype, act, ref_H, ref_I, ref_E, ref_K);
+             "arch=native%s",
+             backend, dtype, act, ref_H, I, ref_E, ref_K, extra);
+}
+
+/* Builds the layer of text and checks it at each T of ts (inter I; want_splits as for
+ * reference_run); returns the number of failed runs (all of them when it does not build). */
+static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *text, const char *act,
+                           const char *dtype, const long long *ts, int n_ts, int I, int want_splits, FILE *log)
+{
     bench_layer L;
-    moejit_status st = bench_layer_build(ctx, text, &L);
     int failed = 0;
-    if (st != MOEJIT_OK) {
-        fprintf(log, "reference %-44s BUILD FAILED: %s\n", act, moejit_last_error());
-        failed = 3;
+    if (bench_layer_build(ctx, text, &L) != MOEJIT_OK) {
+        fprintf(log, "reference %-44s BUILD FAILED (%s): %s\n", act, text, moejit_last_error());
+        failed = n_ts;
     } else {
-        failed += !reference_run(g, &L, act, dtype, 5, log); /* fused routing kernel */
-        failed += !reference_run(g, &L, act, dtype, 37, log);
-        failed += !reference_run(g, &L, act, dtype, 300, log);
+        for (int i = 0; i < n_ts; i++) failed += !reference_run(g, &L, act, dtype, ts[i], I, want_splits, log);
     }
     bench_layer_free(&L);
-    if (reference_runs(backend) == 4) { /* tile=auto takes tall only for large experts: force it */
-        char tall[560];
-        snprintf(tall, sizeof tall, "%s,tile=tall", text);
-        st = bench_layer_build(ctx, tall, &L);
-        if (st != MOEJIT_OK) {
-            fprintf(log, "reference %-44s BUILD FAILED (tile=tall): %s\n", act, moejit_last_error());
-            failed++;
-        } else {
-            failed += !reference_run(g, &L, act, dtype, 640, log);
-        }
-        bench_layer_free(&L);
+    return failed;
+}
+
+/* Checks one activation and dtype on a small layer at T = 5 (small path, fused routing
+ * kernel), T = 37 (small path), T = 300 (large path) under tile=auto and, for wgmma, T = 640
+ * with tile=tall (160 rows per expert; auto would not take tall for so small an expert);
+ * with `split`, also T = 2 on a layer of I = ref_split_I, whose decode GEMM2 is split in two
+ * along K. Returns the number of failed runs. */
+static int reference_runs(const char *backend, int split)
+{
+    return (strcmp(backend, "wgmma") == 0 ? 4 : 3) + (split ? 1 : 0);
+}
+
+static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
+                          const char *dtype, int split, FILE *log)
+{
+    char text[560];
+    static const long long auto_ts[] = {5, 37, 300}, tall_ts[] = {640}, split_ts[] = {2};
+    ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, "");
+    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 3, ref_I, 0, log);
+    if (strcmp(backend, "wgmma") == 0) { /* tile=auto takes tall only for large experts: force it */
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ",tile=tall");
+        failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, 0, log);
+    }
+    if (split) {
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, "");
+        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, 2, log);
     }
     fflush(log);
     return failed;
@@ -386,13 +417,17 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
         "situ", "swiglu(alpha=1.702,beta=1,limit=7)", "situ(gate_scale=4,linear_scale=25,clamp_limit=6)"};
     int n = 0;
     for (int b = 0; b < o->n_backends; b++) {
-        if (!strcmp(o->backend[b], "simt")) continue;
-        const int runs = reference_runs(o->backend[b]);
-        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++, n += runs)
-            *failed += reference_case(g, ctx, o->backend[b], acts[i], "bf16", stdout);
-        *failed += reference_case(g, ctx, o->backend[b], "swiglu", "fp16", stdout);
-        *failed += reference_case(g, ctx, o->backend[b], "relu2", "fp16", stdout);
-        n += 2 * runs;
+        const char *be = o->backend[b];
+        if (!strcmp(be, "simt")) continue;
+        /* the split GEMM2 for one gated and one ungated activation per dtype */
+        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+            const int split = !strcmp(acts[i], "swiglu") || !strcmp(acts[i], "relu2");
+            *failed += reference_case(g, ctx, be, acts[i], "bf16", split, stdout);
+            n += reference_runs(be, split);
+        }
+        *failed += reference_case(g, ctx, be, "swiglu", "fp16", 1, stdout);
+        *failed += reference_case(g, ctx, be, "relu2", "fp16", 1, stdout);
+        n += 2 * reference_runs(be, 1);
     }
     return n;
 }
@@ -402,7 +437,7 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
 typedef struct row {
     const model_shape *shape;
     long long batch;
-    char backend[16], path[8], check[48], note[64];
+    char backend[16], path[24], check[48], note[64];
     double us, spread;
     metrics m;
 } row;
@@ -569,11 +604,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             snprintf(r->path, sizeof r->path, "-");
             moejit_moe_args a;
             args_of(s, B, &b, b.out, &a);
-            if (v[i].layer.spec->backend == MJ_BACKEND_MMA)
-                snprintf(r->path, sizeof r->path, "%s", mj_mma_path_name(mj_launch_mma_path(v[i].layer.spec, &a)));
-            if (v[i].layer.spec->backend == MJ_BACKEND_WGMMA)
-                snprintf(r->path, sizeof r->path, "%s",
-                         mj_mma_path_name(mj_launch_wgmma_path(v[i].layer.spec, &a)));
+            path_label(v[i].layer.spec, &a, r->path, sizeof r->path);
             snprintf(r->check, sizeof r->check, "-");
             if (o->check && i != simt_ref) {
                 st = run_once(g, &v[i].layer, s, B, &b, b.out, h_got, stream);

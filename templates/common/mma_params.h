@@ -75,8 +75,28 @@ enum {
 #error "the mma GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
 #endif
 
+/* Decode GEMM2 split along its K (= I): a decode GEMM2 makes (H / 64) x (row tiles) CTAs,
+ * each streaming 64 whole W2 rows; when that is fewer than MJ_MMA_SPLIT_MIN_CTAS the SMs hold
+ * one CTA each, and one CTA's 9 stages in flight cannot cover the loaded DRAM latency
+ * (Mixtral-8x7B at batch 1: 128 live CTAs of 1.8 MB, 3.2 TB/s, ncu on the H200). Each of S
+ * splits takes a contiguous run of whole k tiles of every row and writes its partial sums
+ * to its own copy of y; finalize adds the S copies in split order (fixed order, no atomics,
+ * bit-identical reruns). S doubles up to MJ_MMA_SPLIT_MAX while the CTAs stay fewer than
+ * MJ_MMA_SPLIT_MIN_CTAS and each split keeps >= MJ_MMA_SPLIT_MIN_K elements of a row. */
+#define MJ_MMA_SPLIT_MIN_CTAS 256
+#define MJ_MMA_SPLIT_MIN_K 2048
+#define MJ_MMA_SPLIT_MAX 4
+
 #ifndef __CUDACC_RTC__
 #include <string.h>
+
+/* The K splits of a decode GEMM2 of `ctas` CTAs (H / 64 x row tiles) over I = inter. */
+static inline int mj_mma_small_gemm2_splits(long long ctas, long long inter)
+{
+    int s = 1;
+    while (s < MJ_MMA_SPLIT_MAX && ctas * s < MJ_MMA_SPLIT_MIN_CTAS && inter / (2 * s) >= MJ_MMA_SPLIT_MIN_K) s *= 2;
+    return s;
+}
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
  * one path (for benchmarks and tests; the cubin is the same). */

@@ -88,7 +88,7 @@ typedef struct mj_layer_params {
     unsigned long long ws_tile_offsets; /* [E_local + 1] int32 first row tile of each expert */
     unsigned long long ws_rows;         /* [T*k] int32 pair index t*k+j, grouped by expert */
     unsigned long long ws_inter;        /* [T*k, I] dtype, row = position in ws_rows */
-    unsigned long long ws_y;            /* [T*k, H] fp32, row = pair index t*k+j */
+    unsigned long long ws_y;            /* [T*k, H] fp32, row = pair index t*k+j (x gemm2_splits) */
     unsigned long long ws_xq;           /* fp8: [T, H] e4m3 quantized x */
     unsigned long long ws_xscale;       /* fp8: fp32 [1] tensor, [T] token, [T, H/128] block */
     unsigned long long ws_interq;       /* fp8: [T*k, I] e4m3 quantized intermediate */
@@ -106,7 +106,9 @@ typedef struct mj_layer_params {
     int expert_offset;       /* first global expert id this rank owns */
     int num_local_experts;   /* E_local >= 1 */
     int max_tiles;           /* row tiles the GEMM grids were sized for (grid.x) */
-    int reserved0;
+    int gemm2_splits;        /* K splits of the decode GEMM2: y holds that many partial sums
+                                per pair, [splits][T*k][H], added in split order by finalize
+                                (0 or 1: one, as every layer but mma's decode path has) */
 } mj_layer_params;
 
 #ifdef __cplusplus
