@@ -89,7 +89,8 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
 /* Refuses GEMM grids (or row tiles) past INT32_MAX, naming num_tokens. */
 moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2);
 /* The GEMMs' shared-memory opt-in on dev, the counter memset (unless the decode path's fused
- * routing zeroes them), then route, offsets, scatter, GEMM1, GEMM2, finalize on stream. */
+ * routing runs: it counts in shared memory), then route, offsets, scatter, GEMM1, GEMM2,
+ * finalize on stream. */
 moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_mma_forward *f, CUdevice dev,
                                     const mj_mma_gemms *g, CUstream stream);
 

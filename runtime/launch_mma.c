@@ -246,7 +246,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
     }
 
-    /* decode: one fused routing launch (it zeroes the counters itself) */
+    /* decode: one fused routing launch (it counts in shared memory: no counters to zero) */
     const int fused = small && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
     if (!fused) {
         r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, (size_t)(2 * f->e_local), stream);

@@ -71,15 +71,18 @@ struct alignas(16) TileEntry {
 // fills all p.max_tiles entries the GEMM grids index (entry b: a binary search in shared
 // memory; expert −1 past the real tiles), so a skewed routing that gives one expert
 // thousands of tiles costs no single thread a long loop.
+//
+// counts: rows per local expert (ws_counts, or the fused decode routing's shared array);
+// row0_out, if given, receives offsets[e] for e < E_local (shared memory of the caller).
 template <int kBlockM>
-__device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
+__device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const int *counts, int *row0_out = nullptr)
 {
     static_assert(kBlockM >= MJ_MIN_BLOCK_M, "the tile table is sized for row tiles of >= MJ_MIN_BLOCK_M rows");
     __shared__ int s_tile0[MJ_SIMT_OFFSETS_THREADS + 1];
     __shared__ int s_row0[MJ_SIMT_OFFSETS_THREADS + 1];
     const int e = threadIdx.x;
     const int n_local = p.num_local_experts;
-    const int count = e < n_local ? reinterpret_cast<const int *>(p.ws_counts)[e] : 0;
+    const int count = e < n_local ? counts[e] : 0;
     const int tiles = (count + kBlockM - 1) / kBlockM;
     int row0, tile0, rows_total, tiles_total;
     block_exclusive_scan2(count, tiles, &row0, &tile0, &rows_total, &tiles_total);
@@ -90,6 +93,7 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
         tile_offsets[e] = tile0;
         s_row0[e] = row0;
         s_tile0[e] = tile0;
+        if (row0_out) row0_out[e] = row0;
     }
     if (e == 0) {
         offsets[n_local] = rows_total;
@@ -117,14 +121,29 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
     }
 }
 
-// Pair i = t*k + j routed to local expert e takes the next free row of e's list.
+// The expert_offsets of a layer's own stage: counts from ws_counts.
+template <int kBlockM>
+__device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
+{
+    expert_offsets<kBlockM>(p, reinterpret_cast<const int *>(p.ws_counts));
+}
+
+// Pair i = t*k + j routed to local expert e (ids[i]) takes the next free row of e's list
+// (cursors[e]; its first row offsets[e]). The scatter stage passes ws_ids, ws_cursors and
+// ws_offsets; the fused decode routing its shared-memory copies.
+__device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i, const int *ids, int *cursors,
+                                             const int *offsets)
+{
+    const int e = ids[i];
+    if (e < 0) return;
+    const int slot = atomicAdd(cursors + e, 1);
+    reinterpret_cast<int *>(p.ws_rows)[offsets[e] + slot] = static_cast<int>(i);
+}
+
 __device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i)
 {
-    const int e = reinterpret_cast<const int *>(p.ws_ids)[i];
-    if (e < 0) return;
-    const int slot = atomicAdd(reinterpret_cast<int *>(p.ws_cursors) + e, 1);
-    const int row = reinterpret_cast<const int *>(p.ws_offsets)[e] + slot;
-    reinterpret_cast<int *>(p.ws_rows)[row] = static_cast<int>(i);
+    scatter_pair(p, i, reinterpret_cast<const int *>(p.ws_ids), reinterpret_cast<int *>(p.ws_cursors),
+                 reinterpret_cast<const int *>(p.ws_offsets));
 }
 
 // The tile a GEMM block owns: expert e, rows [row0, row0 + rows) of the row list.

@@ -76,7 +76,8 @@ mj_route(const __grid_constant__ mj_layer_params p)
     if (t >= p.num_tokens) return; // warp-uniform: the whole warp leaves together
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
-                                                   dim<kPinnedTopk>(p.topk), lane, gr);
+                                                   dim<kPinnedTopk>(p.topk), lane, gr,
+                                                   reinterpret_cast<int *>(p.ws_counts));
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)

@@ -603,7 +603,7 @@ static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 {
     /* T = 1: route_fused_small, gemm1/gemm2 small, finalize (2048 columns: 4 blocks of 512);
-     * no memset (the fused kernel zeroes); on sm_90a every launch after the first is a
+     * no memset (the fused kernel counts in shared memory); on sm_90a every launch after the first is a
      * programmatic dependent launch */
     static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
                                          {7, 216, 1, 128, 92160, -1, 1},
