@@ -27,9 +27,9 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
  * benchmarks and tests; the shape must be valid. */
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
 /* The built-in rule alone (what tile=auto takes without a tuning table entry): small up to
- * MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT rows per expert; for wgmma, tall from
- * MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows when an expert's W1 has MJ_WGMMA_TALL_MIN_W1_BYTES;
- * else large. */
+ * MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT rows per expert (wgmma: MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT);
+ * for wgmma, tall from MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows when an expert's W1 has
+ * MJ_WGMMA_TALL_MIN_W1_BYTES; else large. */
 int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args);
 /* The K splits of the forward's GEMM2 (1 but on the small path of a decode GEMM2 with few
  * CTAs over a long I: mj_mma_small_gemm2_splits); mma and wgmma specs, valid shape. */

@@ -102,7 +102,10 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    if (mj_mma_use_small(pairs, (int)e_local, MJ_MMA_PATH_AUTO)) return MJ_MMA_PATH_SMALL;
+    /* the small path up to a backend's rows per expert (common/mma_params.h, wgmma_params.h) */
+    const int64_t small_max = spec->backend == MJ_BACKEND_WGMMA ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
+                                                                : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
+    if (pairs <= small_max * e_local) return MJ_MMA_PATH_SMALL;
     /* the wgmma layer's tall tiles once an expert has enough rows and weights too large for
      * L2 (common/wgmma_params.h) */
     const int64_t w1_bytes = (moejit_activation_is_gated(&spec->act) ? 2 : 1) * args->inter * args->hidden * 2;

@@ -111,13 +111,14 @@ END_TEST
 
 START_TEST(path_heuristic_adds_tall_tiles_to_mmas_and_follows_the_tile_field)
 {
-    /* tile=auto: mma's decode threshold (24 rows per expert), then large, then tall from
-     * MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT (192) rows per expert when W1 has >= 8 MiB per expert;
-     * E = 128, k = 8: rows = T / 16. Qwen3-235B (H 4096, I 1536: 24 MiB) goes tall at 3072
-     * tokens, Qwen3-30B (H 2048, I 768: 6 MiB) never. */
+    /* tile=auto: the decode path up to MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT (8) rows per expert
+     * (mma's is 24), then large, then tall from MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT (192) rows
+     * per expert when W1 has >= 8 MiB per expert; E = 128, k = 8: rows = T / 16. Qwen3-235B
+     * (H 4096, I 1536: 24 MiB) goes tall at 3072 tokens, Qwen3-30B (H 2048, I 768: 6 MiB) never. */
     static const struct { int64_t T; int path; } autos[] = {
-        {1, MJ_MMA_PATH_SMALL},   {384, MJ_MMA_PATH_SMALL}, {385, MJ_MMA_PATH_LARGE}, {3071, MJ_MMA_PATH_LARGE},
-        {3072, MJ_MMA_PATH_TALL}, {4096, MJ_MMA_PATH_TALL}, {100000, MJ_MMA_PATH_TALL}};
+        {1, MJ_MMA_PATH_SMALL},    {128, MJ_MMA_PATH_SMALL}, {129, MJ_MMA_PATH_LARGE},
+        {384, MJ_MMA_PATH_LARGE},  {3071, MJ_MMA_PATH_LARGE}, {3072, MJ_MMA_PATH_TALL},
+        {4096, MJ_MMA_PATH_TALL},  {100000, MJ_MMA_PATH_TALL}};
     moejit_moe_args a;
     memset(&a, 0, sizeof a);
     a.hidden = 4096, a.inter = 1536, a.num_experts = 128, a.topk = 8;
@@ -127,6 +128,12 @@ START_TEST(path_heuristic_adds_tall_tiles_to_mmas_and_follows_the_tile_field)
         ck_assert_msg(mj_launch_wgmma_path(s, &a) == autos[i].path, "T=%lld: path %d, want %d",
                       (long long)autos[i].T, mj_launch_wgmma_path(s, &a), autos[i].path);
     }
+    moejit_spec *m = parse_ok("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a");
+    a.num_tokens = 384; /* 24 rows per expert: mma's small path still */
+    ck_assert_int_eq(mj_launch_mma_path(m, &a), MJ_MMA_PATH_SMALL);
+    a.num_tokens = 385;
+    ck_assert_int_eq(mj_launch_mma_path(m, &a), MJ_MMA_PATH_LARGE);
+    moejit_spec_destroy(m);
     a.hidden = 2048, a.inter = 768, a.num_tokens = 100000;
     ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
     a.inter = 1024; /* ungated W1 of 4 MiB: too small; gated (8 MiB): tall */

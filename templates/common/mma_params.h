@@ -123,7 +123,8 @@ static inline const char *mj_mma_path_name(int path)
          : path == MJ_MMA_PATH_TALL ? "tall" : "auto";
 }
 
-/* The launch-time heuristic (tile=auto). Average rows per local expert = pairs / E_local.
+/* The launch-time heuristic (tile=auto) of mma (runtime/launch_mma.c; wgmma has its own
+ * bound, MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT). Average rows per local expert = pairs / E_local.
  * Up to 24 the layer is weight-streaming bound: the small path reads each 64-row weight tile
  * once per 16-token tile (repeats of one expert run side by side and hit L2) and makes
  * (2I/64 or H/64) x tiles CTAs, enough for 132 SMs even at T = 1; the large path would make
@@ -132,12 +133,6 @@ static inline const char *mj_mma_path_name(int path)
  * tie (Qwen3-30B B=512: 462 vs 462 us; Mixtral B=128: 976 vs 965 us) or large wins
  * (DeepSeek-V3 B=1024: 9.4 vs 7.9 ms), at 64 large wins by 1.5x (Mixtral B=256). */
 #define MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT 24
-static inline int mj_mma_use_small(long long pairs, int e_local, int path)
-{
-    if (path == MJ_MMA_PATH_LARGE) return 0;
-    if (path == MJ_MMA_PATH_SMALL) return 1;
-    return pairs <= (long long)MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT * e_local;
-}
 #endif
 
 #endif

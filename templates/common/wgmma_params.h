@@ -60,6 +60,17 @@
 #define MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT 192
 #define MJ_WGMMA_TALL_MIN_W1_BYTES (8ll << 20)
 
+/* tile=auto takes the (mma) small decode path up to this many rows per local expert, not
+ * mma's 24: the warpgroup-MMA large path streams weights through TMA at 4.0-4.3 TB/s already
+ * at 12-16 rows per expert, where the small path's 16-token tiles make one CTA per weight
+ * tile and token tile. Measured on the H200 (ee78882, same run, tile=small vs tile=large, µs):
+ * at 16 rows large wins at every shape (Mixtral B=64 678 vs 723, Qwen3-30B B=256 321 vs 345,
+ * Qwen3-235B B=256 1174 vs 1302, DeepSeek-V3 B=512 5357 vs 6397), at 12 (Nemotron B=256)
+ * 634 vs 645; at 8 small wins but at DeepSeek-V3 (Mixtral B=32 642 vs 674, Qwen3-30B B=128
+ * 299 vs 308, Qwen3-235B B=128 1122 vs 1146; DeepSeek-V3 B=256 5371 vs 5233), below 8
+ * everywhere. */
+#define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
+
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
     MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 10, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
