@@ -88,6 +88,7 @@ START_TEST(bad_values_exit_2_with_one_line_naming_the_option)
         {"cache", "frobnicate", NULL, NULL, NULL, "frobnicate"},
         {"matrix", "--format", "yaml", NULL, NULL, "yaml"},
         {"bench", "jit", "--cold", "0", NULL, "--cold"},
+        {"bench", "layer", "--no-reference", NULL, NULL, "--check"},
         {"inspect", "--ptx", "--sass", SPEC_A, NULL, "one of"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

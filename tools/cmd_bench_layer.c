@@ -45,7 +45,8 @@ const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPE
 
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
-    "                          [--check] [--no-time] [--json FILE] [--append FILE] [--commit SHA]\n"
+    "                          [--check [--no-reference]] [--no-time] [--json FILE] [--append FILE]\n"
+    "                          [--commit SHA]\n"
     "                          [--cubin-dir DIR] [--rotate N] [--reps N] [--bw TBPS] [--peak TFLOPS]\n"
     "\n"
     "Times the whole MoE layer (routing -> finalize) of each model shape and batch on the GPU by\n"
@@ -61,6 +62,8 @@ static const char usage[] =
     "  --check          first compare each backend with simt on the same inputs (poisoned\n"
     "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
     "                   small shapes for every activation and both mma GEMM paths\n"
+    "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
+    "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
     "  --json FILE      also write every row as JSON (one object per line)\n"
     "  --append FILE    append the table in Markdown with date, commit, device and method\n"
@@ -79,7 +82,7 @@ typedef struct options {
     int n_backends;
     const char *tile[4];
     int n_tiles;
-    int check, time;
+    int check, reference, time;
     const char *json, *append, *commit, *cubin_dir;
     int rotate, reps;
     double bw, peak;
@@ -715,12 +718,13 @@ int cmd_bench_layer(int argc, char **argv)
         {"commit", required_argument, NULL, 'C'},  {"cubin-dir", required_argument, NULL, 'd'},
         {"rotate", required_argument, NULL, 'r'},  {"reps", required_argument, NULL, 'R'},
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall"};
     options o;
     memset(&o, 0, sizeof o);
-    o.time = 1, o.bw = 4.48, o.peak = 790.0;
+    o.time = 1, o.reference = 1, o.bw = 4.48, o.peak = 790.0;
     parse_shapes(DEFAULT_SHAPES, &o);
     const long long default_batches[] = {1, 8, 64, 512, 4096};
     for (int i = 0; i < 5; i++) o.batch[o.n_batches++] = default_batches[i];
@@ -758,6 +762,7 @@ int cmd_bench_layer(int argc, char **argv)
                 return MJ_EXIT_USAGE;
             break;
         case 'c': o.check = 1; break;
+        case 'N': o.reference = 0; break;
         case 'n': o.time = 0; break;
         case 'j': o.json = optarg; break;
         case 'a': o.append = optarg; break;
@@ -791,6 +796,10 @@ int cmd_bench_layer(int argc, char **argv)
         cli_error("bench layer: unexpected argument '%s'", argv[optind]);
         return MJ_EXIT_USAGE;
     }
+    if (!o.reference && !o.check) {
+        cli_error("bench layer: --no-reference: applies to --check only (add --check)");
+        return MJ_EXIT_USAGE;
+    }
 
     mj_gpu g;
     moejit_status st = mj_gpu_open(0, &g);
@@ -812,7 +821,7 @@ int cmd_bench_layer(int argc, char **argv)
         rc = cli_fail(mj_cuda_fail(g.d, r, "cuStreamCreate"), "bench layer");
         goto done;
     }
-    if (o.check) {
+    if (o.check && o.reference) {
         int n = reference_checks(&g, ctx, &o, &failed);
         printf("reference checks: %d run, %d failed\n", n, failed);
     }
