@@ -36,7 +36,7 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a);
  * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies
  * copies of [P, H] fp32: the partial sums of a split decode GEMM2, else 1); total is the end
  * of y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so every
- * product fits in 64 bits: P < 2^31, H, I <= 2^20, y_copies <= 4). */
+ * product fits in 64 bits: P < 2^31, H, I <= 2^20, y_copies <= MJ_MMA_SPLIT_MAX). */
 void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
                       mj_ws_layout *w);
 

@@ -74,9 +74,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args)
 {
     if (args->num_tokens == 0 || mj_launch_mma_path(spec, args) != MJ_MMA_PATH_SMALL) return 1;
-    const int64_t max_tiles = mj_simt_max_tiles(args->num_tokens * args->topk, MJ_MMA_SMALL_BT,
-                                                (int)mj_launch_local_experts(args));
-    return mj_mma_small_gemm2_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW) * max_tiles, args->inter);
+    return mj_mma_small_gemm2_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW), args->num_tokens, (int)args->topk,
+                                     (int)args->num_experts, (int)mj_launch_local_experts(args), args->inter);
 }
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,

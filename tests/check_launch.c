@@ -630,17 +630,19 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 }
 END_TEST
 
-/* A decode GEMM2 of fewer than 256 CTAs over a long I is split along K (common/mma_params.h):
- * Mixtral-8x7B at T = 1 makes 64 x 3 CTAs over I = 14336, so 2 splits, twice the CTAs, two
- * copies of y; finalize gets the split count in the parameter block. */
+/* A decode GEMM2 expected to have fewer than 400 live CTAs over a long I is split in two along
+ * K (common/mma_params.h): Mixtral-8x7B (64 column tiles, k = 2 of 8 experts) expects 128 live
+ * at T = 1, 350 at T = 4, 460 at T = 8. Split: twice the CTAs, two copies of y; finalize gets
+ * the split count in the parameter block. */
 START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
 {
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(192, 14336), 2);
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 14336), 4);
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(16, 14336), MJ_MMA_SPLIT_MAX);
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(256, 14336), 1); /* enough CTAs already */
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(192, 4095), 1);  /* a split would stream < 2048 of a row */
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(100, 4096), 2);
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1, 2, 8, 8, 14336), 2);
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 4, 2, 8, 8, 14336), 2);
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 8, 2, 8, 8, 14336), 1);    /* 460 expected live */
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 8, 2, 8, 2, 14336), 2);    /* 2 local experts: 115 */
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1, 2, 8, 8, 4095), 1);     /* a half would be < 2048 */
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1000000, 1, 512, 8, 8192), 1); /* all touched: 512 */
+    ck_assert_int_eq(mj_mma_small_gemm2_splits(32, 1, 8, 128, 128, 768), 1);  /* Qwen3-30B: I too short */
     static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
                                          {7, 1344, 1, 128, 92160, -1, 1},
                                          {8, 384, 1, 128, 92160, -1, 1},
@@ -655,9 +657,17 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     /* the large path never splits: one copy of y */
     tc_forward(MMA ",tile=large", 1, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 57344 + 32768);
     ck_assert_int_eq(tc_splits, 1);
-    /* Qwen3-30B at T = 1: 32 x 9 = 288 CTAs, no split */
+    /* Qwen3-30B at T = 1: I = 768, no split */
     tc_forward(MMA, 1, 2048, 768, 128, 8, 0, 0, 81408);
     ck_assert_int_eq(tc_splits, 1);
+    /* Mixtral at T = 4 (9 row tiles: 64 x 9 x 2 GEMM2 CTAs) splits, at T = 8 not; inter 2k x
+     * 14336 x 2 bytes, y (1 or 2) x 2k x 4096 x 4 */
+    tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 229376 + 2 * 131072);
+    ck_assert_int_eq(tc_splits, 2);
+    ck_assert_uint_eq(tc_recs[2].gx, 64 * 9 * 2);
+    tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 458752 + 262144);
+    ck_assert_int_eq(tc_splits, 1);
+    ck_assert_uint_eq(tc_recs[2].gx, 64 * 9);
 }
 END_TEST
 
@@ -790,7 +800,7 @@ START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
     for (int i = 0; i < 2; i++) {
         moejit_spec *s = spec_of(specs[i]);
         static const struct { int64_t T, H, I, E, k, off, local; size_t bytes; } cases[] = {
-            {3, 4096, 14336, 8, 2, 0, 0, 272128},
+            {3, 4096, 14336, 8, 2, 0, 0, 370432}, /* y twice: the decode GEMM2 is split */
             {1000, 4096, 14336, 8, 2, 2, 4, 90139648},
             {7, 512, 256, 64, 6, 32, 32, 109824},
             {0, 2048, 768, 128, 8, 0, 0, 0},

@@ -76,26 +76,39 @@ enum {
 #endif
 
 /* Decode GEMM2 split along its K (= I): a decode GEMM2 makes (H / 64) x (row tiles) CTAs,
- * each streaming 64 whole W2 rows; when that is fewer than MJ_MMA_SPLIT_MIN_CTAS the SMs hold
- * one CTA each, and one CTA's 9 stages in flight cannot cover the loaded DRAM latency
- * (Mixtral-8x7B at batch 1: 128 live CTAs of 1.8 MB, 3.2 TB/s, ncu on the H200). Each of S
- * splits takes a contiguous run of whole k tiles of every row and writes its partial sums
- * to its own copy of y; finalize adds the S copies in split order (fixed order, no atomics,
- * bit-identical reruns). S doubles up to MJ_MMA_SPLIT_MAX while the CTAs stay fewer than
- * MJ_MMA_SPLIT_MIN_CTAS and each split keeps >= MJ_MMA_SPLIT_MIN_K elements of a row. */
-#define MJ_MMA_SPLIT_MIN_CTAS 256
+ * each streaming 64 whole W2 rows of its expert; when few of them are live (their expert was
+ * routed to), the SMs hold one CTA each or the last wave runs half empty, and one CTA's 9
+ * stages in flight cannot cover the loaded DRAM latency (Mixtral-8x7B at batch 1: 128 live
+ * CTAs of 1.8 MB, 3.2 TB/s, ncu on the H200). Each of S splits takes a contiguous run of whole
+ * k tiles of every row and writes its partial sums to its own copy of y; finalize adds the S
+ * copies in split order (fixed order, no atomics, bit-identical reruns). The kernels take any
+ * S; the rule picks 2 when the live CTAs a uniform routing is expected to leave, (H / 64) x
+ * E_local x (1 - (1 - k/E)^T), are fewer than MJ_MMA_SPLIT_MAX_LIVE_CTAS and each half keeps
+ * >= MJ_MMA_SPLIT_MIN_K elements of a row. Measured on the H200 (wgmma, Mixtral-8x7B, each
+ * pair in one device call): B=1 (128 expected live) 198.7 -> 179.9 us with S = 2, 181.4 with
+ * S = 4; B=2 (224) 305.8 -> 302.8 with S = 4; B=4 (350) 503.8 -> 480.6 with S = 2; B=8 (460)
+ * 629.5 -> 632.9 with S = 2 (worse); B=16, 32: +1..2 us. */
+#define MJ_MMA_SPLIT_MAX_LIVE_CTAS 400
 #define MJ_MMA_SPLIT_MIN_K 2048
-#define MJ_MMA_SPLIT_MAX 4
+#define MJ_MMA_SPLIT_MAX 2 /* the most the rule picks (the workspace holds this many y) */
 
 #ifndef __CUDACC_RTC__
 #include <string.h>
 
-/* The K splits of a decode GEMM2 of `ctas` CTAs (H / 64 x row tiles) over I = inter. */
-static inline int mj_mma_small_gemm2_splits(long long ctas, long long inter)
+/* The K splits of a decode GEMM2 with col_tiles = H / 64 over I = inter, for T tokens routed
+ * to k of E experts, e_local of them on this rank. (1 - k/E)^T by squaring: plain IEEE
+ * products, the same answer on every host, in O(log T). */
+static inline int mj_mma_small_gemm2_splits(long long col_tiles, long long tokens, int topk, int experts,
+                                            int e_local, long long inter)
 {
-    int s = 1;
-    while (s < MJ_MMA_SPLIT_MAX && ctas * s < MJ_MMA_SPLIT_MIN_CTAS && inter / (2 * s) >= MJ_MMA_SPLIT_MIN_K) s *= 2;
-    return s;
+    if (inter / 2 < MJ_MMA_SPLIT_MIN_K || experts < 1) return 1;
+    double base = 1.0 - (double)topk / (double)experts, untouched = 1.0;
+    for (long long n = tokens; n > 0; n >>= 1) {
+        if (n & 1) untouched *= base;
+        base *= base;
+    }
+    const double live = (double)col_tiles * (double)e_local * (1.0 - untouched);
+    return live < MJ_MMA_SPLIT_MAX_LIVE_CTAS ? 2 : 1;
 }
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
