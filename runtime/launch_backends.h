@@ -88,6 +88,9 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
                                   size_t workspace_bytes, mj_mma_forward *f);
 /* Refuses GEMM grids (or row tiles) past INT32_MAX, naming num_tokens. */
 moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2);
+/* The decode (small) path's GEMM grids, the same in both layers: weight tiles x row tiles,
+ * GEMM2 times its K splits. */
+void mj_launch_mma_small_grids(const mj_mma_forward *f, int64_t *g1, int64_t *g2);
 /* The GEMMs' shared-memory opt-in on dev, the counter memset (unless the decode path's fused
  * routing runs: it counts in shared memory), then route, offsets, scatter, GEMM1, GEMM2,
  * finalize on stream. */

@@ -229,6 +229,12 @@ moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_for
     return MOEJIT_OK;
 }
 
+void mj_launch_mma_small_grids(const mj_mma_forward *f, int64_t *g1, int64_t *g2)
+{
+    *g1 = ceil_div(f->I, f->gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW) * f->max_tiles;
+    *g2 = ceil_div(f->H, MJ_MMA_SMALL_BW) * f->max_tiles * f->p.gemm2_splits;
+}
+
 moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_mma_forward *f, CUdevice dev,
                                     const mj_mma_gemms *g, CUstream stream)
 {
@@ -287,14 +293,15 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
     moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
 
-    /* intermediate columns per CTA of GEMM1 and hidden columns per CTA of GEMM2 */
     const int small = f.small;
-    const int64_t cols1 = small ? (f.gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW)
-                                : (f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN);
-    const int64_t cols2 = small ? MJ_MMA_SMALL_BW : MJ_MMA_LARGE_BN;
-    mj_mma_gemms g = {ceil_div(f.I, cols1) * f.max_tiles, ceil_div(f.H, cols2) * f.max_tiles * f.p.gemm2_splits,
-                      small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
+    mj_mma_gemms g = {0, 0, small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
                       small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM, NULL, NULL};
+    if (small) {
+        mj_launch_mma_small_grids(&f, &g.g1, &g.g2);
+    } else { /* intermediate columns per CTA of GEMM1, hidden columns per CTA of GEMM2 */
+        g.g1 = ceil_div(f.I, f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN) * f.max_tiles;
+        g.g2 = ceil_div(f.H, MJ_MMA_LARGE_BN) * f.max_tiles;
+    }
     st = mj_launch_mma_grids_fit(&mma_launcher, &f, g.g1, g.g2);
     if (st != MOEJIT_OK) return st;
 

@@ -87,9 +87,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
      * min(SMs, tile upper bound) CTAs over max_tiles x column tiles. */
     int64_t g1, g2;
     if (small) {
-        const int64_t cols1 = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
-        g1 = ceil_div(I, cols1) * max_tiles;
-        g2 = ceil_div(H, MJ_MMA_SMALL_BW) * max_tiles * f.p.gemm2_splits;
+        mj_launch_mma_small_grids(&f, &g1, &g2);
     } else {
         int sms = 0;
         r = d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
