@@ -66,6 +66,7 @@ static inline int mj_backend_has_tall_path(mj_backend b) { return b == MJ_BACKEN
 typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local, max_tiles;
     int gated, small, tall; /* path: small (decode), tall (wgmma), else large */
+    int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* arch >= sm_90: kernels after the first use programmatic dependent launch */
     mj_layer_params p;
 } mj_mma_forward;
@@ -93,7 +94,8 @@ moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_for
 void mj_launch_mma_small_grids(const mj_mma_forward *f, int64_t *g1, int64_t *g2);
 /* The GEMMs' shared-memory opt-in on dev, the counter memset (unless the decode path's fused
  * routing runs: it counts in shared memory), then route, offsets, scatter, GEMM1, GEMM2,
- * finalize on stream. */
+ * finalize on stream. At T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS on the decode path (routing not
+ * precomputed) only GEMM1 (the blocks route for themselves), GEMM2 and finalize. */
 moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_mma_forward *f, CUdevice dev,
                                     const mj_mma_gemms *g, CUstream stream);
 

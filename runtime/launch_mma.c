@@ -18,10 +18,12 @@
  *                                      decode GEMM2 (common/mma_params.h), else 1
  *
  * A forward: one memset, then route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path
- * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h); at T <= 16 the
- * memset and the first three kernels are one fused routing launch. The path depends on T
- * and the shape only (never on the routing), every grid on the shape only, so a forward can
- * be captured in a CUDA graph; a graph holds the path of the T it was captured with.
+ * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h). On the decode path at
+ * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
+ * (routing not precomputed) none at all: GEMM1's blocks route for themselves. The path
+ * depends on T, the shape and the spec only (never on the routing's data), every grid on the
+ * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
+ * it was captured with.
  *
  * On sm_90 and newer every kernel after the first is a programmatic dependent launch: its
  * blocks become resident while the previous kernel's last blocks still run (hiding the
@@ -202,6 +204,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->T = args->num_tokens, f->pairs = f->T * args->topk;
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
+    f->precomputed = spec->routing == MJ_ROUTING_PRECOMPUTED;
     /* tall only for a backend that has it: check_spec refuses a forced one, and the heuristic
      * and the tuning table (its parser) name it only for such a backend */
     const int path = mj_launch_mma_path(spec, args);
@@ -242,7 +245,10 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
      * attribute on this device; setting it is idempotent and not a stream operation, so it
      * is legal while a graph is being captured. */
     const int small = f->small, tall = f->tall;
-    const int gemms[2] = {small ? MJ_MMA_K_GEMM1_ACT_SMALL : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL : MJ_MMA_K_GEMM1_ACT,
+    /* decode: the GEMM1 blocks route the batch themselves (templates/decode_route.cuh) */
+    const int routed = small && f->T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS && !f->precomputed;
+    const int gemm1_small = routed ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL;
+    const int gemms[2] = {small ? gemm1_small : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL : MJ_MMA_K_GEMM1_ACT,
                           small ? MJ_MMA_K_GEMM2_SMALL : tall ? MJ_WGMMA_K_GEMM2_TALL : MJ_MMA_K_GEMM2};
     const int offsets = small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
                         : tall ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
@@ -255,8 +261,8 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     }
 
     /* decode: one fused routing launch (it counts in shared memory: no counters to zero) */
-    const int fused = small && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
-    if (!fused) {
+    const int fused = small && !routed && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
+    if (!fused && !routed) {
         r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, (size_t)(2 * f->e_local), stream);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
     }
@@ -273,7 +279,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     };
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
-    const int first = fused ? 2 : 0;
+    const int first = routed ? 3 : fused ? 2 : 0;
     for (int i = first; i < 6; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
         /* The first kernel waits for whatever the stream ran before (and for the memset) in

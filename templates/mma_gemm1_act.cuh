@@ -110,9 +110,15 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
 
 // ---- small path: weight rows on M (64), tokens on N (16) ------------------------------------
 
+// The block's tile is given: row tile `tile` (its pair indices at rows[0, tile.rows): ws_rows,
+// or the shared copy of a block that routed for itself, decode_route.cuh) times the column
+// tile col_tile. The entry kernels (tc_layer_stages.cuh) map a 1-D grid to the two, row
+// tiles fastest: the CTAs of one weight tile run side by side, so an expert's weight tile
+// comes from DRAM once however many token tiles it has.
 template <Dtype D, int kAct>
 __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const ActParams &act, int H,
-                                                int I, int k, unsigned char *smem)
+                                                int I, int k, unsigned char *smem, const RowTile &tile,
+                                                const int *rows, int col_tile)
 {
     constexpr bool kGated = act_is_gated(kAct);
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
@@ -120,17 +126,11 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2>;
     static_assert(Main::kSmemBytes == MJ_MMA_SMALL_SMEM, "host and device must agree on shared memory");
 
-    // 1-D grid, row (token) tiles fastest: the CTAs of one weight tile run side by side, so
-    // an expert's weight tile comes from DRAM once however many token tiles it has.
-    const int bid = static_cast<int>(blockIdx.x);
-    RowTile tile;
-    if (!find_row_tile<BT>(p, bid % p.max_tiles, &tile)) return;
-    const int j0 = (bid / p.max_tiles) * kCols;
+    const int j0 = col_tile * kCols;
     const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
 
     const u16 *x = reinterpret_cast<const u16 *>(p.x);
     const u16 *w1e = reinterpret_cast<const u16 *>(p.w1) + static_cast<i64>(tile.expert) * rows1 * H;
-    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
 
     auto a_row = [&](int r) -> const u16 * { return w1_tile_row<kGated>(w1e, r, j0, I, H); };
     auto b_row = [&](int n) -> const u16 * {

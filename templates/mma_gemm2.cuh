@@ -67,6 +67,16 @@ __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int
         }
 }
 
+// K split `split` of a decode GEMM2 over I: whole k tiles [k0, k0 + klen) of every row
+// (klen <= 0: a zero partial sum).
+__device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, int *k0, int *klen)
+{
+    const int k_tiles = (I + MJ_MMA_BK - 1) / MJ_MMA_BK;
+    const int k_per = (k_tiles + splits - 1) / splits * MJ_MMA_BK;
+    *k0 = split * k_per;
+    *klen = I - *k0 < k_per ? I - *k0 : k_per;
+}
+
 template <Dtype D>
 __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
 {
@@ -80,12 +90,9 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
     const int h0 = (rest % col_tiles) * BW, split = rest / col_tiles;
     RowTile tile;
     if (!find_row_tile<BT>(p, bid % p.max_tiles, &tile)) return;
-    // this split's k range: whole k tiles [k0, k0 + klen) of every row
-    const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
-    const int k_tiles = (I + Main::BK - 1) / Main::BK;
-    const int k_per = (k_tiles + splits - 1) / splits * Main::BK;
-    const int k0 = split * k_per;
-    const int klen = I - k0 < k_per ? I - k0 : k_per; // <= 0: a zero partial sum
+    static_assert(Main::BK == MJ_MMA_BK, "gemm2_split_range splits in k tiles of MJ_MMA_BK");
+    int k0, klen;
+    gemm2_split_range(I, p.gemm2_splits > 1 ? p.gemm2_splits : 1, split, &k0, &klen);
 
     const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I + k0;
     const u16 *w2e = reinterpret_cast<const u16 *>(p.w2) + static_cast<i64>(tile.expert) * H * I + k0;

@@ -179,11 +179,14 @@ __device__ __forceinline__ void mask_groups(float (&key)[kPerLane], const int (&
 
 // The route stage for token t, run by one whole warp (t is warp-uniform). gr matters for
 // deepseek_v3 only (a layer without it may leave the default). Rows are counted in counts
-// (ws_counts, or a shared-memory array of the caller's); local_ids, if given, receives each
-// slot's local id (or −1) as ws_ids does.
+// (ws_counts, or a shared-memory array of the caller's; nullptr: not counted); local_ids, if
+// given, receives each slot's local id (or −1) as ws_ids does; publish = false leaves ws_ids
+// and ws_weights unwritten (the decode GEMM1 blocks that route for themselves: only one of
+// them publishes, decode_route.cuh).
 template <Routing kRouting, Dtype kLogits, int kMaxE>
 __device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int E, int k, int lane,
-                                            const GroupRouting &gr, int *counts, int *local_ids = nullptr)
+                                            const GroupRouting &gr, int *counts, int *local_ids = nullptr,
+                                            bool publish = true)
 {
     static_assert(kLogits == Dtype::fp32 || kLogits == Dtype::bf16 || kLogits == Dtype::fp16,
                   "router logits are fp32, bf16 or fp16");
@@ -257,10 +260,12 @@ __device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int
         const int local = s.id - p.expert_offset;
         const bool mine = s.id >= 0 && local >= 0 && local < p.num_local_experts;
         const i64 at = t * k + lane;
-        reinterpret_cast<int *>(p.ws_ids)[at] = mine ? local : -1;
-        reinterpret_cast<float *>(p.ws_weights)[at] = s.weight;
+        if (publish) {
+            reinterpret_cast<int *>(p.ws_ids)[at] = mine ? local : -1;
+            reinterpret_cast<float *>(p.ws_weights)[at] = s.weight;
+        }
         if (local_ids) local_ids[at] = mine ? local : -1;
-        if (mine) atomicAdd(counts + local, 1);
+        if (mine && counts) atomicAdd(counts + local, 1);
     }
 }
 

@@ -18,6 +18,7 @@
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
+#include "decode_route.cuh"
 #include "finalize.cuh"
 #include "mma_gemm1_act.cuh"
 #include "mma_gemm2.cuh"
@@ -94,8 +95,33 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_wait(); // and grid_dep_launch after its mainloop (mma_gemm1_act.cuh)
     using namespace mj::tc_layer;
-    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
-                                          dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+    const int bid = static_cast<int>(blockIdx.x);
+    mj::RowTile tile;
+    if (!mj::find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
+    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+                                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
+                                          reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
+}
+
+// The decode layer's first kernel at T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS (not precomputed
+// routing): every block routes the batch itself and derives its row tile (decode_route.cuh),
+// so the layer is three launches: this, mj_gemm2_small, mj_finalize.
+extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
+{
+    mj::grid_dep_wait(); // launched plainly: a no-op, kept for a launcher that chains it
+    using namespace mj::tc_layer;
+    __shared__ mj::DecodeRouting routing;
+    const int bid = static_cast<int>(blockIdx.x);
+    const int b = bid % p.max_tiles, col_tile = bid / p.max_tiles;
+    const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
+    mj::RowTile tile;
+    if (!mj::route_decode_tile<kRouting, kLogitsDtype, kMaxE>(p, dim<kPinnedExperts>(p.num_experts),
+                                                              dim<kPinnedTopk>(p.topk), gr, b, col_tile == 0,
+                                                              bid == 0, routing, &tile))
+        return;
+    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+                                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)

@@ -16,6 +16,7 @@
 
 #include "common/mma_params.h"
 #include "common/params.h"
+#include "common/wgmma_params.h"
 #include "driver.h"
 #include "launch.h"
 #include "launch_backends.h"
@@ -557,6 +558,7 @@ static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank
 
 /* The forward of spec text on T tokens of (H, I, E, k) with E_local experts from offset;
  * checks the workspace size first. */
+/* want_bytes: the workspace size to expect (0: not checked) */
 static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, int64_t offset,
                        int64_t local, size_t want_bytes)
 {
@@ -565,7 +567,7 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     a.expert_offset = offset, a.num_local_experts = local;
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    ck_assert_msg(bytes == want_bytes, "%s T=%lld: workspace %zu, want %zu", text, (long long)T, bytes, want_bytes);
+    ck_assert_msg(want_bytes == 0 || bytes == want_bytes, "%s T=%lld: workspace %zu, want %zu", text, (long long)T, bytes, want_bytes);
     mj_driver d = fake_driver();
     d.cuLaunchKernel = tc_launch;
     d.cuLaunchKernelEx = tc_launch_ex;
@@ -602,22 +604,40 @@ static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 
 START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 {
-    /* T = 1: route_fused_small, gemm1/gemm2 small, finalize (2048 columns: 4 blocks of 512);
-     * no memset (the fused kernel counts in shared memory); on sm_90a every launch after the first is a
-     * programmatic dependent launch */
-    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
-                                         {7, 216, 1, 128, 92160, -1, 1},
-                                         {8, 288, 1, 128, 92160, -1, 1},
-                                         {5, 1, 4, 128, 0, -1, 1}};
+    /* T = 1: no routing launch: gemm1_small_routed (its blocks route the batch), gemm2 small,
+     * finalize (2048 columns: 4 blocks of 512); no memset; on sm_90a every launch after the
+     * first is a programmatic dependent launch, the first a plain one */
+    static const tc_launch_rec want1[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 216, 1, 128, 92160, -1, 0},
+                                          {8, 288, 1, 128, 92160, -1, 1},
+                                          {5, 1, 4, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81408);
-        expect_launches(specs[i], want, 4);
+        expect_launches(specs[i], want1, 3);
         ck_assert_int_eq(memset_count, 0);
         ck_assert_int_eq(n_tc_attrs, 2);
         ck_assert_int_eq(tc_attr_smem, 92160);
         ck_assert_int_eq(n_tc_maps, 0);
     }
+    /* T = 2..16: route_fused_small, gemm1/gemm2 small (max tiles 3 + 40 at T = 5: 24 x 43 and
+     * 32 x 43), finalize; the fused kernel counts in shared memory, so still no memset */
+    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
+                                         {7, 24 * 43, 1, 128, 92160, -1, 1},
+                                         {8, 32 * 43, 1, 128, 92160, -1, 1},
+                                         {5, 5, 4, 128, 0, -1, 1}};
+    for (int i = 0; i < 2; i++) {
+        tc_forward(specs[i], 5, 2048, 768, 128, 8, 0, 0, 0);
+        expect_launches(specs[i], want, 4);
+        ck_assert_int_eq(memset_count, 0);
+    }
+    tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[0].kernel, 9);
+    /* precomputed ids may repeat an expert within a token, which the routed GEMM1 cannot
+     * tile: T = 1 takes the fused routing kernel */
+    tc_forward("backend=mma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a", 1, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(n_tc_recs, 4);
+    ck_assert_int_eq(tc_recs[0].kernel, 9);
+    ck_assert_int_eq(tc_recs[1].kernel, 7);
     /* T = 17: past the fused routing, still the small path: memset, route, offsets_small, scatter */
     static const tc_launch_rec want17[] = {{0, 3, 1, 256, 0, -1, 0},        {6, 1, 1, 512, 0, -1, 1},
                                            {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 92160, -1, 1},
@@ -643,15 +663,14 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1, 2, 8, 8, 4095), 1);     /* a half would be < 2048 */
     ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1000000, 1, 512, 8, 8192), 1); /* all touched: 512 */
     ck_assert_int_eq(mj_mma_small_gemm2_splits(32, 1, 8, 128, 128, 768), 1);  /* Qwen3-30B: I too short */
-    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
-                                         {7, 1344, 1, 128, 92160, -1, 1},
+    static const tc_launch_rec want[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 1344, 1, 128, 92160, -1, 0},
                                          {8, 384, 1, 128, 92160, -1, 1},
                                          {5, 1, 8, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA};
     for (int i = 0; i < 2; i++) {
         /* ids .. rows: 7 regions of 256 bytes; inter 2 x 14336 x 2; y 2 copies of 2 x 4096 x 4 */
         tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 57344 + 2 * 32768);
-        expect_launches(specs[i], want, 4);
+        expect_launches(specs[i], want, 3);
         ck_assert_int_eq(tc_splits, 2);
     }
     /* the large path never splits: one copy of y */
@@ -664,10 +683,10 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
      * 14336 x 2 bytes, y (1 or 2) x 2k x 4096 x 4 */
     tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 229376 + 2 * 131072);
     ck_assert_int_eq(tc_splits, 2);
-    ck_assert_uint_eq(tc_recs[2].gx, 64 * 9 * 2);
+    ck_assert_uint_eq(tc_recs[2].gx, 64 * 9 * 2); /* GEMM2 after the fused routing and GEMM1 */
     tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 458752 + 262144);
     ck_assert_int_eq(tc_splits, 1);
-    ck_assert_uint_eq(tc_recs[2].gx, 64 * 9);
+    ck_assert_uint_eq(tc_recs[2].gx, 64 * 9); /* GEMM2 after the fused routing and GEMM1 */
 }
 END_TEST
 
@@ -716,17 +735,20 @@ END_TEST
 
 START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
 {
-    /* tile=tall: the tall kernels after the mma table (10, 11, 12), row tiles of 256, boxes
-     * of 64 (gated W1 halves) and 128 (W2) rows */
-    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},     {10, 1, 1, 512, 0, -1, 1},
-                                         {2, 128, 1, 256, 0, -1, 1},     {11, 132, 1, 384, 197888, 1, 1},
-                                         {12, 132, 1, 384, 197888, 2, 1}, {5, 4096, 4, 128, 0, -1, 1}};
+    /* tile=tall: the tall kernels after the mma table, row tiles of 256, boxes of 64 (gated
+     * W1 halves) and 128 (W2) rows */
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},
+                                         {MJ_WGMMA_K_EXPERT_OFFSETS_TALL, 1, 1, 512, 0, -1, 1},
+                                         {2, 128, 1, 256, 0, -1, 1},
+                                         {MJ_WGMMA_K_GEMM1_ACT_TALL, 132, 1, 384, 197888, 1, 1},
+                                         {MJ_WGMMA_K_GEMM2_TALL, 132, 1, 384, 197888, 2, 1},
+                                         {5, 4096, 4, 128, 0, -1, 1}};
     tc_forward(WGMMA ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 319197696);
     expect_launches(WGMMA ",tile=tall", want, 6);
     ck_assert_uint_eq(tc_box_rows[0], 64);
     ck_assert_uint_eq(tc_box_rows[1], 128);
     tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 23383552); /* forced at 19 rows */
-    ck_assert_int_eq(tc_recs[3].kernel, 11);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
     /* the tall path's row tiles are 256 rows: max_tiles = E_local + P / 256 bounds the grid;
      * ungated: W1 in one 128-row box */
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=tall", 4096, 2048, 768,
@@ -759,7 +781,7 @@ START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "0", 1);
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408);
-    ck_assert_int_eq(n_tc_recs, 4);
+    ck_assert_int_eq(n_tc_recs, 3); /* decode: GEMM1 routes for itself */
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
     setenv("MOEJIT_PDL", "1", 1); /* read once per process: still off */
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696);

@@ -41,17 +41,32 @@ enum {
     MJ_MMA_K_GEMM2_SMALL,
     MJ_MMA_K_ROUTE_FUSED_SMALL,    /* T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS: counters, route,
                                       offsets (small tiles) and scatter in ONE block */
+    MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, /* T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS: each block routes
+                                        the batch itself, then GEMM1 (decode_route.cuh) */
     MJ_MMA_NUM_KERNELS
 };
 #define MJ_MMA_KERNEL_NAME_LIST                                                                 \
     "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize", \
-        "mj_expert_offsets_small", "mj_gemm1_act_small", "mj_gemm2_small", "mj_route_fused_small"
+        "mj_expert_offsets_small", "mj_gemm1_act_small", "mj_gemm2_small", "mj_route_fused_small", \
+        "mj_gemm1_act_small_routed"
 
 /* Decode: at most this many tokens (one warp each in a block of MJ_SIMT_OFFSETS_THREADS)
  * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
  * each of which costs a few microseconds of launch and drain at batch 1. More tokens would
  * serialise several warp-argmax chains per warp and lose what the launches saved. */
 #define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 16
+
+/* Decode: at most this many tokens (and a routing that selects, not precomputed ids, which
+ * may repeat an expert) skip the routing kernel altogether: every GEMM1 block routes the
+ * batch itself (a warp per token, 4 warps) and derives its row tile, the layer being GEMM1,
+ * GEMM2, finalize (decode_route.cuh). Must be <= MJ_MMA_SMALL_BT (one row tile per routed
+ * expert). Measured on the H200 (wgmma, both builds in one device call, two runs each, µs):
+ * at B=1 it saves 0.8-1.4 µs at Mixtral, Qwen3-30B, Qwen3-235B and Nemotron (DeepSeek-V3
+ * +0.2, E=256: the longest routing, now in every block's prologue); at B=2 it won at
+ * Mixtral and lost at DeepSeek-V3 (+1.4), at B=4 it lost at Qwen3-30B and Nemotron (+1.1,
+ * +0.9): every block then routes 2-4 tokens before its first weight load, where the
+ * routing kernel did it once and ran alongside the GEMM's launch. Hence batch 1 only. */
+#define MJ_MMA_ROUTED_GEMM1_MAX_TOKENS 1
 
 /* ---- the two GEMM paths ------------------------------------------------------------------- */
 #define MJ_MMA_BK 64 /* k per stage: 128-byte smem rows, 8 x 16-byte chunks, XOR swizzle */
