@@ -282,8 +282,11 @@ static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
  * ending in a partial k tile (4104 = 64 x 64 + 8). */
 static const int ref_split_I = 4104;
 
+/* ep_local > 0: an expert-parallel rank owning experts [ref_ep_offset, + ep_local) of the E. */
+static const int ref_ep_offset = 2;
+
 static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act, const char *dtype,
-                         long long T, int I, int want_splits, FILE *log)
+                         long long T, int I, int want_splits, int ep_local, FILE *log)
 {
     const int H = ref_H, E = ref_E, K = ref_K;
     const mj_dtype dt = L->spec->dtype;
@@ -303,6 +306,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     memset(&a, 0, sizeof a);
     if (!x || !lg || !w1 || !w2 || !out || !out2 || !ideal || !replay) goto done;
     a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = E, a.topk = K;
+    if (ep_local > 0) a.expert_offset = ref_ep_offset, a.num_local_experts = ep_local; /* weights: a prefix */
     st = mj_gpu_upload_values(g, x, (size_t)T * H, dt, &dx);
     if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, MJ_DTYPE_FP32, &dl);
     if (!st) st = mj_gpu_upload_values(g, w1, (size_t)E * rows * H, dt, &dw1);
@@ -311,8 +315,9 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     a.x = (void *)dx, a.router_logits = (void *)dl, a.w1 = (void *)dw1, a.w2 = (void *)dw2, a.out = (void *)dout;
     if (!st) st = bench_layer_workspace(L, &a, &ws);
     if (!st) st = mj_gpu_alloc(g, ws, &dws);
-    for (int rep = 0; rep < 2 && !st; rep++) {
+    for (int rep = 0; rep < 2 && !st; rep++) { /* poisoned workspace: no stage may rely on its contents */
         st = mj_gpu_poison(g, dout, 0xff, (size_t)T * H * 2, NULL);
+        if (!st) st = mj_gpu_poison(g, dws, 0xff, ws, NULL);
         if (!st) st = bench_layer_forward(g, L, &a, dws, ws, NULL);
         if (!st) st = mj_gpu_sync(g, NULL);
         if (!st) st = mj_gpu_download_values(g, dout, (size_t)T * H, dt, rep ? out2 : out);
@@ -324,6 +329,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     mj_ref_layer R;
     memset(&R, 0, sizeof R);
     R.num_tokens = T, R.hidden = H, R.inter = I, R.num_experts = E, R.topk = K;
+    R.expert_offset = a.expert_offset, R.num_local_experts = a.num_local_experts;
     R.act = &L->spec->act, R.routing = L->spec->routing, R.w1_layout = L->spec->w1_layout, R.dtype = dt;
     R.x = x, R.router_logits = lg, R.w1 = w1, R.w2 = w2;
     if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_SIMT) != MOEJIT_OK) {
@@ -346,7 +352,8 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
                 act, T, path, mj_launch_mma_gemm2_splits(L->spec, &a), want_splits);
         ok = 0;
     }
-    fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s err/max: ideal %.2e replay %.2e  "
+    if (ep_local > 0) snprintf(path + strlen(path), sizeof path - strlen(path), ",ep");
+    fprintf(log, "reference %-4s %-44s T=%-4lld path=%-10s err/max: ideal %.2e replay %.2e  "
                  "non-finite %lld  rerun %s  %s\n",
             dtype, act, T, path, m > 0 ? e_ideal / m : e_ideal, m > 0 ? e_replay / m : e_replay, bad,
             same ? "identical" : "DIFFERS", ok ? "ok" : "FAIL");
@@ -370,7 +377,8 @@ static void ref_spec_text(char *text, size_t n, const char *backend, const char 
 /* Builds the layer of text and checks it at each T of ts (inter I; want_splits as for
  * reference_run); returns the number of failed runs (all of them when it does not build). */
 static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *text, const char *act,
-                           const char *dtype, const long long *ts, int n_ts, int I, int want_splits, FILE *log)
+                           const char *dtype, const long long *ts, int n_ts, int I, int want_splits, int ep_local,
+                           FILE *log)
 {
     bench_layer L;
     int failed = 0;
@@ -378,36 +386,39 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
         fprintf(log, "reference %-44s BUILD FAILED (%s): %s\n", act, text, moejit_last_error());
         failed = n_ts;
     } else {
-        for (int i = 0; i < n_ts; i++) failed += !reference_run(g, &L, act, dtype, ts[i], I, want_splits, log);
+        for (int i = 0; i < n_ts; i++)
+            failed += !reference_run(g, &L, act, dtype, ts[i], I, want_splits, ep_local, log);
     }
     bench_layer_free(&L);
     return failed;
 }
 
-/* Checks one activation and dtype on a small layer at T = 5 (small path, fused routing
- * kernel), T = 37 (small path), T = 300 (large path) under tile=auto and, for wgmma, T = 640
- * with tile=tall (160 rows per expert; auto would not take tall for so small an expert);
- * with `split`, also T = 2 on a layer of I = ref_split_I, whose decode GEMM2 is split in two
- * along K. Returns the number of failed runs. */
+/* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
+ * itself), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
+ * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
+ * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
+ * tall for so small an expert); with `split`, also T = 2 on a layer of I = ref_split_I,
+ * whose decode GEMM2 is split in two along K. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 4 : 3) + (split ? 1 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 7 : 6) + (split ? 1 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
                           const char *dtype, int split, FILE *log)
 {
     char text[560];
-    static const long long auto_ts[] = {5, 37, 300}, tall_ts[] = {640}, split_ts[] = {2};
+    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, split_ts[] = {2};
     ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, "");
-    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 3, ref_I, 0, log);
+    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 4, ref_I, 0, 0, log);
+    failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, 0, 4, log);
     if (strcmp(backend, "wgmma") == 0) { /* tile=auto takes tall only for large experts: force it */
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ",tile=tall");
-        failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, 0, log);
+        failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, 0, 0, log);
     }
     if (split) {
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, "");
-        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, 2, log);
+        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, 2, 0, log);
     }
     fflush(log);
     return failed;
