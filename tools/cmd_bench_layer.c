@@ -346,7 +346,10 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     }
     int same = memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
     path_label(L->spec, &a, path, sizeof path);
-    ok = bad == 0 && same && m > 0 && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
+    /* m > 0 keeps a degenerate all-zero reference from passing anything; on an EP rank every
+     * token may legitimately route only to other ranks' experts (T = 1: 3 times in 14), and
+     * then the bars below demand exact zeros */
+    ok = bad == 0 && same && (m > 0 || ep_local > 0) && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
     if (want_splits && mj_launch_mma_gemm2_splits(L->spec, &a) != want_splits) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s the GEMM2 has %d K splits, want %d  FAIL\n", dtype,
                 act, T, path, mj_launch_mma_gemm2_splits(L->spec, &a), want_splits);
