@@ -6,8 +6,9 @@
 // owns 4 adjacent columns of one chunk. Why chunks and not a block looping over the row: at
 // decode (T = 1..16) a block per token left one SM issuing H / 512 dependent rounds of k
 // loads from L2 (~0.5 µs each: DeepSeek-V3, H = 7168, k = 8, was ~50 µs of a 215 µs layer);
-// now every thread issues its k loads back to back (slots in groups of kBatch) and the whole
-// stage is one round. The sum's order, hence every bit of out, is unchanged.
+// now every thread issues its k loads back to back (slots in groups of kBatch, each slot's id
+// and weight loaded with its y row) and the whole stage is one round. The sum's order, hence
+// every bit of out, is unchanged.
 //
 // With a split decode GEMM2 (p.gemm2_splits = S > 1) y holds S partial sums per pair; a
 // slot's value is their sum in split order, then weighted as above.
@@ -22,35 +23,35 @@ template <Dtype D, int kMaxK>
 __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, int chunk, int H, int k)
 {
     static_assert(kMaxK >= 1 && kMaxK <= MJ_SIMT_MAX_TOPK, "k must be in 1..32");
-    static_assert(MJ_SIMT_FINALIZE_THREADS >= MJ_SIMT_MAX_TOPK, "finalize loads one slot per thread");
-    __shared__ int ids[kMaxK];
-    __shared__ float weights[kMaxK];
-    if (threadIdx.x < k) {
-        ids[threadIdx.x] = reinterpret_cast<const int *>(p.ws_ids)[t * k + threadIdx.x];
-        weights[threadIdx.x] = reinterpret_cast<const float *>(p.ws_weights)[t * k + threadIdx.x];
-    }
-    __syncthreads();
-
     const int c = chunk * MJ_SIMT_FINALIZE_COLS + static_cast<int>(threadIdx.x) * 4;
     if (c >= H) return; // H % 8 == 0: a thread's 4 columns are all in or all out
+    const int *ids = reinterpret_cast<const int *>(p.ws_ids) + t * k;
+    const float *weights = reinterpret_cast<const float *>(p.ws_weights) + t * k;
     const float *y = reinterpret_cast<const float *>(p.ws_y) + t * k * H + c;
     const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
     const i64 split_stride = p.num_pairs * H;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    // Up to kBatch slots' loads in flight at once; their sums still go in slot order.
+    // Up to kBatch slots in flight at once, their id, weight and y loads issued together (one
+    // L2 round trip, not an id round trip and then a y one: a slot of another rank's expert
+    // loads a y row GEMM2 never wrote, and skips it below); the sums still go in slot order.
     constexpr int kBatch = kMaxK < 8 ? kMaxK : 8;
     for (int j0 = 0; j0 < k; j0 += kBatch) {
         Float4 v[kBatch];
+        int id[kBatch];
+        float w[kBatch];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
             const int j = j0 + b;
-            if (j < k && ids[j] >= 0) v[b] = *reinterpret_cast<const Float4 *>(y + static_cast<i64>(j) * H);
+            if (j >= k) continue;
+            id[b] = ids[j];
+            w[b] = weights[j];
+            v[b] = *reinterpret_cast<const Float4 *>(y + static_cast<i64>(j) * H);
         }
         for (int s = 1; s < splits; ++s) // only a split decode GEMM2's
 #pragma unroll
             for (int b = 0; b < kBatch; ++b) {
                 const int j = j0 + b;
-                if (j >= k || ids[j] < 0) continue;
+                if (j >= k) continue;
                 const Float4 u = *reinterpret_cast<const Float4 *>(y + s * split_stride + static_cast<i64>(j) * H);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) v[b].v[q] += u.v[q];
@@ -58,10 +59,9 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
             const int j = j0 + b;
-            if (j >= k || ids[j] < 0) continue; // another rank's expert (or none): adds nothing
-            const float w = weights[j];
+            if (j >= k || id[b] < 0) continue; // another rank's expert (or none): adds nothing
 #pragma unroll
-            for (int q = 0; q < 4; ++q) acc[q] = fmaf(w, v[b].v[q], acc[q]);
+            for (int q = 0; q < 4; ++q) acc[q] = fmaf(w[b], v[b].v[q], acc[q]);
         }
     }
     Vec8 o;
