@@ -297,9 +297,9 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     float *w2 = host_random((size_t)E * H * I, 1.0f / sqrtf((float)I), dt);
     float *out = malloc((size_t)T * H * sizeof *out), *out2 = malloc((size_t)T * H * sizeof *out2);
     double *ideal = malloc((size_t)T * H * sizeof *ideal), *replay = malloc((size_t)T * H * sizeof *replay);
-    CUdeviceptr dx = 0, dl = 0, dw1 = 0, dw2 = 0, dout = 0, dws = 0;
+    CUdeviceptr dx = 0, dl = 0, dl_other = 0, dw1 = 0, dw2 = 0, dout = 0, dws = 0;
     size_t ws = 0;
-    int ok = 0;
+    int ok = 0, same = 1;
     char path[24] = "-";
     moejit_status st = MOEJIT_ERR_OUT_OF_MEMORY;
     moejit_moe_args a;
@@ -309,18 +309,32 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     if (ep_local > 0) a.expert_offset = ref_ep_offset, a.num_local_experts = ep_local; /* weights: a prefix */
     st = mj_gpu_upload_values(g, x, (size_t)T * H, dt, &dx);
     if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, MJ_DTYPE_FP32, &dl);
+    for (size_t i = 0; i < (size_t)T * E; i++) lg[i] = -lg[i];
+    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, MJ_DTYPE_FP32, &dl_other);
+    for (size_t i = 0; i < (size_t)T * E; i++) lg[i] = -lg[i]; /* the reference routes the real ones */
     if (!st) st = mj_gpu_upload_values(g, w1, (size_t)E * rows * H, dt, &dw1);
     if (!st) st = mj_gpu_upload_values(g, w2, (size_t)E * H * I, dt, &dw2);
     if (!st) st = mj_gpu_alloc(g, (size_t)T * H * 2, &dout);
     a.x = (void *)dx, a.router_logits = (void *)dl, a.w1 = (void *)dw1, a.w2 = (void *)dw2, a.out = (void *)dout;
     if (!st) st = bench_layer_workspace(L, &a, &ws);
     if (!st) st = mj_gpu_alloc(g, ws, &dws);
-    for (int rep = 0; rep < 2 && !st; rep++) { /* poisoned workspace: no stage may rely on its contents */
+    /* No stage may rely on the workspace's contents: rep 0 runs on a poisoned one, rep 1 on
+     * what a forward with other routing (negated logits) left there, rep 2 on what rep 1 left
+     * (a stage that read a tile table, row list or routing weight before its producer wrote
+     * it would see poison, another routing's, and the right one); reps 1 and 2 must give
+     * rep 0's bits. */
+    for (int rep = 0; rep < 3 && !st; rep++) {
         st = mj_gpu_poison(g, dout, 0xff, (size_t)T * H * 2, NULL);
-        if (!st) st = mj_gpu_poison(g, dws, 0xff, ws, NULL);
+        if (!st && rep == 0) st = mj_gpu_poison(g, dws, 0xff, ws, NULL);
+        if (!st && rep == 1) {
+            a.router_logits = (void *)dl_other;
+            st = bench_layer_forward(g, L, &a, dws, ws, NULL);
+            a.router_logits = (void *)dl;
+        }
         if (!st) st = bench_layer_forward(g, L, &a, dws, ws, NULL);
         if (!st) st = mj_gpu_sync(g, NULL);
         if (!st) st = mj_gpu_download_values(g, dout, (size_t)T * H, dt, rep ? out2 : out);
+        if (!st && rep) same = same && memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
     }
     if (st) {
         fprintf(log, "reference %-44s T=%-4lld RUN FAILED: %s\n", act, T, moejit_last_error());
@@ -344,7 +358,6 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         e_replay = fmax(e_replay, fabs(out[i] - replay[i]));
         m = fmax(m, fabs(replay[i]));
     }
-    int same = memcmp(out, out2, (size_t)T * H * sizeof *out) == 0;
     path_label(L->spec, &a, path, sizeof path);
     /* m > 0 keeps a degenerate all-zero reference from passing anything; on an EP rank every
      * token may legitimately route only to other ranks' experts (T = 1: 3 times in 14), and
@@ -361,7 +374,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
             dtype, act, T, path, m > 0 ? e_ideal / m : e_ideal, m > 0 ? e_replay / m : e_replay, bad,
             same ? "identical" : "DIFFERS", ok ? "ok" : "FAIL");
 done:
-    mj_gpu_free(g, dx), mj_gpu_free(g, dl), mj_gpu_free(g, dw1), mj_gpu_free(g, dw2);
+    mj_gpu_free(g, dx), mj_gpu_free(g, dl), mj_gpu_free(g, dl_other), mj_gpu_free(g, dw1), mj_gpu_free(g, dw2);
     mj_gpu_free(g, dout), mj_gpu_free(g, dws);
     free(x), free(lg), free(w1), free(w2), free(out), free(out2), free(ideal), free(replay);
     return ok;
