@@ -67,7 +67,7 @@ typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local, max_tiles;
     int gated, small, tall; /* path: small (decode), tall (wgmma), else large */
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
-    int programmatic; /* arch >= sm_90: kernels after the first use programmatic dependent launch */
+    int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     mj_layer_params p;
 } mj_mma_forward;
 

@@ -50,11 +50,21 @@ moejit_status mj_launch_check_workspace(size_t total, const moejit_moe_args *a, 
 void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, void *workspace, int64_t max_tiles,
                            mj_layer_params *p);
 
-/* Whether the tensor-core layers may use programmatic dependent launch on sm_90+: yes unless
- * $MOEJIT_PDL is "0" (an escape hatch for a driver or tool that mishandles PDL, and the A/B
- * switch of the benchmarks). Read once per process; a value other than 0 or 1 is an error
- * naming the variable, on every forward. */
-moejit_status mj_launch_pdl_allowed(int *allowed);
+/* Which of a tensor-core forward's kernels are programmatic dependent launches on sm_90+
+ * ($MOEJIT_PDL, read once per process):
+ *   MJ_PDL_ALL    "1" or unset: every kernel, the forward's first too, so that its blocks are
+ *                 resident and waiting when whatever ran before it on the stream completes
+ *                 (the launch latency of the layer's first kernel is hidden when the kernel
+ *                 before it triggers early, as every moejit kernel does; against one that
+ *                 does not, the launch behaves as a plain one)
+ *   MJ_PDL_INNER  "inner": every kernel but the forward's first (the A/B switch of the
+ *                 benchmarks for the above)
+ *   MJ_PDL_OFF    "0": none (an escape hatch for a driver or tool that mishandles PDL)
+ * Every kernel executes griddepcontrol.wait before it touches an input or the workspace,
+ * so the three are the same computation. Another value is an error naming the variable,
+ * on every forward. */
+enum { MJ_PDL_OFF = 0, MJ_PDL_INNER = 1, MJ_PDL_ALL = 2 };
+moejit_status mj_launch_pdl_mode(int *mode);
 
 /* Launch of kernel `index` of m on a (gx, gy) grid of 1-D blocks; a failure names the
  * kernel. programmatic != 0: cuLaunchKernelEx with programmatic stream serialization

@@ -25,12 +25,13 @@
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
  * it was captured with.
  *
- * On sm_90 and newer every kernel after the first is a programmatic dependent launch: its
- * blocks become resident while the previous kernel's last blocks still run (hiding the
- * launch of each of the chain's kernels: 2-13 us per decode forward on the H200), and each
- * waits in griddepcontrol.wait before it reads or writes what the chain touches
- * (templates/common/grid_dep.cuh). The first kernel launches plainly, so a forward still
- * starts after whatever the stream ran before it; MOEJIT_PDL=0 makes every launch plain.
+ * On sm_90 and newer every kernel is a programmatic dependent launch: its blocks become
+ * resident while the previous kernel's last blocks still run (hiding the launch of each of
+ * the chain's kernels: 2-13 us per decode forward on the H200), and each waits in
+ * griddepcontrol.wait before it reads or writes anything an input or the chain holds
+ * (templates/common/grid_dep.cuh), so the forward still computes on what the stream ran
+ * before it. MOEJIT_PDL=inner launches the forward's first kernel plainly, MOEJIT_PDL=0
+ * every kernel (launch_common.h).
  *
  * Paths: small (decode, mma's swapped-operand GEMMs), large, and for wgmma tall (256 x 128
  * prefill tiles with their own expert-offsets kernel, appended to the kernel table:
@@ -211,10 +212,10 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->small = path == MJ_MMA_PATH_SMALL;
     f->tall = path == MJ_MMA_PATH_TALL;
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
-    int pdl = 0;
-    st = mj_launch_pdl_allowed(&pdl);
+    int pdl = MJ_PDL_OFF;
+    st = mj_launch_pdl_mode(&pdl);
     if (st != MOEJIT_OK) return st;
-    f->programmatic = pdl && spec->arch >= MJ_ARCH_SM90A;
+    f->programmatic = spec->arch >= MJ_ARCH_SM90A ? pdl : MJ_PDL_OFF;
     f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : f->tall ? MJ_WGMMA_TALL_BM : l->large_bm,
                                      (int)f->e_local);
     mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
@@ -282,10 +283,12 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     const int first = routed ? 3 : fused ? 2 : 0;
     for (int i = first; i < 6; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
-        /* The first kernel waits for whatever the stream ran before (and for the memset) in
-         * the ordinary way; each later one may start early and waits in griddepcontrol.wait. */
+        /* Each kernel may start early and waits in griddepcontrol.wait; under MOEJIT_PDL=inner
+         * the first one waits for whatever the stream ran before (and for the memset) in the
+         * ordinary way. */
+        const int programmatic = f->programmatic == MJ_PDL_ALL || (f->programmatic == MJ_PDL_INNER && i > first);
         moejit_status st = mj_launch_kernel(d, m, c->kernel, names[c->kernel], (unsigned)c->blocks, c->blocks_y,
-                                            c->threads, c->smem, stream, c->params, f->programmatic && i > first);
+                                            c->threads, c->smem, stream, c->params, programmatic);
         if (st != MOEJIT_OK) return st;
     }
     return MOEJIT_OK;

@@ -123,7 +123,7 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     constexpr bool kGated = act_is_gated(kAct);
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     constexpr int kCols = kGated ? BW / 2 : BW;
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, 4, 1, 1, 2>;
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, BW / 16, 1, 1, 2>;
     static_assert(Main::kSmemBytes == MJ_MMA_SMALL_SMEM, "host and device must agree on shared memory");
 
     const int j0 = col_tile * kCols;

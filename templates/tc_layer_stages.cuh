@@ -109,7 +109,7 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
-    mj::grid_dep_wait(); // launched plainly: a no-op, kept for a launcher that chains it
+    mj::grid_dep_wait(); // the forward's first kernel: waits for what the stream ran before
     using namespace mj::tc_layer;
     __shared__ mj::DecodeRouting routing;
     const int bid = static_cast<int>(blockIdx.x);

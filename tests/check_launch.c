@@ -605,9 +605,9 @@ static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 {
     /* T = 1: no routing launch: gemm1_small_routed (its blocks route the batch), gemm2 small,
-     * finalize (2048 columns: 4 blocks of 512); no memset; on sm_90a every launch after the
-     * first is a programmatic dependent launch, the first a plain one */
-    static const tc_launch_rec want1[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 216, 1, 128, 92160, -1, 0},
+     * finalize (2048 columns: 4 blocks of 512); no memset; on sm_90a every launch is a
+     * programmatic dependent launch, the first too (MOEJIT_PDL=inner: below) */
+    static const tc_launch_rec want1[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 216, 1, 128, 92160, -1, 1},
                                           {8, 288, 1, 128, 92160, -1, 1},
                                           {5, 1, 4, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
@@ -615,13 +615,13 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81408);
         expect_launches(specs[i], want1, 3);
         ck_assert_int_eq(memset_count, 0);
-        ck_assert_int_eq(n_tc_attrs, 2);
+        ck_assert_int_eq(n_tc_attrs, 2); /* smem opt-in of the two GEMMs */
         ck_assert_int_eq(tc_attr_smem, 92160);
         ck_assert_int_eq(n_tc_maps, 0);
     }
     /* T = 2..16: route_fused_small, gemm1/gemm2 small (max tiles 3 + 40 at T = 5: 24 x 43 and
      * 32 x 43), finalize; the fused kernel counts in shared memory, so still no memset */
-    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 0},
+    static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 1},
                                          {7, 24 * 43, 1, 128, 92160, -1, 1},
                                          {8, 32 * 43, 1, 128, 92160, -1, 1},
                                          {5, 5, 4, 128, 0, -1, 1}};
@@ -639,7 +639,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
     ck_assert_int_eq(tc_recs[0].kernel, 9);
     ck_assert_int_eq(tc_recs[1].kernel, 7);
     /* T = 17: past the fused routing, still the small path: memset, route, offsets_small, scatter */
-    static const tc_launch_rec want17[] = {{0, 3, 1, 256, 0, -1, 0},        {6, 1, 1, 512, 0, -1, 1},
+    static const tc_launch_rec want17[] = {{0, 3, 1, 256, 0, -1, 1},        {6, 1, 1, 512, 0, -1, 1},
                                            {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 92160, -1, 1},
                                            {8, 4384, 1, 128, 92160, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
@@ -663,7 +663,7 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1, 2, 8, 8, 4095), 1);     /* a half would be < 2048 */
     ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1000000, 1, 512, 8, 8192), 1); /* all touched: 512 */
     ck_assert_int_eq(mj_mma_small_gemm2_splits(32, 1, 8, 128, 128, 768), 1);  /* Qwen3-30B: I too short */
-    static const tc_launch_rec want[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 1344, 1, 128, 92160, -1, 0},
+    static const tc_launch_rec want[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 1344, 1, 128, 92160, -1, 1},
                                          {8, 384, 1, 128, 92160, -1, 1},
                                          {5, 1, 8, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA};
@@ -692,7 +692,7 @@ END_TEST
 
 START_TEST(mma_large_forward_launches_the_tiled_gemms)
 {
-    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},     {1, 1, 1, 512, 0, -1, 1},
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},     {1, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},     {3, 4608, 1, 256, 98304, -1, 1},
                                          {4, 6144, 1, 256, 98304, -1, 1}, {5, 4096, 4, 128, 0, -1, 1}};
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696);
@@ -716,7 +716,7 @@ END_TEST
 START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
 {
     /* min(132 SMs, tiles) CTAs of 384 threads; GEMM1 gets the W1 map, GEMM2 the W2 map */
-    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},      {1, 1, 1, 512, 0, -1, 1},
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},      {1, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
                                          {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 4, 128, 0, -1, 1}};
     tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 319197696);
@@ -737,7 +737,7 @@ START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
 {
     /* tile=tall: the tall kernels after the mma table, row tiles of 256, boxes of 64 (gated
      * W1 halves) and 128 (W2) rows */
-    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 0},
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_EXPERT_OFFSETS_TALL, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_GEMM1_ACT_TALL, 132, 1, 384, 197888, 1, 1},
@@ -790,7 +790,26 @@ START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
 }
 END_TEST
 
-START_TEST(moejit_pdl_other_than_0_or_1_is_refused_naming_the_variable)
+START_TEST(moejit_pdl_inner_launches_a_forwards_first_kernel_plainly)
+{
+    if (!pdl_env_testable()) return;
+    setenv("MOEJIT_PDL", "inner", 1);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408); /* routed GEMM1, GEMM2, finalize */
+    ck_assert_int_eq(n_tc_recs, 3);
+    ck_assert_int_eq(tc_recs[0].pdl, 0);
+    ck_assert_int_eq(tc_recs[1].pdl, 1);
+    ck_assert_int_eq(tc_recs[2].pdl, 1);
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696); /* after the memset: route first */
+    ck_assert_int_eq(n_tc_recs, 6);
+    for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, i > 0);
+    /* sm_80 has no griddepcontrol whatever the variable says */
+    tc_forward("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_80", 5, 2048, 768, 128, 8, 0, 0, 0);
+    for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
+    unsetenv("MOEJIT_PDL");
+}
+END_TEST
+
+START_TEST(moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "yes", 1);
@@ -809,7 +828,8 @@ START_TEST(moejit_pdl_other_than_0_or_1_is_refused_naming_the_variable)
     ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL),
                      MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(moejit_last_error(),
-                     "MOEJIT_PDL: must be 0 (no programmatic dependent launch) or 1 (the default); got \"yes\"");
+                     "MOEJIT_PDL: must be 1 (the default: every kernel), inner (all but a forward's first "
+                     "kernel) or 0 (none); got \"yes\"");
     ck_assert_int_eq(n_tc_recs, 0); /* refused before anything was enqueued */
     moejit_spec_destroy(s);
     unsetenv("MOEJIT_PDL");
@@ -905,7 +925,8 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);
     tcase_add_test(tc, moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one);
-    tcase_add_test(tc, moejit_pdl_other_than_0_or_1_is_refused_naming_the_variable);
+    tcase_add_test(tc, moejit_pdl_inner_launches_a_forwards_first_kernel_plainly);
+    tcase_add_test(tc, moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);
     tcase_add_test(tc, a_tuning_table_entry_flips_the_auto_path_only);
     suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
 // This file contains the device side of programmatic dependent launch (PDL, sm_90 and newer),
 // which the tensor-core layers use to overlap each kernel of their chain with the tail of the
 // one before (runtime/launch_common.h: the launcher sets the programmatic stream
-// serialization attribute on every kernel after the first).
+// serialization attribute on every kernel, a forward's first too unless MOEJIT_PDL=inner,
+// so the first kernel's wait is what orders the forward after the stream's earlier work).
 //
 //   grid_dep_wait()     griddepcontrol.wait: returns once every prerequisite grid has
 //                       completed and its memory is visible. A kernel calls it in every

@@ -76,7 +76,7 @@ enum {
 #define MJ_MMA_LARGE_BN 128 /* weight rows per CTA (gated GEMM1: 64 up + 64 gate) */
 #define MJ_MMA_LARGE_STAGES 3
 
-#define MJ_MMA_SMALL_THREADS 128
+#define MJ_MMA_SMALL_THREADS (MJ_MMA_SMALL_BW / 16 * 32) /* a warp per 16 weight rows */
 #define MJ_MMA_SMALL_BW 64 /* weight rows per CTA (gated GEMM1: 32 up + 32 gate) */
 #define MJ_MMA_SMALL_BT 16 /* token rows per CTA (row tile) */
 #define MJ_MMA_SMALL_STAGES 9
