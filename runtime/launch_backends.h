@@ -34,6 +34,9 @@ int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *arg
 /* The K splits of the forward's GEMM2 (1 but on the small path of a decode GEMM2 with few
  * CTAs over a long I: mj_mma_small_gemm2_splits); mma and wgmma specs, valid shape. */
 int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args);
+/* Whether the forward's GEMM2 and finalize are one kernel (batch 1: launch_mma.c's rule);
+ * mma and wgmma specs, valid shape. */
+int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* backend=wgmma (templates/wgmma_layer.cuh, sm_90a). Workspace as mma's; the large-batch
  * GEMMs take a W1 / W2 tensor map encoded here per forward (cuTensorMapEncodeTiled). */

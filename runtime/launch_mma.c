@@ -20,7 +20,8 @@
  * A forward: one memset, then route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path
  * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h). On the decode path at
  * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
- * (routing not precomputed) none at all: GEMM1's blocks route for themselves. The path
+ * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
+ * k <= 8 and an unsplit GEMM2, GEMM2 and finalize are one kernel too (two launches). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
  * it was captured with.
@@ -79,6 +80,26 @@ int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *a
     if (args->num_tokens == 0 || mj_launch_mma_path(spec, args) != MJ_MMA_PATH_SMALL) return 1;
     return mj_mma_small_gemm2_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW), args->num_tokens, (int)args->topk,
                                      (int)args->num_experts, (int)mj_launch_local_experts(args), args->inter);
+}
+
+/* The one-kernel GEMM2 + finalize of batch 1 (common/mma_params.h), from what the forward
+ * already decided: the routed GEMM1 ran (small path, T = 1, routing not precomputed), GEMM2
+ * is not split, and the token's k slots fill the kernel's MJ_MMA_T1_SLOTS. Its grid is H / 8
+ * blocks of 8 rows per slot: with k = 8 as many blocks, as full, as the unfused GEMM2's H / 64
+ * per routed expert. With fewer slots every block streams fewer rows in more blocks (Nemotron,
+ * k = 6: 336 blocks instead of 252, past one wave of the H200's 2 x 132: +4.9 us), and so does
+ * an expert-parallel rank, whose token routes only some of its k slots here: both keep GEMM2
+ * and finalize. */
+static int t1_fused(int64_t T, int small, int precomputed, int splits, int64_t k, int64_t e_local, int64_t experts)
+{
+    return T == 1 && small && !precomputed && splits == 1 && k == MJ_MMA_T1_SLOTS && e_local == experts;
+}
+
+int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    return t1_fused(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
+                    spec->routing == MJ_ROUTING_PRECOMPUTED, mj_launch_mma_gemm2_splits(spec, args), args->topk,
+                    mj_launch_local_experts(args), args->num_experts);
 }
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
@@ -249,14 +270,19 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* decode: the GEMM1 blocks route the batch themselves (templates/decode_route.cuh) */
     const int routed = small && f->T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS && !f->precomputed;
     const int gemm1_small = routed ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL;
+    /* batch 1: GEMM2 and finalize in one kernel */
+    const int t1 = t1_fused(f->T, small, f->precomputed, f->p.gemm2_splits, f->p.topk, f->e_local,
+                            f->p.num_experts);
+    const int gemm2_small = t1 ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_SMALL;
     const int gemms[2] = {small ? gemm1_small : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL : MJ_MMA_K_GEMM1_ACT,
-                          small ? MJ_MMA_K_GEMM2_SMALL : tall ? MJ_WGMMA_K_GEMM2_TALL : MJ_MMA_K_GEMM2};
+                          small ? gemm2_small : tall ? MJ_WGMMA_K_GEMM2_TALL : MJ_MMA_K_GEMM2};
     const int offsets = small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
                         : tall ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
                                : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
+    const int gemm_smem[2] = {g->smem, t1 ? MJ_MMA_T1_SMEM : g->smem};
     for (int i = 0; i < 2; i++) {
-        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g->smem,
+        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, gemm_smem[i],
                                     m->kernels[gemms[i]], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
     }
@@ -274,14 +300,15 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         {offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
         {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SIMT_SCATTER_THREADS), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
-        {gemms[1], g->g2, 1, g->threads, (unsigned)g->smem, g->params2 ? g->params2 : params},
+        {gemms[1], t1 ? ceil_div(f->H, MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS) : g->g2, 1, g->threads,
+         (unsigned)gemm_smem[1], g->params2 ? g->params2 : params},
         {MJ_MMA_K_FINALIZE, f->T, (unsigned)ceil_div(f->H, MJ_SIMT_FINALIZE_COLS), MJ_SIMT_FINALIZE_THREADS, 0,
          params},
     };
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
-    const int first = routed ? 3 : fused ? 2 : 0;
-    for (int i = first; i < 6; i++) {
+    const int first = routed ? 3 : fused ? 2 : 0, last = t1 ? 4 : 5; /* t1: no finalize launch */
+    for (int i = first; i <= last; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
         /* Each kernel may start early and waits in griddepcontrol.wait; under MOEJIT_PDL=inner
          * the first one waits for whatever the stream ran before (and for the memset) in the

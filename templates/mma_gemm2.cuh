@@ -11,6 +11,7 @@
 //               copy s of y
 #pragma once
 
+#include "common/grid_dep.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
@@ -118,6 +119,83 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
                 if (col < H) dst[col] = acc.c[0][nf][2 * h + e];
             }
         }
+}
+
+// ---- batch 1: GEMM2 and finalize in one kernel ----------------------------------------------
+//
+// After the routed GEMM1 (T = 1: row tile b is the b-th routed local expert, one row, row0 =
+// b; decode_route.cuh) the token's output needs no other block's work once a block holds
+// EVERY routed expert's dot products for its columns. Block c owns the kCols = BW / kSlots
+// hidden columns h0 = c · kCols of all kSlots tiles:
+//
+//   A row r  = W2 row h0 + r % kCols of tile r / kCols's expert (zero past the real tiles)
+//   B row n  = tile n's intermediate row (n < kSlots; zero beyond)
+//
+// so the mainloop (the decode GEMM2's, same tile shape and pipeline) computes A · Bᵀ, of which
+// the products (r, n = r / kCols) are wanted and the rest is dropped (tensor cores are idle at
+// T = 1; every weight byte is still read once). Each wanted product is the same fixed sequence
+// of MMAs over k as gemm2_small's for that (W2 row, intermediate row) (mma_mainloop.cuh), and
+// the sum below is finalize_token's (slots in order, fmaf, other ranks' slots skipped, rounded
+// once): out is bit for bit the three-kernel layer's.
+template <Dtype D>
+__device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int H, int I, int k, unsigned char *smem)
+{
+    constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
+    constexpr int kSlots = MJ_MMA_T1_SLOTS, kCols = BW / kSlots;
+    static_assert(BW % kSlots == 0 && kSlots <= BT, "a block holds kCols rows of each of kSlots tiles");
+    static_assert(kSlots <= MJ_MMA_SMALL_THREADS && kCols <= MJ_MMA_SMALL_THREADS, "one thread per slot, per column");
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_T1_STAGES, BW / 16, 1, 1, 2>;
+    static_assert(Main::kSmemBytes == MJ_MMA_T1_SMEM, "host and device must agree on shared memory");
+    __shared__ int tile_expert[kSlots]; // local expert of tile b, or -1
+    __shared__ int slot_tile[kSlots];   // tile of slot j's expert, or -1 (another rank's)
+    __shared__ float slot_weight[kSlots];
+    __shared__ float ys[kSlots][kCols]; // tile b's dot products for the block's columns
+
+    const int h0 = static_cast<int>(blockIdx.x) * kCols;
+    const int tiles = p.max_tiles < kSlots ? p.max_tiles : kSlots;
+    const TileEntry *table = reinterpret_cast<const TileEntry *>(p.ws_tiles);
+    auto expert_of = [&](int b) -> int { return b < tiles ? table[b].expert : -1; };
+    const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter);
+    const u16 *w2 = reinterpret_cast<const u16 *>(p.w2);
+
+    grid_dep_enter(); // GEMM1 wrote the tile table, the row list, the routing and inter
+    const int tid = static_cast<int>(threadIdx.x);
+    if (tid < kSlots) {
+        tile_expert[tid] = expert_of(tid);
+        slot_weight[tid] = tid < k ? reinterpret_cast<const float *>(p.ws_weights)[tid] : 0.0f;
+    }
+    auto a_row = [&](int r) -> const u16 * {
+        const int e = expert_of(r / kCols), h = h0 + r % kCols;
+        return e >= 0 && h < H ? w2 + (static_cast<i64>(e) * H + h) * I : nullptr;
+    };
+    auto b_row = [&](int n) -> const u16 * {
+        return n < kSlots && expert_of(n) >= 0 ? inter + static_cast<i64>(n) * I : nullptr; // row0 = n
+    };
+    typename Main::Acc acc;
+    Main::run(smem, a_row, b_row, I, acc); // its barriers publish tile_expert and slot_weight
+
+    // keep the wanted products: accumulator (row r, column n) with n == r / kCols
+#pragma unroll
+    for (int nf = 0; nf < 2; ++nf)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int r = Main::a_index(0, q / 2), n = Main::b_index(nf, q % 2);
+            if (n == r / kCols) ys[n][r % kCols] = acc.c[0][nf][q];
+        }
+    if (tid < kSlots) { // slot j's tile: its expert's rank among the routed ones
+        int tile = -1;
+        const int e = tid < k ? reinterpret_cast<const int *>(p.ws_ids)[tid] : -1;
+        for (int b = 0; b < kSlots && e >= 0; ++b)
+            if (tile_expert[b] == e) tile = b;
+        slot_tile[tid] = tile;
+    }
+    __syncthreads();
+    if (tid < kCols && h0 + tid < H) {
+        float sum = 0.0f;
+        for (int j = 0; j < k; ++j)
+            if (slot_tile[j] >= 0) sum = fmaf(slot_weight[j], ys[slot_tile[j]][tid], sum);
+        reinterpret_cast<u16 *>(p.out)[h0 + tid] = from_float<D>(sum);
+    }
 }
 
 } // namespace mj

@@ -604,16 +604,16 @@ static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 
 START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 {
-    /* T = 1: no routing launch: gemm1_small_routed (its blocks route the batch), gemm2 small,
-     * finalize (2048 columns: 4 blocks of 512); no memset; on sm_90a every launch is a
-     * programmatic dependent launch, the first too (MOEJIT_PDL=inner: below) */
+    /* T = 1: no routing launch: gemm1_small_routed (its blocks route the batch), then GEMM2
+     * and finalize in one kernel (k = 8 slots, 2048 columns in blocks of 8); no memset; on
+     * sm_90a every launch is a programmatic dependent launch, the first too (MOEJIT_PDL=inner:
+     * below) */
     static const tc_launch_rec want1[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 216, 1, 128, 92160, -1, 1},
-                                          {8, 288, 1, 128, 92160, -1, 1},
-                                          {5, 1, 4, 128, 0, -1, 1}};
+                                          {MJ_MMA_K_GEMM2_FINALIZE_T1, 256, 1, 128, 92160, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 81408);
-        expect_launches(specs[i], want1, 3);
+        expect_launches(specs[i], want1, 2);
         ck_assert_int_eq(memset_count, 0);
         ck_assert_int_eq(n_tc_attrs, 2); /* smem opt-in of the two GEMMs */
         ck_assert_int_eq(tc_attr_smem, 92160);
@@ -632,6 +632,27 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
     }
     tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[0].kernel, 9);
+    /* T = 1 with more slots than the one-kernel GEMM2 holds (k = 10): GEMM2 small, finalize */
+    static const tc_launch_rec want_k10[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 24 * 11, 1, 128, 92160, -1, 1},
+                                             {MJ_MMA_K_GEMM2_SMALL, 32 * 11, 1, 128, 92160, -1, 1},
+                                             {MJ_MMA_K_FINALIZE, 1, 4, 128, 0, -1, 1}};
+    tc_forward(MMA, 1, 2048, 768, 128, 10, 0, 0, 0);
+    expect_launches(MMA, want_k10, 3);
+    /* ... and with slots to spare (k = 6: Nemotron), or on an expert-parallel rank (4 of 128
+     * experts local), where the one-kernel GEMM2 would stream fewer rows per block: GEMM2
+     * small and finalize; all 128 experts local (named): one kernel */
+    static const int64_t t1_cases[][3] = {{6, 0, 3}, {7, 0, 3}, {8, 4, 3}, {8, 128, 2}}; /* k, local, launches */
+    for (size_t c = 0; c < sizeof t1_cases / sizeof t1_cases[0]; c++) {
+        const int64_t k = t1_cases[c][0], local = t1_cases[c][1], n = t1_cases[c][2];
+        tc_forward(WGMMA, 1, 2688, 1856, 128, k, 0, local, 0);
+        ck_assert_int_eq(n_tc_recs, n);
+        ck_assert_int_eq(tc_recs[1].kernel, n == 2 ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_SMALL);
+        moejit_spec *sp = spec_of(WGMMA);
+        moejit_moe_args a = args_for(sp, 1, 2688, 1856, 128, k);
+        if (local) a.num_local_experts = local;
+        ck_assert_int_eq(mj_launch_mma_t1_fused(sp, &a), n == 2);
+        moejit_spec_destroy(sp);
+    }
     /* precomputed ids may repeat an expert within a token, which the routed GEMM1 cannot
      * tile: T = 1 takes the fused routing kernel */
     tc_forward("backend=mma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a", 1, 2048, 768, 128, 8, 0, 0, 0);
@@ -781,7 +802,7 @@ START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "0", 1);
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408);
-    ck_assert_int_eq(n_tc_recs, 3); /* decode: GEMM1 routes for itself */
+    ck_assert_int_eq(n_tc_recs, 2); /* decode: GEMM1 routes for itself, GEMM2 finalizes */
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
     setenv("MOEJIT_PDL", "1", 1); /* read once per process: still off */
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696);
@@ -794,11 +815,10 @@ START_TEST(moejit_pdl_inner_launches_a_forwards_first_kernel_plainly)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "inner", 1);
-    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408); /* routed GEMM1, GEMM2, finalize */
-    ck_assert_int_eq(n_tc_recs, 3);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 81408); /* routed GEMM1, GEMM2 + finalize */
+    ck_assert_int_eq(n_tc_recs, 2);
     ck_assert_int_eq(tc_recs[0].pdl, 0);
     ck_assert_int_eq(tc_recs[1].pdl, 1);
-    ck_assert_int_eq(tc_recs[2].pdl, 1);
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696); /* after the memset: route first */
     ck_assert_int_eq(n_tc_recs, 6);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, i > 0);

@@ -271,24 +271,28 @@ static void path_label(const moejit_spec *spec, const moejit_moe_args *a, char *
     const char *name = mj_mma_path_name(mj_launch_mma_path(spec, a));
     const int splits = mj_launch_mma_gemm2_splits(spec, a);
     if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
+    else if (mj_launch_mma_t1_fused(spec, a)) snprintf(buf, n, "%s/t1", name); /* GEMM2 finalizes */
     else snprintf(buf, n, "%s", name);
 }
 
 /* One small layer (H x I) against the float64 reference (replay of the intermediate's
  * rounding) at T tokens; returns 1 when it passes. H and I are not multiples of 64 (K and N
- * tails). want_splits > 0: the forward's GEMM2 must also have that many K splits. */
+ * tails). want_splits > 0: the forward's GEMM2 must also have that many K splits; < 0: its
+ * GEMM2 and finalize must be one kernel (batch 1, launch_mma.c). */
 static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
 /* The split-GEMM2 case: I long enough (and the grid small enough) for 2 K splits, the second
  * ending in a partial k tile (4104 = 64 x 64 + 8). */
 static const int ref_split_I = 4104;
+/* The batch-1 case whose GEMM2 and finalize are one kernel: every expert a slot. */
+static const int ref_t1_K = 8;
 
 /* ep_local > 0: an expert-parallel rank owning experts [ref_ep_offset, + ep_local) of the E. */
 static const int ref_ep_offset = 2;
 
 static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act, const char *dtype,
-                         long long T, int I, int want_splits, int ep_local, FILE *log)
+                         long long T, int I, int K, int want_splits, int ep_local, FILE *log)
 {
-    const int H = ref_H, E = ref_E, K = ref_K;
+    const int H = ref_H, E = ref_E;
     const mj_dtype dt = L->spec->dtype;
     const int gated = moejit_activation_is_gated(&L->spec->act);
     const size_t rows = (size_t)(gated ? 2 * I : I);
@@ -363,7 +367,12 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
      * token may legitimately route only to other ranks' experts (T = 1: 3 times in 14), and
      * then the bars below demand exact zeros */
     ok = bad == 0 && same && (m > 0 || ep_local > 0) && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
-    if (want_splits && mj_launch_mma_gemm2_splits(L->spec, &a) != want_splits) {
+    if (want_splits < 0 && !mj_launch_mma_t1_fused(L->spec, &a)) {
+        fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s GEMM2 and finalize are not one kernel  FAIL\n", dtype,
+                act, T, path);
+        ok = 0;
+    }
+    if (want_splits > 0 && mj_launch_mma_gemm2_splits(L->spec, &a) != want_splits) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s the GEMM2 has %d K splits, want %d  FAIL\n", dtype,
                 act, T, path, mj_launch_mma_gemm2_splits(L->spec, &a), want_splits);
         ok = 0;
@@ -382,19 +391,19 @@ done:
 
 /* The spec text of a reference layer (hidden ref_H, inter I) with `extra` fields appended. */
 static void ref_spec_text(char *text, size_t n, const char *backend, const char *dtype, const char *act, int I,
-                          const char *extra)
+                          int k, const char *extra)
 {
     snprintf(text, n,
              "backend=%s,quant=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
              "arch=native%s",
-             backend, dtype, act, ref_H, I, ref_E, ref_K, extra);
+             backend, dtype, act, ref_H, I, ref_E, k, extra);
 }
 
 /* Builds the layer of text and checks it at each T of ts (inter I; want_splits as for
  * reference_run); returns the number of failed runs (all of them when it does not build). */
 static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *text, const char *act,
-                           const char *dtype, const long long *ts, int n_ts, int I, int want_splits, int ep_local,
-                           FILE *log)
+                           const char *dtype, const long long *ts, int n_ts, int I, int k, int want_splits,
+                           int ep_local, FILE *log)
 {
     bench_layer L;
     int failed = 0;
@@ -403,7 +412,7 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
         failed = n_ts;
     } else {
         for (int i = 0; i < n_ts; i++)
-            failed += !reference_run(g, &L, act, dtype, ts[i], I, want_splits, ep_local, log);
+            failed += !reference_run(g, &L, act, dtype, ts[i], I, k, want_splits, ep_local, log);
     }
     bench_layer_free(&L);
     return failed;
@@ -417,24 +426,30 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * whose decode GEMM2 is split in two along K. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 7 : 6) + (split ? 1 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 7 : 6) + (split ? 3 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
                           const char *dtype, int split, FILE *log)
 {
     char text[560];
-    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, split_ts[] = {2};
-    ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, "");
-    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 4, ref_I, 0, 0, log);
-    failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, 0, 4, log);
+    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, split_ts[] = {2},
+                           one[] = {1};
+    ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
+    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 4, ref_I, ref_K, 0, 0, log);
+    failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, ref_K, 0, 4, log);
     if (strcmp(backend, "wgmma") == 0) { /* tile=auto takes tall only for large experts: force it */
-        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ",tile=tall");
-        failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, 0, 0, log);
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, ",tile=tall");
+        failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, ref_K, 0, 0, log);
     }
     if (split) {
-        ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, "");
-        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, 2, 0, log);
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, ref_K, "");
+        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, ref_K, 2, 0, log);
+        /* k = 8 of the 8 experts at T = 1: GEMM2 and finalize in one kernel; on an
+         * expert-parallel rank the two kernels again */
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_t1_K, "");
+        failed += reference_layer(g, ctx, text, act, dtype, one, 1, ref_I, ref_t1_K, -1, 0, log);
+        failed += reference_layer(g, ctx, text, act, dtype, one, 1, ref_I, ref_t1_K, 0, 4, log);
     }
     fflush(log);
     return failed;
