@@ -137,6 +137,8 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
 // of MMAs over k as gemm2_small's for that (W2 row, intermediate row) (mma_mainloop.cuh), and
 // the sum below is finalize_token's (slots in order, fmaf, other ranks' slots skipped, rounded
 // once): out is bit for bit the three-kernel layer's.
+// k == kSlots: the launcher takes this kernel for that k only (runtime/launch_mma.c, t1_fused;
+// tests/check_launch.c holds it to that), so slots and tiles index the same kSlots entries.
 template <Dtype D>
 __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int H, int I, int k, unsigned char *smem)
 {
