@@ -21,7 +21,8 @@
  * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h). On the decode path at
  * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
- * k <= 8 and an unsplit GEMM2, GEMM2 and finalize are one kernel too (two launches). The path
+ * k = 8 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel too
+ * (two launches: t1_fused below). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
  * it was captured with.
