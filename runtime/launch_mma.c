@@ -21,8 +21,8 @@
  * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h). On the decode path at
  * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
- * k = 8 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel too
- * (two launches: t1_fused below). The path
+ * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
+ * too (two launches: t1_kernel below). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
  * it was captured with.
@@ -84,23 +84,25 @@ int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *a
 }
 
 /* The one-kernel GEMM2 + finalize of batch 1 (common/mma_params.h), from what the forward
- * already decided: the routed GEMM1 ran (small path, T = 1, routing not precomputed), GEMM2
- * is not split, and the token's k slots fill the kernel's MJ_MMA_T1_SLOTS. Its grid is H / 8
- * blocks of 8 rows per slot: with k = 8 as many blocks, as full, as the unfused GEMM2's H / 64
- * per routed expert. With fewer slots every block streams fewer rows in more blocks (Nemotron,
- * k = 6: 336 blocks instead of 252, past one wave of the H200's 2 x 132: +4.9 us), and so does
- * an expert-parallel rank, whose token routes only some of its k slots here: both keep GEMM2
- * and finalize. */
-static int t1_fused(int64_t T, int small, int precomputed, int splits, int64_t k, int64_t e_local, int64_t experts)
+ * already decided, or -1: the routed GEMM1 ran (small path, T = 1, routing not precomputed),
+ * GEMM2 is not split, every expert is on this rank, and k is one of the two measured. Its grid
+ * is H / 8 blocks of 8 rows per slot: with k = 8 as many blocks, as full, as the unfused
+ * GEMM2's H / 64 per routed expert (9 stages, two blocks per SM). With k = 6 the blocks hold
+ * 48 live rows and outnumber the unfused GEMM2's (Nemotron: 336 against 252): at 9 stages
+ * that is past one wave of the H200's 2 x 132 (+4.9 us), at 6 stages (three per SM) it fits
+ * (-0.9 us). Other k, untried, and an expert-parallel rank, whose token routes only some of
+ * its slots here (fewer rows per block again), keep GEMM2 and finalize. */
+static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t k, int64_t e_local, int64_t experts)
 {
-    return T == 1 && small && !precomputed && splits == 1 && k == MJ_MMA_T1_SLOTS && e_local == experts;
+    if (T != 1 || !small || precomputed || splits != 1 || e_local != experts) return -1;
+    return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : k == 6 ? MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW : -1;
 }
 
 int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
 {
-    return t1_fused(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
-                    spec->routing == MJ_ROUTING_PRECOMPUTED, mj_launch_mma_gemm2_splits(spec, args), args->topk,
-                    mj_launch_local_experts(args), args->num_experts);
+    return t1_kernel(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
+                     spec->routing == MJ_ROUTING_PRECOMPUTED, mj_launch_mma_gemm2_splits(spec, args), args->topk,
+                     mj_launch_local_experts(args), args->num_experts) >= 0;
 }
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
@@ -272,16 +274,19 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     const int routed = small && f->T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS && !f->precomputed;
     const int gemm1_small = routed ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL;
     /* batch 1: GEMM2 and finalize in one kernel */
-    const int t1 = t1_fused(f->T, small, f->precomputed, f->p.gemm2_splits, f->p.topk, f->e_local,
-                            f->p.num_experts);
-    const int gemm2_small = t1 ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_SMALL;
+    const int t1_k = t1_kernel(f->T, small, f->precomputed, f->p.gemm2_splits, f->p.topk, f->e_local,
+                               f->p.num_experts);
+    const int t1 = t1_k >= 0;
+    const int gemm2_small = t1 ? t1_k : MJ_MMA_K_GEMM2_SMALL;
     const int gemms[2] = {small ? gemm1_small : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL : MJ_MMA_K_GEMM1_ACT,
                           small ? gemm2_small : tall ? MJ_WGMMA_K_GEMM2_TALL : MJ_MMA_K_GEMM2};
     const int offsets = small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
                         : tall ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
                                : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
-    const int gemm_smem[2] = {g->smem, t1 ? MJ_MMA_T1_SMEM : g->smem};
+    const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
+                                       : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM
+                                                                                      : MJ_MMA_T1_SMEM};
     for (int i = 0; i < 2; i++) {
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, gemm_smem[i],
                                     m->kernels[gemms[i]], dev);

@@ -137,17 +137,18 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
 // of MMAs over k as gemm2_small's for that (W2 row, intermediate row) (mma_mainloop.cuh), and
 // the sum below is finalize_token's (slots in order, fmaf, other ranks' slots skipped, rounded
 // once): out is bit for bit the three-kernel layer's.
-// k == kSlots: the launcher takes this kernel for that k only (runtime/launch_mma.c, t1_fused;
-// tests/check_launch.c holds it to that), so slots and tiles index the same kSlots entries.
-template <Dtype D>
+// k <= kSlots: the launcher takes this kernel for k = 8 or 6 only (runtime/launch_mma.c,
+// t1_kernel; tests/check_launch.c holds it to that), so slots index kSlots entries. kStages:
+// MJ_MMA_T1_STAGES or MJ_MMA_T1_SHALLOW_STAGES, kSmem its shared memory (common/mma_params.h).
+template <Dtype D, int kStages, int kSmem>
 __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int H, int I, int k, unsigned char *smem)
 {
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     constexpr int kSlots = MJ_MMA_T1_SLOTS, kCols = BW / kSlots;
     static_assert(BW % kSlots == 0 && kSlots <= BT, "a block holds kCols rows of each of kSlots tiles");
     static_assert(kSlots <= MJ_MMA_SMALL_THREADS && kCols <= MJ_MMA_SMALL_THREADS, "one thread per slot, per column");
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_T1_STAGES, BW / 16, 1, 1, 2>;
-    static_assert(Main::kSmemBytes == MJ_MMA_T1_SMEM, "host and device must agree on shared memory");
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, kStages, BW / 16, 1, 1, 2>;
+    static_assert(Main::kSmemBytes == kSmem, "host and device must agree on shared memory");
     __shared__ int tile_expert[kSlots]; // local expert of tile b, or -1
     __shared__ int slot_tile[kSlots];   // tile of slot j's expert, or -1 (another rank's)
     __shared__ float slot_weight[kSlots];

@@ -132,14 +132,23 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
     mj::gemm2_small<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 
-// Batch 1 after mj_gemm1_act_small_routed, when the launcher says so (k = MJ_MMA_T1_SLOTS,
-// GEMM2 not split): GEMM2 and finalize in one kernel, H / 8 blocks (mma_gemm2.cuh).
+// Batch 1 after mj_gemm1_act_small_routed, when the launcher says so (k = 8 or 6, GEMM2 not
+// split): GEMM2 and finalize in one kernel, H / 8 blocks (mma_gemm2.cuh); two pipeline
+// depths (common/mma_params.h: MJ_MMA_T1_SLOTS says which k takes which).
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
-    mj::gemm2_finalize_t1<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                  mj_tc_smem);
+    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM>(
+        p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
+{
+    using namespace mj::tc_layer;
+    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM>(
+        p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }
 
 // One block of 512 threads: the decode prologue in one launch. Counts, scatter cursors, row

@@ -638,15 +638,20 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                              {MJ_MMA_K_FINALIZE, 1, 4, 128, 0, -1, 1}};
     tc_forward(MMA, 1, 2048, 768, 128, 10, 0, 0, 0);
     expect_launches(MMA, want_k10, 3);
-    /* ... and with slots to spare (k = 6: Nemotron), or on an expert-parallel rank (4 of 128
-     * experts local), where the one-kernel GEMM2 would stream fewer rows per block: GEMM2
-     * small and finalize; all 128 experts local (named): one kernel */
-    static const int64_t t1_cases[][3] = {{6, 0, 3}, {7, 0, 3}, {8, 4, 3}, {8, 128, 2}}; /* k, local, launches */
+    /* ... k = 6 (Nemotron) takes the shallow one-kernel GEMM2 (6 stages: its smem); k = 7 and an
+     * expert-parallel rank (4 of 128 experts local) keep GEMM2 small and finalize; all 128
+     * experts local (named) is one kernel */
+    static const int64_t t1_cases[][4] = {{6, 0, 2, MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW},
+                                          {7, 0, 3, MJ_MMA_K_GEMM2_SMALL},
+                                          {8, 4, 3, MJ_MMA_K_GEMM2_SMALL},
+                                          {8, 128, 2, MJ_MMA_K_GEMM2_FINALIZE_T1}}; /* k, local, launches, GEMM2 */
     for (size_t c = 0; c < sizeof t1_cases / sizeof t1_cases[0]; c++) {
         const int64_t k = t1_cases[c][0], local = t1_cases[c][1], n = t1_cases[c][2];
         tc_forward(WGMMA, 1, 2688, 1856, 128, k, 0, local, 0);
         ck_assert_int_eq(n_tc_recs, n);
-        ck_assert_int_eq(tc_recs[1].kernel, n == 2 ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_SMALL);
+        ck_assert_int_eq(tc_recs[1].kernel, t1_cases[c][3]);
+        ck_assert_uint_eq(tc_recs[1].gx, n == 2 ? 2688 / 8 : 42 * (1 + (local ? (k < local ? k : local) : k)));
+        ck_assert_uint_eq(tc_recs[1].smem, k == 6 ? 6 * 80 * 128 : 9 * 80 * 128);
         moejit_spec *sp = spec_of(WGMMA);
         moejit_moe_args a = args_for(sp, 1, 2688, 1856, 128, k);
         if (local) a.num_local_experts = local;

@@ -283,8 +283,9 @@ static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
 /* The split-GEMM2 case: I long enough (and the grid small enough) for 2 K splits, the second
  * ending in a partial k tile (4104 = 64 x 64 + 8). */
 static const int ref_split_I = 4104;
-/* The batch-1 case whose GEMM2 and finalize are one kernel: every expert a slot. */
-static const int ref_t1_K = 8;
+/* The batch-1 cases whose GEMM2 and finalize are one kernel: every expert a slot (8 of 8),
+ * and 6 of the 8 (the shallow kernel, launch_mma.c: t1_kernel). */
+static const int ref_t1_K = 8, ref_t1_shallow_K = 6;
 
 /* ep_local > 0: an expert-parallel rank owning experts [ref_ep_offset, + ep_local) of the E. */
 static const int ref_ep_offset = 2;
@@ -426,7 +427,7 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * whose decode GEMM2 is split in two along K. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 7 : 6) + (split ? 3 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 7 : 6) + (split ? 4 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
@@ -446,10 +447,12 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, ref_K, "");
         failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, ref_K, 2, 0, log);
         /* k = 8 of the 8 experts at T = 1: GEMM2 and finalize in one kernel; on an
-         * expert-parallel rank the two kernels again */
+         * expert-parallel rank the two kernels again; k = 6: the shallow one kernel */
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_t1_K, "");
         failed += reference_layer(g, ctx, text, act, dtype, one, 1, ref_I, ref_t1_K, -1, 0, log);
         failed += reference_layer(g, ctx, text, act, dtype, one, 1, ref_I, ref_t1_K, 0, 4, log);
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_t1_shallow_K, "");
+        failed += reference_layer(g, ctx, text, act, dtype, one, 1, ref_I, ref_t1_shallow_K, -1, 0, log);
     }
     fflush(log);
     return failed;

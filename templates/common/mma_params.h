@@ -45,12 +45,14 @@ enum {
                                         the batch itself, then GEMM1 (decode_route.cuh) */
     MJ_MMA_K_GEMM2_FINALIZE_T1,      /* after the routed GEMM1 (k = MJ_MMA_T1_SLOTS, GEMM2 not
                                         split): GEMM2 and finalize in one kernel */
+    MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW, /* the same with MJ_MMA_T1_SHALLOW_STAGES (k = 6) */
     MJ_MMA_NUM_KERNELS
 };
 #define MJ_MMA_KERNEL_NAME_LIST                                                                 \
     "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize", \
         "mj_expert_offsets_small", "mj_gemm1_act_small", "mj_gemm2_small", "mj_route_fused_small", \
-        "mj_gemm1_act_small_routed", "mj_gemm2_finalize_t1"
+        "mj_gemm1_act_small_routed", "mj_gemm2_finalize_t1", \
+        "mj_gemm2_finalize_t1_shallow"
 
 /* Decode: at most this many tokens (one warp each in a block of MJ_SIMT_OFFSETS_THREADS)
  * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
@@ -70,14 +72,20 @@ enum {
  * routing kernel did it once and ran alongside the GEMM's launch. Hence batch 1 only. */
 #define MJ_MMA_ROUTED_GEMM1_MAX_TOKENS 1
 
-/* Batch 1 after the routed GEMM1: when the token's k = MJ_MMA_T1_SLOTS slots are all on this
- * rank (runtime/launch_mma.c: t1_fused says why exactly then) and the decode GEMM2 is not
- * split, GEMM2 and finalize are one kernel (mma_gemm2.cuh:
- * gemm2_finalize_t1): a block takes MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS = 8 hidden columns of
- * every routed expert and sums the token's slots itself, in finalize's order, so the layer is
- * two launches and no y round trip through L2. */
+/* Batch 1 after the routed GEMM1: when the token's k slots are all on this rank, k is 8 or 6
+ * (runtime/launch_mma.c: t1_kernel says why exactly then) and the decode GEMM2 is not split,
+ * GEMM2 and finalize are one kernel (mma_gemm2.cuh: gemm2_finalize_t1): a block takes
+ * MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS = 8 hidden columns of every routed expert and sums the
+ * token's slots itself, in finalize's order, so the layer is two launches and no y round trip
+ * through L2. Its tile is the small path's; its pipeline depth is 9 stages (two blocks per SM)
+ * for k = 8, and 6 (three per SM) for k = 6, whose H / 8 blocks of 48 live rows outnumber the
+ * unfused GEMM2's (Nemotron: 336 against 252) and fit one wave of the H200 only three to an SM.
+ * Measured (wgmma, B = 1, same calls, µs): k = 8 at 9 stages Qwen3-30B 27.1 -> 26.2,
+ * Qwen3-235B 85.0 -> 84.0, DeepSeek-V3 175.9 -> 173.6; at 6 stages 26.3, 86.3, 174.5; Nemotron
+ * (k = 6) 36.7 -> 41.6 at 9 stages, 35.8 at 6. */
 #define MJ_MMA_T1_SLOTS 8
-#define MJ_MMA_T1_STAGES 9 /* its pipeline depth (its tile is the small path's) */
+#define MJ_MMA_T1_STAGES 9
+#define MJ_MMA_T1_SHALLOW_STAGES 6
 
 /* ---- the two GEMM paths ------------------------------------------------------------------- */
 #define MJ_MMA_BK 64 /* k per stage: 128-byte smem rows, 8 x 16-byte chunks, XOR swizzle */
@@ -98,6 +106,7 @@ enum {
 #define MJ_MMA_LARGE_SMEM (MJ_MMA_LARGE_STAGES * (MJ_MMA_LARGE_BM + MJ_MMA_LARGE_BN) * MJ_MMA_BK * 2)
 #define MJ_MMA_SMALL_SMEM (MJ_MMA_SMALL_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
 #define MJ_MMA_T1_SMEM (MJ_MMA_T1_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
+#define MJ_MMA_T1_SHALLOW_SMEM (MJ_MMA_T1_SHALLOW_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
 #if MJ_MMA_LARGE_SMEM > 101376 || MJ_MMA_SMALL_SMEM > 101376 || MJ_MMA_T1_SMEM > 101376
 #error "the mma GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
 #endif
