@@ -88,6 +88,7 @@ static const entry_point k_entry_points[] = {
     ENTRY("cuEventRecord", cuEventRecord),
     ENTRY("cuEventSynchronize", cuEventSynchronize),
     ENTRY("cuEventElapsedTime", cuEventElapsedTime),
+    ENTRY("cuOccupancyMaxActiveClusters", cuOccupancyMaxActiveClusters),
     ENTRY("cuTensorMapEncodeTiled", cuTensorMapEncodeTiled),
 };
 

@@ -61,6 +61,8 @@ typedef struct mj_driver {
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventSynchronize)(CUevent);
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+    /* backend wgmma, pair path: how many clusters of two of its GEMMs are resident at once */
+    CUresult (*cuOccupancyMaxActiveClusters)(int *, CUfunction, const CUlaunchConfig *);
     /* backend wgmma: the TMA descriptors of W1 and W2, encoded on the host per forward */
     CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                                        const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,

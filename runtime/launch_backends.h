@@ -21,15 +21,15 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                     const moejit_moe_args *args, void *workspace,
                                     size_t workspace_bytes, CUstream stream);
-/* The GEMM path a forward of args takes (MJ_MMA_PATH_LARGE, _SMALL or, for wgmma, _TALL of
- * templates/common/mma_params.h): the spec's tile=large|small|tall, else the tuning table's
+/* The GEMM path a forward of args takes (MJ_MMA_PATH_LARGE, _SMALL or, for wgmma, _TALL or
+ * _PAIR of templates/common/mma_params.h): the spec's tile=large|small|tall|pair, else the tuning table's
  * entry for the shape and T (tune_table.h), else the heuristic. For
  * benchmarks and tests; the shape must be valid. */
 int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args);
 /* The built-in rule alone (what tile=auto takes without a tuning table entry): small up to
  * MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT rows per expert (wgmma: MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT);
- * for wgmma, tall from MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT rows when an expert's W1 has
- * MJ_WGMMA_TALL_MIN_W1_BYTES; else large. */
+ * for wgmma, pair from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT rows; else large (tall only when
+ * forced or tuned). */
 int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args);
 /* The K splits of the forward's GEMM2 (1 but on the small path of a decode GEMM2 with few
  * CTAs over a long I: mj_mma_small_gemm2_splits); mma and wgmma specs, valid shape. */
@@ -45,8 +45,9 @@ moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moej
 moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                       const moejit_moe_args *args, void *workspace,
                                       size_t workspace_bytes, CUstream stream);
-/* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels), MJ_MMA_PATH_LARGE or
- * MJ_MMA_PATH_TALL (the warpgroup-MMA GEMMs in 128 x 256 or 256 x 128 tiles). */
+/* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels), MJ_MMA_PATH_LARGE,
+ * MJ_MMA_PATH_TALL or MJ_MMA_PATH_PAIR (the warpgroup-MMA GEMMs in 128 x 256 or 256 x 128
+ * tiles, or 128 x 256 in clusters of two sharing weight tiles). */
 int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* ---- the steps mma and wgmma share (launch_mma.c), for launch_wgmma.c ---------------------- */
@@ -59,16 +60,16 @@ typedef struct mj_mma_launcher {
     const char *weights_why; /* why w1 and w2 must be 16-byte aligned */
 } mj_mma_launcher;
 
-/* Whether backend b has the tall prefill path (wgmma's 256 x 128 tiles,
- * common/wgmma_params.h): the one answer the launchers, the heuristic, the tuning table and
- * `moejit tune` share. */
+/* Whether backend b has the tall and pair prefill paths (wgmma's 256 x 128 tiles and its
+ * clusters of two, common/wgmma_params.h): the one answer the launchers, the heuristic, the
+ * tuning table and `moejit tune` share. */
 static inline int mj_backend_has_tall_path(mj_backend b) { return b == MJ_BACKEND_WGMMA; }
 
 /* A checked forward with T > 0: its shape, its path, and the parameter block every kernel
  * receives (the GEMMs may take more). */
 typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local, max_tiles;
-    int gated, small, tall; /* path: small (decode), tall (wgmma), else large */
+    int gated, small, tall, pair; /* path: small (decode), tall or pair (wgmma), else large */
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     mj_layer_params p;

@@ -68,7 +68,7 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "arch: backend %s runs on sm_90a only; got %s", be,
                        (unsigned)spec->arch < MJ_ARCH_COUNT ? mj_arch_names[spec->arch] : "?");
     const int path = mj_mma_path_of(spec->tile), has_tall = mj_backend_has_tall_path(l->backend);
-    if (path < 0 || (path == MJ_MMA_PATH_TALL && !has_tall))
+    if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !has_tall))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
                        has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
@@ -132,12 +132,9 @@ int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *arg
     const int64_t small_max = spec->backend == MJ_BACKEND_WGMMA ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
                                                                 : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
     if (pairs <= small_max * e_local) return MJ_MMA_PATH_SMALL;
-    /* the wgmma layer's tall tiles once an expert has enough rows and weights too large for
-     * L2 (common/wgmma_params.h) */
-    const int64_t w1_bytes = (moejit_activation_is_gated(&spec->act) ? 2 : 1) * args->inter * args->hidden * 2;
-    if (mj_backend_has_tall_path(spec->backend) && pairs >= (int64_t)MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local &&
-        w1_bytes >= MJ_WGMMA_TALL_MIN_W1_BYTES)
-        return MJ_MMA_PATH_TALL;
+    /* the wgmma layer's clusters of two once an expert fills a row tile (common/wgmma_params.h) */
+    if (mj_backend_has_tall_path(spec->backend) && pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
+        return MJ_MMA_PATH_PAIR;
     return MJ_MMA_PATH_LARGE;
 }
 
@@ -235,11 +232,13 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     const int path = mj_launch_mma_path(spec, args);
     f->small = path == MJ_MMA_PATH_SMALL;
     f->tall = path == MJ_MMA_PATH_TALL;
+    f->pair = path == MJ_MMA_PATH_PAIR;
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     int pdl = MJ_PDL_OFF;
     st = mj_launch_pdl_mode(&pdl);
     if (st != MOEJIT_OK) return st;
     f->programmatic = spec->arch >= MJ_ARCH_SM90A ? pdl : MJ_PDL_OFF;
+    /* the pair path runs the large path's row tiles, two to a cluster (common/wgmma_params.h) */
     f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : f->tall ? MJ_WGMMA_TALL_BM : l->large_bm,
                                      (int)f->e_local);
     mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
@@ -269,7 +268,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* The GEMMs take more than 48 KiB of dynamic shared memory, which needs the opt-in
      * attribute on this device; setting it is idempotent and not a stream operation, so it
      * is legal while a graph is being captured. */
-    const int small = f->small, tall = f->tall;
+    const int small = f->small, tall = f->tall, pair = f->pair;
     /* decode: the GEMM1 blocks route the batch themselves (templates/decode_route.cuh) */
     const int routed = small && f->T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS && !f->precomputed;
     const int gemm1_small = routed ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL;
@@ -278,8 +277,14 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
                                f->p.num_experts);
     const int t1 = t1_k >= 0;
     const int gemm2_small = t1 ? t1_k : MJ_MMA_K_GEMM2_SMALL;
-    const int gemms[2] = {small ? gemm1_small : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL : MJ_MMA_K_GEMM1_ACT,
-                          small ? gemm2_small : tall ? MJ_WGMMA_K_GEMM2_TALL : MJ_MMA_K_GEMM2};
+    const int gemms[2] = {small  ? gemm1_small
+                          : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL
+                          : pair ? MJ_WGMMA_K_GEMM1_ACT_PAIR
+                                 : MJ_MMA_K_GEMM1_ACT,
+                          small  ? gemm2_small
+                          : tall ? MJ_WGMMA_K_GEMM2_TALL
+                          : pair ? MJ_WGMMA_K_GEMM2_PAIR
+                                 : MJ_MMA_K_GEMM2};
     const int offsets = small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
                         : tall ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
                                : MJ_MMA_K_EXPERT_OFFSETS;

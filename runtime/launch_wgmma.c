@@ -8,7 +8,8 @@
  *
  * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x BN rows x 1 for the
  * path's tile: BN 256 large, 128 tall; gated W1 BN/2 rows, the up and the gate half of a
- * tile; out of bounds read as zeros), encoded on the host at every forward: that is host
+ * tile; pair: 128 rows, the half of a 256-row tile each CTA of a cluster loads for both; out
+ * of bounds read as zeros), encoded on the host at every forward: that is host
  * work only, so a forward still allocates nothing, never synchronises, and can be captured
  * in a CUDA graph (the maps travel inside the captured launches' parameters):
  *
@@ -18,7 +19,11 @@
  *   W2           dims (I, H, E_local)
  *
  * The large GEMMs' grid is min(SMs, an upper bound on their tiles) CTAs of 384 threads: a
- * function of the shape and the device only.
+ * function of the shape and the device only. The pair path's is two CTAs per cluster times
+ * min(the clusters the device keeps resident at once, an upper bound on its tiles): a
+ * persistent schedule needs every cluster resident, and whether 66 clusters of two fit 132
+ * SMs depends on how the SMs are grouped, so the driver is asked
+ * (cuOccupancyMaxActiveClusters, host only; a few microseconds per prefill forward).
  *
  * Everything else (checks, workspace, parameter block, the launch sequence) is mma's, run
  * through the shared steps of launch_mma.c with this layer's mj_mma_launcher.
@@ -46,6 +51,39 @@ int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args)
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* How many clusters of MJ_WGMMA_PAIR_CTAS CTAs of the pair path's GEMM `kernel` the device
+ * keeps resident at once (its shared-memory opt-in set first, as the launch will). */
+static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module *m, int kernel, CUdevice dev,
+                                            CUstream stream, int *clusters)
+{
+    CUresult r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_WGMMA_SMEM,
+                                         m->kernels[kernel], dev);
+    if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
+    CUfunction fn;
+    r = d->cuKernelGetFunction(&fn, m->kernels[kernel]);
+    if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelGetFunction(pair GEMM)");
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = MJ_WGMMA_PAIR_CTAS, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = MJ_WGMMA_PAIR_CTAS, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+    cfg.blockDimX = MJ_WGMMA_THREADS, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = MJ_WGMMA_SMEM;
+    cfg.hStream = stream;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    *clusters = 0;
+    r = d->cuOccupancyMaxActiveClusters(clusters, fn, &cfg);
+    if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuOccupancyMaxActiveClusters(pair GEMM)");
+    if (*clusters < 1)
+        return mj_fail(MOEJIT_ERR_CUDA,
+                       "tile: this device cannot keep one cluster of %d CTAs of %d bytes of shared memory "
+                       "resident (cuOccupancyMaxActiveClusters: %d); use tile=large or tall",
+                       MJ_WGMMA_PAIR_CTAS, MJ_WGMMA_SMEM, *clusters);
+    return MOEJIT_OK;
+}
 
 /* A 3-D tensor map over 16-bit rows of length k_len: dims (k_len, rows, planes), row stride
  * k_len elements, plane stride rows_stride rows; boxes of MJ_WGMMA_BK x box_rows x 1. */
@@ -76,7 +114,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     moejit_status st = mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
-    const int gated = f.gated, small = f.small;
+    const int gated = f.gated, small = f.small, pair = f.pair;
     const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN; /* weight rows per tile */
 
     CUdevice dev;
@@ -102,8 +140,19 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
                            "args.num_tokens: %lld tokens make %lld tiles; the wgmma layer indexes at most %d "
                            "(split the batch)",
                            (long long)T, (long long)(g1 > g2 ? g1 : g2), INT32_MAX);
-        g1 = g1 < sms ? g1 : sms;
-        g2 = g2 < sms ? g2 : sms;
+        if (pair) { /* a cluster of two CTAs runs two row tiles: units of ceil(max_tiles / 2) */
+            g1 = ceil_div(I, cols1) * ceil_div(max_tiles, MJ_WGMMA_PAIR_CTAS);
+            g2 = ceil_div(H, bn) * ceil_div(max_tiles, MJ_WGMMA_PAIR_CTAS);
+            int c1 = 0, c2 = 0;
+            st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM1_ACT_PAIR, dev, stream, &c1);
+            if (st == MOEJIT_OK) st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM2_PAIR, dev, stream, &c2);
+            if (st != MOEJIT_OK) return st;
+            g1 = MJ_WGMMA_PAIR_CTAS * (g1 < c1 ? g1 : c1);
+            g2 = MJ_WGMMA_PAIR_CTAS * (g2 < c2 ? g2 : c2);
+        } else {
+            g1 = g1 < sms ? g1 : sms;
+            g2 = g2 < sms ? g2 : sms;
+        }
     }
     st = mj_launch_mma_grids_fit(&wgmma_launcher, &f, g1, g2);
     if (st != MOEJIT_OK) return st;
@@ -114,9 +163,11 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     memset(&w2_map, 0, sizeof w2_map);
     if (!small) {
         /* a tile's bn weight rows in one box; gated: bn/2 up rows, then a box of the same
-         * columns' bn/2 gate rows */
-        const unsigned box = (unsigned)bn;
-        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, box / 2, "cuTensorMapEncodeTiled(w1)")
+         * columns' bn/2 gate rows; pair: each CTA of a cluster loads bn/2 rows (gated: the up
+         * or the gate half) for both */
+        const unsigned box = (unsigned)(pair ? bn / MJ_WGMMA_PAIR_CTAS : bn);
+        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, (unsigned)bn / 2,
+                                "cuTensorMapEncodeTiled(w1)")
                    : encode_map(d, spec, &w1_map, args->w1, H, I, I, e_local, box, "cuTensorMapEncodeTiled(w1)");
         if (st == MOEJIT_OK)
             st = encode_map(d, spec, &w2_map, args->w2, I, H, H, e_local, box, "cuTensorMapEncodeTiled(w2)");

@@ -20,7 +20,7 @@
 /* A table file is a few kilobytes; anything far larger is not one. */
 #define MAX_FILE_BYTES (16u << 20)
 
-static const char *const path_names[] = {"auto", "large", "small", "tall"};
+static const char *const path_names[] = {"auto", "large", "small", "tall", "pair"};
 
 /* ---- parsing -------------------------------------------------------------------------------- */
 
@@ -93,10 +93,10 @@ static moejit_status parse_entry(const cJSON *o, int idx, mj_tune_entry *e)
     if ((st = get_count(o, idx, "max_tokens", INT32_MAX, &e->max_tokens))) return st;
     if ((st = get_string(o, idx, "path", &s))) return st;
     const int tall = mj_backend_has_tall_path(e->key.backend);
-    i = name_index(path_names, 4, s);
-    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(tall && i == MJ_MMA_PATH_TALL))
+    i = name_index(path_names, 5, s);
+    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(tall && (i == MJ_MMA_PATH_TALL || i == MJ_MMA_PATH_PAIR)))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "entries[%d].path: \"%s\"; allowed for %s: %s", idx, s,
-                       mj_backend_names[e->key.backend], tall ? "large, small, tall" : "large, small");
+                       mj_backend_names[e->key.backend], tall ? "large, small, tall, pair" : "large, small");
     e->path = i;
     return MOEJIT_OK;
 }

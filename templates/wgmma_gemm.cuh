@@ -26,6 +26,15 @@
 // The stage index and its phase bit run on across tiles, so the producer fills the next
 // tile's stages while the consumers finish the current one.
 //
+//   pair        (kPair, the large shape in clusters of two CTAs: the pair path) the schedule
+//               runs per cluster over units of two consecutive row tiles; CTA r takes tile
+//               2u + r. Where both are one expert's, each producer's thread 0 multicasts its
+//               half of the weight tile (BN/2 rows) into both CTAs, so each full barrier still
+//               counts the whole B; else each loads its own tile. empty_bar counts the
+//               consumer warps of both CTAs (each arrives on its own and, mapped with mapa, on
+//               the other's), so no producer refills a stage the other CTA still reads; the
+//               barriers are initialised before, and the CTAs leave after, a cluster barrier.
+//
 // NOTES: determinism — every output is a fixed sequence of wgmmas over k whose result depends
 // on its A row and B row only (the same tiles on every run, zero-filled padding adds exact
 // zeros), so reruns are bit-identical whichever CTA takes a tile. Out-of-bounds weight rows
@@ -86,22 +95,54 @@ static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_W
 using WgLarge = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN>;
 using WgTall = WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN>;
 
-// Tile t of the persistent schedule -> its rows (expert, first position, count) and column tile.
-template <int kBM>
-__device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int n_col, int row_tiles,
-                                           RowTile *rows, int *col)
+// Tile t of the persistent schedule -> this CTA's rows (expert, first position, count; count 0
+// for none) and column tile, and the weight tile it loads: the expert (and, pair, whether the
+// cluster's two CTAs share it). The schedule runs over `units` x n_col tiles: a unit is one
+// row tile, or (kPair) the two consecutive row tiles 2u and 2u + 1 of a cluster, CTA rank r
+// taking tile 2u + r. They share the weight tile when both are one expert's (row tiles are
+// in expert order, so an expert's run of row tiles pairs up with itself but at its ends) or
+// when 2u + 1 is past the last row tile (that CTA then has no rows and only loads its half).
+template <int kBM, bool kPair>
+__device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int n_col, int units, int row_tiles,
+                                           u32 rank, RowTile *rows, int *col, int *b_expert, bool *shared)
 {
-    int row_tile;
-    raster_grouped(t, n_col, row_tiles, &row_tile, col);
-    find_row_tile<kBM>(p, row_tile, rows); // true: row_tile < row_tiles
+    int unit;
+    raster_grouped(t, n_col, units, &unit, col);
+    if constexpr (!kPair) {
+        find_row_tile<kBM>(p, unit, rows); // true: unit < row_tiles
+        *b_expert = rows->expert;
+        *shared = false;
+    } else {
+        RowTile first, second;
+        find_row_tile<kBM>(p, 2 * unit, &first); // 2·unit < row_tiles
+        const bool has_second = 2 * unit + 1 < row_tiles;
+        if (has_second) find_row_tile<kBM>(p, 2 * unit + 1, &second);
+        *shared = !has_second || second.expert == first.expert;
+        if (rank == 0) *rows = first;
+        else if (has_second) *rows = second;
+        else *rows = RowTile{first.expert, first.row0, 0};
+        *b_expert = *shared ? first.expert : rows->expert;
+    }
 }
 
-// The body of mj_gemm1_act[_tall] (kKind gemm1_gated / gemm1) and mj_gemm2[_tall] (gemm2), S
-// one of WgLarge, WgTall.
-template <class S, Dtype D, WgGemm kKind, int kAct>
+// The body of mj_gemm1_act[_tall|_pair] (kKind gemm1_gated / gemm1) and mj_gemm2[_tall|_pair]
+// (gemm2), S one of WgLarge, WgTall. kPair (S = WgLarge, a cluster of two CTAs): the schedule
+// runs over pairs of consecutive row tiles (wg_tile_of), CTA rank r of the cluster taking the
+// r-th; where the two share their weight tile each CTA loads half of it (BN/2 rows) into both
+// CTAs' shared memory (TMA multicast), else each loads its own whole. Either way the full
+// barrier of each CTA counts all of its B bytes, and a stage is refilled only once the
+// consumers of BOTH CTAs have released it (each consumer warp arrives on its own CTA's empty
+// barrier and on the other's), so the two CTAs run their k stages in lock step.
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair = false>
 __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDesc &tmap, const ActParams &act,
                                            int H, int I, int k, unsigned char *smem_raw)
 {
+    static_assert(!kPair || S::BM == MJ_WGMMA_BM, "the pair path runs the large tiles");
+    constexpr int kEmptyArrivals = S::kConsumerWarps * (kPair ? 2 : 1);
+    // the schedule's position (a cluster's in pair mode: both CTAs run the same tiles)
+    const u32 rank = kPair ? cluster_ctarank() : 0u;
+    const int first_tile = kPair ? static_cast<int>(cluster_id_x()) : static_cast<int>(blockIdx.x);
+    const int tile_step = kPair ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
@@ -123,20 +164,23 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
             mbar_init(full_bar(s), S::kProducerThreads + 1); // cp.async arrivals + the TMA arming
-            mbar_init(empty_bar(s), S::kConsumerWarps);
+            mbar_init(empty_bar(s), kEmptyArrivals);
         }
         fence_proxy_async(); // the copy engine must see initialised barriers
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         tma_prefetch_desc(&tmap);
     }
-    __syncthreads();
+    // pair: the other CTA multicasts into this one's stages and arrives on its barriers
+    if constexpr (kPair) cluster_sync();
+    else __syncthreads();
 
     if (wg == 0) {
         // ================================ producer ================================
         setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
         // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
         const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
-        const int total = row_tiles * n_col;
+        const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
+        const int total = units * n_col;
         const int tid = threadIdx.x; // 0..127
         const int row_in = tid / S::kLanesPerRow, kc = tid % S::kLanesPerRow; // chunks kc + c·kLanesPerRow
         u32 a_dst[S::kChunks];
@@ -149,10 +193,12 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         const i64 a_ld = kGemm2 ? I : H;
         int stage = 0;
         u32 phase = 0;
-        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        for (int t = first_tile; t < total; t += tile_step) {
             RowTile rt;
             int col;
-            wg_tile_of<S::BM>(p, t, n_col, row_tiles, &rt, &col);
+            int b_expert;
+            bool shared;
+            wg_tile_of<S::BM, kPair>(p, t, n_col, units, row_tiles, rank, &rt, &col, &b_expert, &shared);
             const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
             // the global row each of this thread's rows reads (nullptr: padding, zero-filled)
             const u16 *src[S::kRowsA];
@@ -166,20 +212,40 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
             // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds;
             // gated: 64 up rows of plane 2e, then the same 64 columns' gate rows of plane 2e + 1
             const int c1 = col * kCols;
-            const int c2a = kGated ? 2 * rt.expert : rt.expert;
+            const int c2a = kGated ? 2 * b_expert : b_expert;
             for (int kt = 0; kt < k_tiles; ++kt) {
                 mbar_wait(empty_bar(stage), phase ^ 1u);
                 const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
                 const u32 b_stage = a_stage + S::kABytes;
                 if (tid == 0) {
-                    mbar_arrive_expect_tx(full_bar(stage), S::kBBytes);
-                    tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, full_bar(stage));
-                    if constexpr (kGated)
-                        tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1,
-                                    full_bar(stage));
+                    mbar_arrive_expect_tx(full_bar(stage), S::kBBytes); // pair: both halves land here
+                    if (kPair && shared) {
+                        // half `rank` of the tile (gated: the up or the gate rows) into both CTAs
+                        const u32 half = rank * (S::BN / 2) * S::kRowBytes;
+                        if constexpr (kGated)
+                            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank),
+                                                  full_bar(stage), 0x3);
+                        else
+                            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK,
+                                                  c1 + static_cast<int>(rank) * (S::BN / 2), c2a, full_bar(stage),
+                                                  0x3);
+                    } else if constexpr (kPair) { // its own whole tile, in two boxes of BN/2 rows
+                        const u32 half = (S::BN / 2) * S::kRowBytes;
+                        tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, full_bar(stage));
+                        if constexpr (kGated)
+                            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + 1, full_bar(stage));
+                        else
+                            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1 + S::BN / 2, c2a, full_bar(stage));
+                    } else {
+                        tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, full_bar(stage));
+                        if constexpr (kGated)
+                            tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1,
+                                        full_bar(stage));
+                    }
                 }
 #pragma unroll
                 for (int c = 0; c < S::kChunks; ++c) {
+                    if (rt.rows == 0) break; // pair: no rows here; the consumers skip the stage's MMAs
                     const int kk = kt * S::BK + (kc + c * S::kLanesPerRow) * 8;
                     const bool in_k = kk < K; // K % 8 == 0: a chunk is all in or all out
 #pragma unroll
@@ -201,7 +267,8 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         // ================================ consumers ================================
         setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
         const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
-        const int total = row_tiles * n_col;
+        const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
+        const int total = units * n_col;
         const int cw = wg - 1;               // consumer warpgroup: rows [cw·BM/2, (cw+1)·BM/2)
         const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16) of a block
         constexpr int kAcc = S::BN / 2;      // fp32 accumulators of one m64 x BN block per thread
@@ -213,10 +280,18 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         for (int i = 0; i < (S::kBlocks == 2 ? kAcc : 1); ++i) acc1[i] = 0.0f;
         int stage = 0;
         u32 phase = 0;
-        for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        // pair: the other CTA's empty barriers, which this CTA's consumers also release
+        const u32 peer_bars = kPair ? cluster_map_shared(bars, rank ^ 1u) : 0u;
+        auto release = [&](int s) {
+            mbar_arrive(empty_bar(s));
+            if constexpr (kPair) mbar_arrive_cluster(peer_bars + 8u * static_cast<u32>(S::kStages + s));
+        };
+        for (int t = first_tile; t < total; t += tile_step) {
             RowTile rt;
             int col;
-            wg_tile_of<S::BM>(p, t, n_col, row_tiles, &rt, &col);
+            int b_expert;
+            bool shared;
+            wg_tile_of<S::BM, kPair>(p, t, n_col, units, row_tiles, rank, &rt, &col, &b_expert, &shared);
             // live m64 blocks of this warpgroup (0, 1 or 2), warp-uniform through a shuffle
             const int r0 = cw * S::kRowsPerConsumer;
             const int blocks = __shfl_sync(
@@ -252,7 +327,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                         fence_operands(acc0);
                         if (two) fence_operands(acc1); // else dead here: its 64 registers are free
                     }
-                    if (kt > 0 && lane == 0) mbar_arrive(empty_bar(prev));
+                    if (kt > 0 && lane == 0) release(prev);
                     prev = stage;
                     if (++stage == S::kStages) {
                         stage = 0;
@@ -262,7 +337,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                 wgmma_wait<0>(); // also where no block is live (nothing pending): ptxas then sees the wait
                 fence_operands(acc0);
                 if (two) fence_operands(acc1); // else dead here: its 64 registers are free
-                if (lane == 0) mbar_arrive(empty_bar(prev));
+                if (lane == 0) release(prev);
             };
             if (S::kBlocks == 2 && blocks == 2) k_loop(true, true);
             else k_loop(blocks > 0, false);
@@ -318,6 +393,9 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
             }
         }
     }
+    // pair: neither CTA may exit while the other can still multicast into its shared memory
+    // or arrive on its barriers
+    if constexpr (kPair) cluster_sync();
 }
 
 } // namespace mj

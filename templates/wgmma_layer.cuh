@@ -15,6 +15,8 @@
 //   mj_expert_offsets_tall   grid 1 x 512             row tiles of 256 tokens (MJ_WGMMA_TALL_BM)
 //   mj_gemm1_act_tall        as mj_gemm1_act, 256 x 128 tiles (the tall path)
 //   mj_gemm2_tall            as mj_gemm2, 256 x 128 tiles
+//   mj_gemm1_act_pair        as mj_gemm1_act in clusters of 2 CTAs, two row tiles each, an
+//   mj_gemm2_pair            expert's weight tile multicast to both (the pair path)
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the mma
 // layer; the generated source defines namespace mj::cfg before including this file.
@@ -85,6 +87,27 @@ mj_gemm2_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
     mj::wgmma_gemm<mj::WgTall, kDtype, mj::WgGemm::gemm2, kActKind>(
+        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+        mj_tc_smem);
+}
+
+// ---- the pair path (clusters of two sharing each weight tile): MJ_WGMMA_K_*_PAIR -------------
+extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm1_act_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
+{
+    using namespace mj::tc_layer;
+    mj::grid_dep_enter();
+    mj::wgmma_gemm<mj::WgLarge, kDtype, kGemm1, kActKind, true>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                                dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+                                                                mj_tc_smem);
+}
+
+extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm2_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
+{
+    using namespace mj::tc_layer;
+    mj::grid_dep_enter();
+    mj::wgmma_gemm<mj::WgLarge, kDtype, mj::WgGemm::gemm2, kActKind, true>(
         p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
         mj_tc_smem);
 }

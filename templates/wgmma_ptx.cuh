@@ -1,7 +1,8 @@
 // This file contains the sm_90a PTX the `wgmma` backend is built from, each wrapped once:
 // mbarriers (init, arrive, arrive with an expected transaction count, parity wait), the
 // cp.async arrive that makes a barrier track a thread's 16-byte copies, the 3-D TMA tile load
-// (cp.async.bulk.tensor) completing on a barrier, the shared-memory matrix descriptor of a
+// (cp.async.bulk.tensor) completing on a barrier, alone or multicast to a cluster, the cluster
+// special registers, barrier and address mapping, the shared-memory matrix descriptor of a
 // 128B-swizzled K-major operand, wgmma.mma_async m64n128k16 / m64n256k16 with fp32 accumulators and its
 // fence / commit / wait, and setmaxnreg.
 //
@@ -83,6 +84,67 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const TmaDesc *desc, int c0
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
                  "l"(reinterpret_cast<u64>(desc)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
                  : "memory");
+}
+
+// The same box into shared memory at dst of every CTA of the cluster in cta_mask, each
+// completing (bytes) on the barrier at bar in its own shared memory (dst and bar are this
+// CTA's addresses; the copy engine applies them in every destination CTA).
+__device__ __forceinline__ void tma_load_3d_multicast(u32 dst, const TmaDesc *desc, int c0, int c1, int c2, u32 bar,
+                                                      u16 cta_mask)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+                 "l"(reinterpret_cast<u64>(desc)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(cta_mask)
+                 : "memory");
+}
+
+// ---- clusters ----------------------------------------------------------------------------------
+
+// This CTA's rank in its cluster, the cluster's index in the grid, and the number of clusters.
+__device__ __forceinline__ u32 cluster_ctarank()
+{
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_id_x()
+{
+    u32 r;
+    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_count_x()
+{
+    u32 r;
+    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+    return r;
+}
+
+// Every thread of every CTA of the cluster arrives, then waits for all: what one CTA wrote
+// before (barrier initialisation included) is visible to the others after.
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\n"
+                 "barrier.cluster.wait.acquire;\n" ::
+                     : "memory");
+}
+
+// The address of this CTA's shared-memory location addr in the shared memory of cluster CTA
+// `rank` (a shared::cluster address).
+__device__ __forceinline__ u32 cluster_map_shared(u32 addr, u32 rank)
+{
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+
+// One arrival on a barrier in another CTA of the cluster (its shared::cluster address): this
+// consumer is done with the stage, which that CTA's producer refills in both CTAs. The default
+// (.release.cta) semantics, as CUTLASS's ClusterBarrier: with .release.cluster ptxas puts a
+// MEMBAR.ALL.GPU before every arrival, which waits for the epilogue's global stores.
+__device__ __forceinline__ void mbar_arrive_cluster(u32 remote_bar)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 }
 
 // ---- registers -------------------------------------------------------------------------------

@@ -544,6 +544,29 @@ static CUresult tc_sm_count(int *v, CUdevice_attribute a, CUdevice d)
     return CUDA_SUCCESS;
 }
 
+/* The pair path's residency query: kernel k's function is k's handle; the answer is
+ * tc_clusters (0 or a negative result: the refusals), and the config must be the launch's. */
+static int tc_clusters = 66, n_tc_cluster_queries;
+static CUresult tc_get_function(CUfunction *f, CUkernel k)
+{
+    *f = (CUfunction)k;
+    return CUDA_SUCCESS;
+}
+static CUresult tc_max_clusters(int *n, CUfunction f, const CUlaunchConfig *c)
+{
+    const int k = (int)((uintptr_t)f - 1);
+    ck_assert(k == MJ_WGMMA_K_GEMM1_ACT_PAIR || k == MJ_WGMMA_K_GEMM2_PAIR);
+    ck_assert_uint_eq(c->blockDimX, 384);
+    ck_assert_uint_eq(c->sharedMemBytes, 197888);
+    ck_assert_uint_eq(c->numAttrs, 1);
+    ck_assert_int_eq(c->attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+    ck_assert_uint_eq(c->attrs[0].value.clusterDim.x, 2);
+    n_tc_cluster_queries++;
+    if (tc_clusters < 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    *n = tc_clusters;
+    return CUDA_SUCCESS;
+}
+
 /* Marks each map with the order it was encoded in (1 = W1, 2 = W2). */
 static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank, void *base, const cuuint64_t *dims,
                           const cuuint64_t *strides, const cuuint32_t *box, const cuuint32_t *es,
@@ -575,11 +598,13 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     d.cuKernelSetAttribute = tc_set_attr;
     d.cuDeviceGetAttribute = tc_sm_count;
     d.cuTensorMapEncodeTiled = tc_encode;
+    d.cuKernelGetFunction = tc_get_function;
+    d.cuOccupancyMaxActiveClusters = tc_max_clusters;
     mj_module m;
     memset(&m, 0, sizeof m);
     m.n_kernels = MJ_MAX_KERNELS;
     for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
-    n_tc_recs = n_tc_attrs = n_tc_maps = tc_attr_smem = 0;
+    n_tc_recs = n_tc_attrs = n_tc_maps = tc_attr_smem = n_tc_cluster_queries = 0;
     memset_count = 0;
     moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
     ck_assert_msg(st == MOEJIT_OK, "%s: %s", text, moejit_last_error());
@@ -790,6 +815,80 @@ START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
 }
 END_TEST
 
+START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
+{
+    /* tile=auto at 256 rows per expert: pair. The large path's offsets (row tiles of 128),
+     * max_tiles = 256 + 128 = 384 row tiles -> 192 units x 6 (GEMM1) or 8 (GEMM2) column tiles,
+     * capped at the clusters the device keeps resident (the fake says 66: 132 CTAs) */
+    static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},
+                                         {MJ_MMA_K_EXPERT_OFFSETS, 1, 1, 512, 0, -1, 1},
+                                         {2, 128, 1, 256, 0, -1, 1},
+                                         {MJ_WGMMA_K_GEMM1_ACT_PAIR, 132, 1, 384, 197888, 1, 1},
+                                         {MJ_WGMMA_K_GEMM2_PAIR, 132, 1, 384, 197888, 2, 1},
+                                         {5, 4096, 4, 128, 0, -1, 1}};
+    tc_clusters = 66;
+    tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 319197696);
+    expect_launches(WGMMA " (pair)", want, 6);
+    ck_assert_int_eq(n_tc_cluster_queries, 2);
+    /* boxes of 128 rows: the gated W1's up or gate half, and half of a W2 tile */
+    ck_assert_uint_eq(tc_box_rows[0], 128);
+    ck_assert_uint_eq(tc_box_rows[1], 128);
+    /* the grid follows the driver's answer (40 clusters: 80 CTAs), not the SM count */
+    tc_clusters = 40;
+    tc_forward(WGMMA ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 319197696);
+    ck_assert_uint_eq(tc_recs[3].gx, 80);
+    ck_assert_uint_eq(tc_recs[4].gx, 80);
+    tc_forward(WGMMA ",tile=pair", 8, 2048, 768, 128, 8, 0, 0, 0);
+    /* 8 tokens: max_tiles = 1 + 64 = 65 -> 33 units; GEMM1 33 x 6 = 198 > 40, GEMM2 likewise */
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_uint_eq(tc_recs[3].gx, 80);
+    /* ungated W1 in boxes of 128 rows too */
+    tc_clusters = 66;
+    tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=pair", 4096, 2048, 768,
+               128, 8, 0, 0, 319197696);
+    ck_assert_uint_eq(tc_box_rows[0], 128);
+    ck_assert_uint_eq(tc_box_rows[1], 128);
+    /* a device that cannot keep one cluster resident: refused naming the field and the way out;
+     * a failing query names the call */
+    moejit_spec *s = spec_of(WGMMA ",tile=pair");
+    moejit_moe_args a = args_for(s, 4096, 2048, 768, 128, 8);
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    mj_driver d = fake_driver();
+    d.cuLaunchKernel = tc_launch;
+    d.cuLaunchKernelEx = tc_launch_ex;
+    d.cuCtxGetDevice = tc_ctx_device;
+    d.cuKernelSetAttribute = tc_set_attr;
+    d.cuDeviceGetAttribute = tc_sm_count;
+    d.cuTensorMapEncodeTiled = tc_encode;
+    d.cuKernelGetFunction = tc_get_function;
+    d.cuOccupancyMaxActiveClusters = tc_max_clusters;
+    mj_module m;
+    memset(&m, 0, sizeof m);
+    m.n_kernels = MJ_MAX_KERNELS;
+    for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
+    n_tc_recs = 0;
+    tc_clusters = 0;
+    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL), MOEJIT_ERR_CUDA);
+    ck_assert_msg(strstr(moejit_last_error(), "tile: this device cannot keep one cluster of 2 CTAs") &&
+                      strstr(moejit_last_error(), "tile=large or tall"),
+                  "%s", moejit_last_error());
+    ck_assert_int_eq(n_tc_recs, 0); /* nothing was launched */
+    tc_clusters = -1;
+    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL), MOEJIT_ERR_CUDA);
+    ck_assert_msg(strstr(moejit_last_error(), "cuOccupancyMaxActiveClusters(pair GEMM)"), "%s", moejit_last_error());
+    ck_assert_int_eq(n_tc_recs, 0);
+    tc_clusters = 66;
+    moejit_spec_destroy(s);
+    /* mma has no pair path */
+    s = spec_of(MMA ",tile=pair");
+    a = args_for(s, 64, 2048, 768, 128, 8);
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(), "tile: backend mma knows auto, large, small; got pair");
+    moejit_spec_destroy(s);
+}
+END_TEST
+
 /* Check runs every test in its own process, so each of these reads $MOEJIT_PDL afresh; with
  * CK_FORK=no an earlier test has read it already, and they skip. */
 static int pdl_env_testable(void)
@@ -901,14 +1000,13 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     for (int i = 0; i < 4; i++) sp[i] = spec_of(texts[i]);
     moejit_moe_args a1 = args_for(sp[0], 1, 2048, 768, 128, 8), a4k = args_for(sp[0], 4096, 2048, 768, 128, 8);
     moejit_moe_args a5k = args_for(sp[0], 5000, 2048, 768, 128, 8);
-    /* the heuristic: small at T = 1, large at T = 4096 and 5000 (Qwen3-30B's 6.3 MB W1 is too
-     * small for the tall tiles) */
+    /* the heuristic: small at T = 1, pair at T = 4096 and 5000 (256 and more rows per expert) */
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
     ck_assert_int_eq(mj_tune_table_install(table), MOEJIT_OK);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_LARGE);  /* bucket 64 */
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_SMALL); /* bucket 4096 */
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a5k), MJ_MMA_PATH_LARGE); /* above: the heuristic */
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a5k), MJ_MMA_PATH_PAIR); /* above: the heuristic */
     ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a1), MJ_MMA_PATH_LARGE);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a4k), MJ_MMA_PATH_LARGE);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a1), MJ_MMA_PATH_SMALL);
@@ -921,7 +1019,7 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
     for (int i = 0; i < 4; i++) moejit_spec_destroy(sp[i]);
 }
 END_TEST
@@ -949,6 +1047,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);
+    tcase_add_test(tc, wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles);
     tcase_add_test(tc, moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one);
     tcase_add_test(tc, moejit_pdl_inner_launches_a_forwards_first_kernel_plainly);
     tcase_add_test(tc, moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable);

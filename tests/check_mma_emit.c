@@ -86,6 +86,7 @@ START_TEST(refuses_what_the_mma_templates_cannot_build_naming_the_field)
     refused("backend=mma,quant=bf16,act=swiglu,w1_layout=gate_up,arch=sm_90a", "w1_layout");
     refused("backend=mma,quant=bf16,act=swiglu,tile=m32n64k32,arch=sm_90a", "tile");
     refused("backend=mma,quant=bf16,act=swiglu,tile=tall,arch=sm_90a", "tile"); /* wgmma's only */
+    refused("backend=mma,quant=bf16,act=swiglu,tile=pair,arch=sm_90a", "tile"); /* wgmma's only */
     refused("backend=simt,quant=bf16,act=swiglu,arch=sm_90a", "backend");
 }
 END_TEST
@@ -96,6 +97,8 @@ START_TEST(path_heuristic_follows_rows_per_expert_and_the_tile_field)
     ck_assert_int_eq(mj_mma_path_of("large"), MJ_MMA_PATH_LARGE);
     ck_assert_int_eq(mj_mma_path_of("small"), MJ_MMA_PATH_SMALL);
     ck_assert_int_eq(mj_mma_path_of("tall"), MJ_MMA_PATH_TALL);
+    ck_assert_int_eq(mj_mma_path_of("pair"), MJ_MMA_PATH_PAIR);
+    ck_assert_str_eq(mj_mma_path_name(MJ_MMA_PATH_PAIR), "pair");
     ck_assert_int_eq(mj_mma_path_of("m64"), -1);
     moejit_spec *s = parse_ok(BASE ",arch=sm_90a");
     moejit_moe_args a;

@@ -34,9 +34,10 @@ static mj_tune_table parse_ok(const char *text)
 START_TEST(a_valid_table_parses_every_field)
 {
     mj_tune_table t = parse_ok(TABLE(ENTRY("wgmma", 2048, 512, "small") "," ENTRY("mma", 4096, 64, "large") ","
-                                     ENTRY("wgmma", 2048, 4096, "tall")));
-    ck_assert_int_eq(t.n, 3);
+                                     ENTRY("wgmma", 2048, 4096, "tall") "," ENTRY("wgmma", 2048, 16384, "pair")));
+    ck_assert_int_eq(t.n, 4);
     ck_assert_int_eq(t.entries[2].path, MJ_MMA_PATH_TALL);
+    ck_assert_int_eq(t.entries[3].path, MJ_MMA_PATH_PAIR);
     ck_assert(mj_tune_key_equal(&t.entries[0].key, &qwen_wgmma));
     ck_assert_int_eq(t.entries[0].max_tokens, 512);
     ck_assert_int_eq(t.entries[0].path, MJ_MMA_PATH_SMALL);
@@ -105,7 +106,9 @@ START_TEST(bad_tables_are_refused_naming_the_field)
         {TABLE(ENTRY("simt", 2048, 8, "small")), "entries[0].backend: \"simt\"; allowed: mma, wgmma"},
         {TABLE(ENTRY("mma", 2048, 8, "medium")), "entries[0].path: \"medium\"; allowed for mma: large, small"},
         {TABLE(ENTRY("mma", 2048, 8, "tall")), "entries[0].path: \"tall\"; allowed for mma: large, small"},
-        {TABLE(ENTRY("wgmma", 2048, 8, "wide")), "entries[0].path: \"wide\"; allowed for wgmma: large, small, tall"},
+        {TABLE(ENTRY("mma", 2048, 8, "pair")), "entries[0].path: \"pair\"; allowed for mma: large, small"},
+        {TABLE(ENTRY("wgmma", 2048, 8, "wide")),
+         "entries[0].path: \"wide\"; allowed for wgmma: large, small, tall, pair"},
         {TABLE(ENTRY("mma", 2048, 0, "small")), "entries[0].max_tokens: must be a whole number"},
         {TABLE(ENTRY("mma", 2048, 8, "small") "," ENTRY("mma", 20.5, 8, "small")), "entries[1].hidden: must be"},
         {TABLE(ENTRY("mma", -4, 8, "small")), "entries[0].hidden"},

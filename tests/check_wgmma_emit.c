@@ -43,7 +43,7 @@ static char *source_of(const char *text)
     mj_source src;
     moejit_status st = mj_emit(s, &src); /* through the dispatcher, as the registry calls it */
     ck_assert_msg(st == MOEJIT_OK, "emit '%s': %s", text, moejit_last_error());
-    ck_assert_int_eq(src.n_kernels, MJ_WGMMA_NUM_KERNELS); /* mma's table + the tall path's 3 */
+    ck_assert_int_eq(src.n_kernels, MJ_WGMMA_NUM_KERNELS); /* mma's table + the tall path's 3 + pair's 2 */
     char *copy = strdup(src.text);
     mj_source_free(&src);
     moejit_spec_destroy(s);
@@ -109,16 +109,16 @@ START_TEST(refuses_what_the_wgmma_templates_cannot_build_naming_the_field)
 }
 END_TEST
 
-START_TEST(path_heuristic_adds_tall_tiles_to_mmas_and_follows_the_tile_field)
+START_TEST(path_heuristic_adds_pair_clusters_to_mmas_and_follows_the_tile_field)
 {
     /* tile=auto: the decode path up to MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT (8) rows per expert
-     * (mma's is 24), then large, then tall from MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT (192) rows
-     * per expert when W1 has >= 8 MiB per expert; E = 128, k = 8: rows = T / 16. Qwen3-235B
-     * (H 4096, I 1536: 24 MiB) goes tall at 3072 tokens, Qwen3-30B (H 2048, I 768: 6 MiB) never. */
+     * (mma's is 24), then large, then pair from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT (128) rows
+     * per expert, whatever the weight size; E = 128, k = 8: rows = T / 16. tall is never
+     * the rule's choice. */
     static const struct { int64_t T; int path; } autos[] = {
         {1, MJ_MMA_PATH_SMALL},    {128, MJ_MMA_PATH_SMALL}, {129, MJ_MMA_PATH_LARGE},
-        {384, MJ_MMA_PATH_LARGE},  {3071, MJ_MMA_PATH_LARGE}, {3072, MJ_MMA_PATH_TALL},
-        {4096, MJ_MMA_PATH_TALL},  {100000, MJ_MMA_PATH_TALL}};
+        {384, MJ_MMA_PATH_LARGE},  {2047, MJ_MMA_PATH_LARGE}, {2048, MJ_MMA_PATH_PAIR},
+        {4096, MJ_MMA_PATH_PAIR},  {100000, MJ_MMA_PATH_PAIR}};
     moejit_moe_args a;
     memset(&a, 0, sizeof a);
     a.hidden = 4096, a.inter = 1536, a.num_experts = 128, a.topk = 8;
@@ -134,17 +134,25 @@ START_TEST(path_heuristic_adds_tall_tiles_to_mmas_and_follows_the_tile_field)
     a.num_tokens = 385;
     ck_assert_int_eq(mj_launch_mma_path(m, &a), MJ_MMA_PATH_LARGE);
     moejit_spec_destroy(m);
+    /* small weights (Qwen3-30B) and an ungated layer take pair all the same */
     a.hidden = 2048, a.inter = 768, a.num_tokens = 100000;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
-    a.inter = 1024; /* ungated W1 of 4 MiB: too small; gated (8 MiB): tall */
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_TALL);
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_PAIR);
     moejit_spec_destroy(s);
     s = parse_ok("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a");
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_PAIR);
+    /* on an expert-parallel rank the rule divides the T·k pairs by the local experts:
+     * 256 x 8 / 16 local = 128 rows each: pair; 255 tokens: large */
+    a.num_tokens = 256, a.num_local_experts = 16;
+    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_PAIR);
+    a.num_tokens = 255;
     ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
+    a.num_local_experts = 0;
     moejit_spec_destroy(s);
     /* a forced tile is taken at every T */
-    static const struct { const char *tile; int path; } forced[] = {
-        {",tile=large", MJ_MMA_PATH_LARGE}, {",tile=small", MJ_MMA_PATH_SMALL}, {",tile=tall", MJ_MMA_PATH_TALL}};
+    static const struct { const char *tile; int path; } forced[] = {{",tile=large", MJ_MMA_PATH_LARGE},
+                                                                    {",tile=small", MJ_MMA_PATH_SMALL},
+                                                                    {",tile=tall", MJ_MMA_PATH_TALL},
+                                                                    {",tile=pair", MJ_MMA_PATH_PAIR}};
     for (size_t t = 0; t < sizeof forced / sizeof forced[0]; t++) {
         char text[256];
         snprintf(text, sizeof text, "%s%s", BASE, forced[t].tile);
@@ -155,7 +163,7 @@ START_TEST(path_heuristic_adds_tall_tiles_to_mmas_and_follows_the_tile_field)
         }
         moejit_spec_destroy(s);
     }
-    /* mma's heuristic never says tall */
+    /* mma's heuristic never says tall or pair */
     s = parse_ok("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a");
     a.num_tokens = 100000;
     ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_LARGE);
@@ -294,6 +302,7 @@ static int find_tool(const char *env, const char *name, char *out, size_t cap)
 typedef struct sass_counts {
     int hgmma, utmaldg, ldgsts, local, setmaxreg, lines;
     int grid_wait, grid_launch; /* programmatic dependent launch (common/grid_dep.cuh) */
+    int multicast, cluster_bar; /* the pair path: TMA multicast, cluster barriers */
 } sass_counts;
 
 /* Disassembles cubin_path and counts, inside function fn only, the instructions named. Both
@@ -322,6 +331,8 @@ static sass_counts sass_of(const char *cmd_prefix, const char *cubin_path, const
         c.lines++;
         if (strstr(line, "HGMMA")) c.hgmma++;
         if (strstr(line, "UTMALDG")) c.utmaldg++;
+        if (strstr(line, "UTMALDG") && strstr(line, "MULTICAST")) c.multicast++;
+        if (strstr(line, "UCGABAR")) c.cluster_bar++; /* barrier.cluster arrive / wait */
         if (strstr(line, "LDGSTS")) c.ldgsts++;
         if (strstr(line, " LDL") || strstr(line, " STL")) c.local++;
         if (strstr(line, "USETMAXREG")) c.setmaxreg++;
@@ -350,9 +361,10 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, prog.cubin, prog.cubin_len), (ssize_t)prog.cubin_len);
     close(fd);
-    /* both tile shapes: large (128 x 256) and tall (256 x 128) */
-    static const char *const gemms[] = {"mj_gemm1_act", "mj_gemm2", "mj_gemm1_act_tall", "mj_gemm2_tall"};
-    for (size_t g = 0; g < 4; g++) {
+    /* both tile shapes: large (128 x 256) and tall (256 x 128), and the pair path's clusters */
+    static const char *const gemms[] = {"mj_gemm1_act",  "mj_gemm2",          "mj_gemm1_act_tall",
+                                        "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair"};
+    for (size_t g = 0; g < 6; g++) {
         sass_counts c = sass_of(prefix, path, gemms[g]);
         printf("check_wgmma_emit: %s SASS (%s): %d lines, HGMMA %d, UTMALDG %d, LDGSTS %d, USETMAXREG %d, "
                "local %d\n",
@@ -360,13 +372,18 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
         ck_assert_msg(c.lines > 0, "%s: no SASS found for %s", tool, gemms[g]);
         ck_assert_msg(c.hgmma >= 4, "%s: %d HGMMA (expected the 4 k16 steps of a stage at least)", gemms[g],
                       c.hgmma);
-        /* BASE is gated: GEMM1 loads the up and the gate box of a stage, GEMM2 one box */
-        const int boxes = g % 2 == 0 ? 2 : 1, chunks = g < 2 ? 8 : 16; /* 2 chunks x BM/32 rows */
+        /* BASE is gated: GEMM1 loads the up and the gate box of a stage, GEMM2 one box; a pair
+         * CTA multicasts its half of a shared tile or loads its own whole one in two boxes */
+        const int pair = g >= 4, boxes = pair ? 3 : g % 2 == 0 ? 2 : 1;
+        const int chunks = g < 2 || pair ? 8 : 16; /* 2 chunks x BM/32 rows */
         ck_assert_msg(c.utmaldg >= boxes, "%s: %d UTMALDG (%d weight box(es) per stage)", gemms[g], c.utmaldg, boxes);
         ck_assert_msg(c.ldgsts >= chunks, "%s: %d LDGSTS (%d gathered chunks per producer thread)", gemms[g], c.ldgsts,
                       chunks);
         ck_assert_msg(c.setmaxreg >= 2, "%s: %d USETMAXREG (producer dec, consumer inc)", gemms[g], c.setmaxreg);
         ck_assert_msg(c.local == 0, "%s: %d local-memory instructions", gemms[g], c.local);
+        ck_assert_msg(pair ? c.multicast == 1 && c.cluster_bar >= 4 : c.multicast == 0 && c.cluster_bar == 0,
+                      "%s: %d multicast TMA loads, %d cluster barrier instructions", gemms[g], c.multicast,
+                      c.cluster_bar);
     }
     /* Programmatic dependent launch: every kernel of the layer waits for the chain before it
      * touches the chain's data (a kernel without the wait would race the one before it once
@@ -395,7 +412,7 @@ static Suite *wgmma_emit_suite(void)
     tcase_add_test(tc, source_is_deterministic_and_names_spec_and_kernels);
     tcase_add_test(tc, archs_other_than_sm90a_are_refused_naming_the_arch);
     tcase_add_test(tc, refuses_what_the_wgmma_templates_cannot_build_naming_the_field);
-    tcase_add_test(tc, path_heuristic_adds_tall_tiles_to_mmas_and_follows_the_tile_field);
+    tcase_add_test(tc, path_heuristic_adds_pair_clusters_to_mmas_and_follows_the_tile_field);
     tcase_add_test(tc, workspace_holds_the_intermediate_and_y_and_refuses_other_archs);
     tcase_add_test(tc, every_activation_compiles_for_sm90a_without_spills);
     tcase_add_test(tc, sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async);

@@ -58,7 +58,7 @@ static const char usage[] =
     "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
     "  --backend LIST   simt, mma, wgmma (default mma)\n"
     "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small,\n"
-    "                   tall (wgmma only; skipped for mma)\n"
+    "                   tall, pair (wgmma only; skipped for mma)\n"
     "  --check          first compare each backend with simt on the same inputs (poisoned\n"
     "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
     "                   small shapes for every activation and both mma GEMM paths\n"
@@ -80,7 +80,7 @@ typedef struct options {
     int n_batches;
     const char *backend[8];
     int n_backends;
-    const char *tile[4];
+    const char *tile[5];
     int n_tiles;
     int check, reference, time;
     const char *json, *append, *commit, *cubin_dir;
@@ -262,7 +262,7 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
     return v;
 }
 
-/* "small", "large", "tall" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
+/* "small", "large", "tall", "pair" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
  * K; "-" for simt. */
 static void path_label(const moejit_spec *spec, const moejit_moe_args *a, char *buf, size_t n)
 {
@@ -423,25 +423,29 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * itself), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
  * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
- * tall for so small an expert); with `split`, also T = 2 on a layer of I = ref_split_I,
+ * tall for so small an expert) and T = 300 and 640 with tile=pair (at 75 rows per expert the
+ * second CTA of every cluster has no rows; at 160 both have; H = 264 makes the last column
+ * tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a layer of I = ref_split_I,
  * whose decode GEMM2 is split in two along K. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 7 : 6) + (split ? 4 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 9 : 6) + (split ? 4 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
                           const char *dtype, int split, FILE *log)
 {
     char text[560];
-    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, split_ts[] = {2},
-                           one[] = {1};
+    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, pair_ts[] = {300, 640},
+                           split_ts[] = {2}, one[] = {1};
     ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
     int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 4, ref_I, ref_K, 0, 0, log);
     failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, ref_K, 0, 4, log);
     if (strcmp(backend, "wgmma") == 0) { /* tile=auto takes tall only for large experts: force it */
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, ",tile=tall");
         failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, ref_K, 0, 0, log);
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, ",tile=pair");
+        failed += reference_layer(g, ctx, text, act, dtype, pair_ts, 2, ref_I, ref_K, 0, 0, log);
     }
     if (split) {
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, ref_K, "");
@@ -539,15 +543,17 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
                                const options *o, const model_shape *s, row *rows, int *n_rows,
                                int *failed, CUstream stream)
 {
-    /* variants: every backend x tile (tiles apply to mma and wgmma; tall to wgmma only), plus
-     * simt for --check: at most 3 x 4 + 1 */
+    /* variants: every backend x tile (tiles apply to mma and wgmma; tall and pair to wgmma
+     * only), plus simt for --check: at most 3 x 5 + 1 */
     variant v[16];
     int nv = 0;
     memset(v, 0, sizeof v);
     for (int b = 0; b < o->n_backends; b++) {
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
-            if (is_mma && !strcmp(o->tile[t], "tall") && strcmp(o->backend[b], "wgmma") != 0) continue;
+            if (is_mma && (!strcmp(o->tile[t], "tall") || !strcmp(o->tile[t], "pair")) &&
+                strcmp(o->backend[b], "wgmma") != 0)
+                continue;
             variant *x = &v[nv++];
             if (is_mma && strcmp(o->tile[t], "auto") != 0)
                 snprintf(x->label, sizeof x->label, "%s/%s", o->backend[b], o->tile[t]);
@@ -766,7 +772,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
-    static const char *const tiles[] = {"auto", "large", "small", "tall"};
+    static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
     options o;
     memset(&o, 0, sizeof o);
     o.time = 1, o.reference = 1, o.bw = 4.48, o.peak = 790.0;
@@ -803,7 +809,7 @@ int cmd_bench_layer(int argc, char **argv)
                 return MJ_EXIT_USAGE;
             break;
         case 't':
-            if (parse_word_list("--tile", optarg, o.tile, 4, &o.n_tiles, tiles, 4, "auto, large, small, tall"))
+            if (parse_word_list("--tile", optarg, o.tile, 5, &o.n_tiles, tiles, 5, "auto, large, small, tall, pair"))
                 return MJ_EXIT_USAGE;
             break;
         case 'c': o.check = 1; break;

@@ -1,7 +1,7 @@
 /*
  * This file contains `moejit tune`: on the GPU, for each model shape, batch and mma-family
  * backend, the whole layer is timed on every GEMM path (tile=large and tile=small, and for
- * wgmma tile=tall; by the CUDA-graph replay of `moejit bench layer`: bench_layer_run.h), the
+ * wgmma tile=tall and tile=pair; by the CUDA-graph replay of `moejit bench layer`: bench_layer_run.h), the
  * fastest is chosen, and the choices are written as a tuning table (runtime/tune_table.h)
  * that the launch-time heuristic reads from $MOEJIT_TUNE_FILE.
  *
@@ -35,7 +35,7 @@ static const char usage[] =
     "usage: moejit tune [--shapes LIST] [--batches LIST] [--backend LIST] [--out FILE] [--reps N]\n"
     "\n"
     "On the GPU, times the whole MoE layer of each model shape and batch on every GEMM path of\n"
-    "the tensor-core backends (tile=large and tile=small; wgmma also tile=tall; CUDA-graph replay\n"
+    "the tensor-core backends (tile=large and tile=small; wgmma also tall and pair; CUDA-graph replay\n"
     "as in `moejit bench layer`), prints the timings with the fastest path and the built-in\n"
     "heuristic's choice, and writes the fastest paths as a tuning table. Point MOEJIT_TUNE_FILE\n"
     "at the table and layers with tile=auto take its choice for T up to each tuned batch (T\n"
@@ -142,16 +142,16 @@ static moejit_status enqueue(void *vctx, int i, CUstream stream)
 static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fill, const options *o,
                       const bench_model_shape *s, CUstream stream, mj_tune_table *table)
 {
-    /* the paths in MJ_MMA_PATH order from LARGE; tall only where the backend has it */
-    static const char *const tiles[3] = {"large", "small", "tall"};
-    bench_layer L[2][3]; /* [backend][path - 1] */
+    /* the paths in MJ_MMA_PATH order from LARGE; tall and pair only where the backend has them */
+    static const char *const tiles[4] = {"large", "small", "tall", "pair"};
+    bench_layer L[2][4]; /* [backend][path - 1] */
     int n_tiles[2] = {0, 0};
     int built[2] = {0, 0}, failures = 0;
     memset(L, 0, sizeof L);
     printf("== %s: H %d, I %d, E %d, k %d, %s, bf16\n", s->name, s->hidden, s->inter, s->experts, s->topk, s->act);
     for (int b = 0; b < o->n_backends; b++) {
         moejit_status st = MOEJIT_OK;
-        n_tiles[b] = mj_backend_has_tall_path(o->backend[b]) ? 3 : 2;
+        n_tiles[b] = mj_backend_has_tall_path(o->backend[b]) ? 4 : 2;
         for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
             char text[512];
             snprintf(text, sizeof text,
@@ -215,7 +215,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
         const mj_tune_key key = {o->backend[b], spec->arch, s->hidden, s->inter, s->experts, s->topk, gated,
                                  MJ_DTYPE_BF16};
         for (int bi = 0; bi < o->n_batches && st == MOEJIT_OK; bi++) {
-            double us[3] = {0, 0, 0}, spread = 0;
+            double us[4] = {0, 0, 0, 0}, spread = 0;
             c.args.num_tokens = o->batch[bi];
             for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
                 const char *note = "";
@@ -237,10 +237,13 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
             moejit_moe_args qa = c.args;
             qa.num_tokens = o->batch[bi];
             const char *heur = mj_mma_path_name(mj_launch_heuristic_path(spec, &qa));
-            char tall_us[32] = "-";
-            if (n_tiles[b] == 3) snprintf(tall_us, sizeof tall_us, "%.1f", us[2]);
-            printf("| %s | %lld | %s | %.1f | %.1f | %s | %s | %s |\n", s->name, o->batch[bi],
-                   mj_backend_names[o->backend[b]], us[0], us[1], tall_us, mj_mma_path_name(e.path), heur);
+            char tall_us[32] = "-", pair_us[32] = "-";
+            if (n_tiles[b] == 4) {
+                snprintf(tall_us, sizeof tall_us, "%.1f", us[2]);
+                snprintf(pair_us, sizeof pair_us, "%.1f", us[3]);
+            }
+            printf("| %s | %lld | %s | %.1f | %.1f | %s | %s | %s | %s |\n", s->name, o->batch[bi],
+                   mj_backend_names[o->backend[b]], us[0], us[1], tall_us, pair_us, mj_mma_path_name(e.path), heur);
             fflush(stdout);
             if (mj_tune_table_add(table, &e) != MOEJIT_OK) st = MOEJIT_ERR_OUT_OF_MEMORY;
         }
@@ -375,8 +378,8 @@ int cmd_tune(int argc, char **argv)
         rc = cli_fail(mj_cuda_fail(g.d, r, "cuStreamCreate"), "tune");
         goto done;
     }
-    printf("| shape | B | backend | large µs | small µs | tall µs | fastest | heuristic |\n"
-           "|---|---:|---|---:|---:|---:|---|---|\n");
+    printf("| shape | B | backend | large µs | small µs | tall µs | pair µs | fastest | heuristic |\n"
+           "|---|---:|---|---:|---:|---:|---:|---|---|\n");
     for (int i = 0; i < o.n_shapes; i++) failures += tune_shape(&g, ctx, &fill, &o, o.shape[i], stream, &fresh);
     if (o.out && fresh.n && write_merged(o.out, &old, &fresh)) rc = MJ_EXIT_FAIL;
     printf("tune: %d choices measured; %d failures\n", fresh.n, failures);

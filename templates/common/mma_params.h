@@ -149,27 +149,35 @@ static inline int mj_mma_small_gemm2_splits(long long col_tiles, long long token
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
  * one path (for benchmarks and tests; the cubin is the same). */
-/* TALL is the wgmma layer's third path (256 x 128 prefill tiles, common/wgmma_params.h). */
-typedef enum mj_mma_path { MJ_MMA_PATH_AUTO = 0, MJ_MMA_PATH_LARGE, MJ_MMA_PATH_SMALL, MJ_MMA_PATH_TALL } mj_mma_path;
+/* TALL and PAIR are the wgmma layer's third and fourth paths (256 x 128 prefill tiles; 128 x 256
+ * tiles in clusters of two sharing weight tiles: common/wgmma_params.h). */
+typedef enum mj_mma_path {
+    MJ_MMA_PATH_AUTO = 0,
+    MJ_MMA_PATH_LARGE,
+    MJ_MMA_PATH_SMALL,
+    MJ_MMA_PATH_TALL,
+    MJ_MMA_PATH_PAIR
+} mj_mma_path;
 #define MJ_MMA_TILE_NAMES "auto, large, small"
-#define MJ_WGMMA_TILE_NAMES "auto, large, small, tall"
+#define MJ_WGMMA_TILE_NAMES "auto, large, small, tall, pair"
 
 /* The path for a tile name; -1 for a name no mma-family backend knows (the launchers refuse
- * "tall" where the backend has no tall path). */
+ * "tall" and "pair" where the backend has no such path). */
 static inline int mj_mma_path_of(const char *tile)
 {
     if (!tile || !*tile || strcmp(tile, "auto") == 0) return MJ_MMA_PATH_AUTO;
     if (strcmp(tile, "large") == 0) return MJ_MMA_PATH_LARGE;
     if (strcmp(tile, "small") == 0) return MJ_MMA_PATH_SMALL;
     if (strcmp(tile, "tall") == 0) return MJ_MMA_PATH_TALL;
+    if (strcmp(tile, "pair") == 0) return MJ_MMA_PATH_PAIR;
     return -1;
 }
 
-/* A path's name ("large", "small", "tall"; "auto" for MJ_MMA_PATH_AUTO). */
+/* A path's name ("large", "small", "tall", "pair"; "auto" for MJ_MMA_PATH_AUTO). */
 static inline const char *mj_mma_path_name(int path)
 {
     return path == MJ_MMA_PATH_LARGE ? "large" : path == MJ_MMA_PATH_SMALL ? "small"
-         : path == MJ_MMA_PATH_TALL ? "tall" : "auto";
+         : path == MJ_MMA_PATH_TALL ? "tall" : path == MJ_MMA_PATH_PAIR ? "pair" : "auto";
 }
 
 /* The launch-time heuristic (tile=auto) of mma (runtime/launch_mma.c; wgmma has its own

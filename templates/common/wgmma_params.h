@@ -6,9 +6,9 @@
  * included by the templates (NVRTC, C++17) and by runtime/launch_wgmma.c and
  * codegen/emit_wgmma.c (C11).
  *
- * The prefill GEMMs of a wgmma layer, sm_90a only, in two tile shapes ("paths", chosen per
- * forward like mma's small/large: the spec's tile field, a `moejit tune` table, else the rule
- * below):
+ * The prefill GEMMs of a wgmma layer, sm_90a only, in two tile shapes and three paths (chosen
+ * per forward like mma's small/large: the spec's tile field, a `moejit tune` table, else the
+ * rule below):
  *
  *   block        3 warpgroups = 384 threads, one CTA per SM, persistent over all experts'
  *                tiles (grid = min(SMs, tile upper bound))
@@ -21,6 +21,8 @@
  *                weight rows
  *   large        BM 128 token rows x BN 256 weight rows (mj_gemm1_act, mj_gemm2)
  *   tall         BM 256 token rows x BN 128 weight rows (mj_gemm1_act_tall, mj_gemm2_tall)
+ *   pair         the large tiles in clusters of two CTAs sharing weight tiles (below;
+ *                mj_gemm1_act_pair, mj_gemm2_pair)
  *                (gated GEMM1: BN/2 up rows, then the BN/2 gate rows of the same columns ->
  *                BN/2 intermediate columns; ungated GEMM1 and GEMM2: BN output columns);
  *                BK 64 (one 128-byte swizzle row), 4 stages of 48 KiB in both
@@ -36,10 +38,10 @@
  * (docs/PERFORMANCE.md, 2026-11-30), tall vs large: Mixtral B=4096/16384 +7/+13 %, Qwen3-235B
  * B=4096 +13 %, DeepSeek-V3 B=16384 +16 %, Nemotron B=4096/16384 +23/+18 %; large won at
  * every B <= 2048, at DeepSeek-V3 B=4096 (128 rows per expert) and on Qwen3-30B (W1 6.3 MB)
- * at every batch. tile=auto follows the two thresholds below; `moejit tune` records the
- * exceptions per shape.
+ * at every batch. The pair path (below) now beats both wherever an expert fills a row tile,
+ * so tile=auto takes small, large or pair; tall stays for tile=tall and tuning tables.
  *
- * The kernel table is the mma one (MJ_MMA_K_*) plus the tall path's three kernels
+ * The kernel table is the mma one (MJ_MMA_K_*) plus the tall and pair paths' kernels
  * (MJ_WGMMA_K_*): the large GEMMs change body and signature (a CUtensorMap follows
  * mj_layer_params), the route, permute, finalize and decode kernels are mma's.
  */
@@ -54,11 +56,6 @@
 #define MJ_WGMMA_TALL_BN 128       /* tall path: weight rows per tile (wgmma.m64n128k16) */
 #define MJ_WGMMA_BK 64             /* k per stage: 64 bf16 = 128 bytes = the 128B swizzle span */
 #define MJ_WGMMA_STAGES 4
-/* tile=auto takes the tall path from this many rows per local expert (pairs / E_local) when an
- * expert's W1 has at least MJ_WGMMA_TALL_MIN_W1_BYTES: below that its weight tiles stay in L2
- * between an expert's row tiles anyway, and tall only costs (Qwen3-30B, 6.3 MB: -5..-15 %) */
-#define MJ_WGMMA_TALL_MIN_ROWS_PER_EXPERT 192
-#define MJ_WGMMA_TALL_MIN_W1_BYTES (8ll << 20)
 
 /* tile=auto takes the (mma) small decode path up to this many rows per local expert, not
  * mma's 24: the warpgroup-MMA large path streams weights through TMA at 4.0-4.3 TB/s already
@@ -71,14 +68,40 @@
  * everywhere. */
 #define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
 
+/* The pair path (tile=pair): the large path's row tiles and 128 x 256 tiles, run by clusters
+ * of MJ_WGMMA_PAIR_CTAS CTAs, each cluster two consecutive row tiles of one column tile; where
+ * both are one expert's (so everywhere inside an expert's run of row tiles) they share the
+ * weight tile, each CTA loading one half of it by TMA into the shared memory of both
+ * (multicast). What it fixes in the other two: the large path streams an expert's weight tile
+ * once per 128-row tile from CTAs that drift apart in the persistent schedule (the second
+ * read misses L2); the tall path reads it once per 256 rows but gathers every token row for
+ * twice as many column tiles, issues n128 wgmmas and pads an expert's rows to 256; a cluster's
+ * two CTAs consume each stage in lock step, one weight read per 256 rows, with the large
+ * path's A gather, n256 wgmmas and 128-row padding. Every output is computed by the large
+ * path's own sequence of wgmmas, so its bits are the large path's.
+ *
+ * tile=auto takes it from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT rows per local expert (pairs /
+ * E_local), where most clusters hold two row tiles of one expert. Measured on the H200
+ * (2026-11-30, every variant in its own process, twice, order reversed; docs/PERFORMANCE.md),
+ * pair against the better of large and tall: at B = 4096 Mixtral -7 %, Qwen3-30B -10 %,
+ * Qwen3-235B -13 %, DeepSeek-V3 (128 rows per expert) -5 %, Nemotron -2 %; at B = 16384 -10,
+ * -0.5, -6, -9, -6 %; at 128 rows per expert also Mixtral B = 512 and both Qwen3 at B = 2048
+ * (one run each); at 32-96 rows per expert (B = 512, Nemotron and DeepSeek-V3 B = 2048) pair
+ * and large within +-1 %, but DeepSeek-V3 B = 2048 +3.5 %: large. */
+#define MJ_WGMMA_PAIR_CTAS 2
+#define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128
+
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
     MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 13, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
     MJ_WGMMA_K_GEMM1_ACT_TALL,
     MJ_WGMMA_K_GEMM2_TALL,
+    MJ_WGMMA_K_GEMM1_ACT_PAIR, /* the pair path's GEMMs (clusters of two; offsets: the large ones) */
+    MJ_WGMMA_K_GEMM2_PAIR,
     MJ_WGMMA_NUM_KERNELS
 };
-#define MJ_WGMMA_TALL_KERNEL_NAME_LIST "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall"
+#define MJ_WGMMA_TALL_KERNEL_NAME_LIST \
+    "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair"
 
 /* Registers after setmaxnreg: 128·56 + 256·224 = 64512 <= 65536 per SM. The consumers hold
  * 128 fp32 accumulators each (one m64n256 or two m64n128 blocks); the producer holds 4 or 8

@@ -20,7 +20,7 @@ int mj_test_cubin_contains(const mj_program *p, const char *name)
 
 const char *mj_test_check_mma_program(const char *text, const mj_program *p, int gemm_max_registers)
 {
-    /* mma's table; the wgmma layer appends its tall path's kernels */
+    /* mma's table; the wgmma layer appends its tall and pair paths' kernels */
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     const int wgmma = strstr(text, "backend=wgmma") != NULL;
     const int n = wgmma ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
