@@ -579,6 +579,26 @@ static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank
     return CUDA_SUCCESS;
 }
 
+/* The recording driver and a module of MJ_MAX_KERNELS kernels (handle i + 1 for kernel i),
+ * with the records cleared. */
+static void tc_setup(mj_driver *d, mj_module *m)
+{
+    *d = fake_driver();
+    d->cuLaunchKernel = tc_launch;
+    d->cuLaunchKernelEx = tc_launch_ex;
+    d->cuCtxGetDevice = tc_ctx_device;
+    d->cuKernelSetAttribute = tc_set_attr;
+    d->cuDeviceGetAttribute = tc_sm_count;
+    d->cuTensorMapEncodeTiled = tc_encode;
+    d->cuKernelGetFunction = tc_get_function;
+    d->cuOccupancyMaxActiveClusters = tc_max_clusters;
+    memset(m, 0, sizeof *m);
+    m->n_kernels = MJ_MAX_KERNELS;
+    for (int i = 0; i < MJ_MAX_KERNELS; i++) m->kernels[i] = (CUkernel)(uintptr_t)(i + 1);
+    n_tc_recs = n_tc_attrs = n_tc_maps = tc_attr_smem = n_tc_cluster_queries = 0;
+    memset_count = 0;
+}
+
 /* The forward of spec text on T tokens of (H, I, E, k) with E_local experts from offset;
  * checks the workspace size first. */
 /* want_bytes: the workspace size to expect (0: not checked) */
@@ -591,21 +611,9 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
     ck_assert_msg(want_bytes == 0 || bytes == want_bytes, "%s T=%lld: workspace %zu, want %zu", text, (long long)T, bytes, want_bytes);
-    mj_driver d = fake_driver();
-    d.cuLaunchKernel = tc_launch;
-    d.cuLaunchKernelEx = tc_launch_ex;
-    d.cuCtxGetDevice = tc_ctx_device;
-    d.cuKernelSetAttribute = tc_set_attr;
-    d.cuDeviceGetAttribute = tc_sm_count;
-    d.cuTensorMapEncodeTiled = tc_encode;
-    d.cuKernelGetFunction = tc_get_function;
-    d.cuOccupancyMaxActiveClusters = tc_max_clusters;
+    mj_driver d;
     mj_module m;
-    memset(&m, 0, sizeof m);
-    m.n_kernels = MJ_MAX_KERNELS;
-    for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
-    n_tc_recs = n_tc_attrs = n_tc_maps = tc_attr_smem = n_tc_cluster_queries = 0;
-    memset_count = 0;
+    tc_setup(&d, &m);
     moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
     ck_assert_msg(st == MOEJIT_OK, "%s: %s", text, moejit_last_error());
     moejit_spec_destroy(s);
@@ -854,20 +862,9 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
     moejit_moe_args a = args_for(s, 4096, 2048, 768, 128, 8);
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    mj_driver d = fake_driver();
-    d.cuLaunchKernel = tc_launch;
-    d.cuLaunchKernelEx = tc_launch_ex;
-    d.cuCtxGetDevice = tc_ctx_device;
-    d.cuKernelSetAttribute = tc_set_attr;
-    d.cuDeviceGetAttribute = tc_sm_count;
-    d.cuTensorMapEncodeTiled = tc_encode;
-    d.cuKernelGetFunction = tc_get_function;
-    d.cuOccupancyMaxActiveClusters = tc_max_clusters;
+    mj_driver d;
     mj_module m;
-    memset(&m, 0, sizeof m);
-    m.n_kernels = MJ_MAX_KERNELS;
-    for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
-    n_tc_recs = 0;
+    tc_setup(&d, &m);
     tc_clusters = 0;
     ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL), MOEJIT_ERR_CUDA);
     ck_assert_msg(strstr(moejit_last_error(), "tile: this device cannot keep one cluster of 2 CTAs") &&
@@ -941,14 +938,9 @@ START_TEST(moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable)
     moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    mj_driver d = fake_driver();
-    d.cuLaunchKernel = tc_launch;
-    d.cuLaunchKernelEx = tc_launch_ex;
+    mj_driver d;
     mj_module m;
-    memset(&m, 0, sizeof m);
-    m.n_kernels = MJ_MAX_KERNELS;
-    for (int i = 0; i < MJ_MAX_KERNELS; i++) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
-    n_tc_recs = 0;
+    tc_setup(&d, &m);
     ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL),
                      MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(moejit_last_error(),
