@@ -21,8 +21,9 @@
  * The large GEMMs' grid is min(SMs, an upper bound on their tiles) CTAs of 384 threads: a
  * function of the shape and the device only. The pair path's is two CTAs per cluster times
  * min(the clusters the device keeps resident at once, an upper bound on its tiles): a
- * persistent schedule needs every cluster resident, and whether 66 clusters of two fit 132
- * SMs depends on how the SMs are grouped, so the driver is asked
+ * persistent schedule wants every cluster resident (one that is not runs its share of the
+ * tiles after another cluster finishes: correct, but up to twice as long), and whether 66
+ * clusters of two fit 132 SMs depends on how the SMs are grouped, so the driver is asked
  * (cuOccupancyMaxActiveClusters, host only; a few microseconds per prefill forward).
  *
  * Everything else (checks, workspace, parameter block, the launch sequence) is mma's, run
