@@ -32,7 +32,7 @@ typedef struct mj_mma_flavour {
     const char *layer_header; /* the template included last, e.g. "mma_layer.cuh" */
     const char *const *kernel_names; /* the layer's kernels, in launch-table order */
     int n_kernels;
-    int has_tall;             /* the tile=tall path exists (wgmma) */
+    int has_tall_and_pair;    /* the tile=tall and tile=pair paths exist (wgmma) */
 } mj_mma_flavour;
 
 /* mj_emit_mma's contract and refusals for the flavour's backend (and arch, if sm90a_only). */

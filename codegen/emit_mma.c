@@ -75,9 +75,9 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
     moejit_status st = mj_emit_check_pinned_routing(s);
     if (st != MOEJIT_OK) return st;
     const int path = mj_mma_path_of(s->tile);
-    if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !f->has_tall))
+    if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !f->has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
-                       f->has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
+                       f->has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
     return MOEJIT_OK;
 }
 

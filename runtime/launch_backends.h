@@ -63,7 +63,7 @@ typedef struct mj_mma_launcher {
 /* Whether backend b has the tall and pair prefill paths (wgmma's 256 x 128 tiles and its
  * clusters of two, common/wgmma_params.h): the one answer the launchers, the heuristic, the
  * tuning table and `moejit tune` share. */
-static inline int mj_backend_has_tall_path(mj_backend b) { return b == MJ_BACKEND_WGMMA; }
+static inline int mj_backend_has_tall_and_pair_paths(mj_backend b) { return b == MJ_BACKEND_WGMMA; }
 
 /* A checked forward with T > 0: its shape, its path, and the parameter block every kernel
  * receives (the GEMMs may take more). */

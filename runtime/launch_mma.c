@@ -67,10 +67,10 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (l->sm90a_only && spec->arch != MJ_ARCH_SM90A)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "arch: backend %s runs on sm_90a only; got %s", be,
                        (unsigned)spec->arch < MJ_ARCH_COUNT ? mj_arch_names[spec->arch] : "?");
-    const int path = mj_mma_path_of(spec->tile), has_tall = mj_backend_has_tall_path(l->backend);
-    if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !has_tall))
+    const int path = mj_mma_path_of(spec->tile), has_tall_and_pair = mj_backend_has_tall_and_pair_paths(l->backend);
+    if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
-                       has_tall ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
+                       has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -133,7 +133,8 @@ int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *arg
                                                                 : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
     if (pairs <= small_max * e_local) return MJ_MMA_PATH_SMALL;
     /* the wgmma layer's clusters of two once an expert fills a row tile (common/wgmma_params.h) */
-    if (mj_backend_has_tall_path(spec->backend) && pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
+    if (mj_backend_has_tall_and_pair_paths(spec->backend) &&
+        pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
         return MJ_MMA_PATH_PAIR;
     return MJ_MMA_PATH_LARGE;
 }
@@ -218,7 +219,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     mj_launch_layout(spec, args, 0, splits, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
-    const int n_kernels = mj_backend_has_tall_path(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
+    const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
     if (m->n_kernels < n_kernels)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
                        mj_backend_names[l->backend], n_kernels);

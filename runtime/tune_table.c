@@ -92,11 +92,12 @@ static moejit_status parse_entry(const cJSON *o, int idx, mj_tune_entry *e)
     e->key.dtype = (mj_dtype)i;
     if ((st = get_count(o, idx, "max_tokens", INT32_MAX, &e->max_tokens))) return st;
     if ((st = get_string(o, idx, "path", &s))) return st;
-    const int tall = mj_backend_has_tall_path(e->key.backend);
+    const int wgmma_paths = mj_backend_has_tall_and_pair_paths(e->key.backend);
     i = name_index(path_names, 5, s);
-    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(tall && (i == MJ_MMA_PATH_TALL || i == MJ_MMA_PATH_PAIR)))
+    const int wgmma_path = i == MJ_MMA_PATH_TALL || i == MJ_MMA_PATH_PAIR;
+    if (i != MJ_MMA_PATH_LARGE && i != MJ_MMA_PATH_SMALL && !(wgmma_paths && wgmma_path))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "entries[%d].path: \"%s\"; allowed for %s: %s", idx, s,
-                       mj_backend_names[e->key.backend], tall ? "large, small, tall, pair" : "large, small");
+                       mj_backend_names[e->key.backend], wgmma_paths ? "large, small, tall, pair" : "large, small");
     e->path = i;
     return MOEJIT_OK;
 }

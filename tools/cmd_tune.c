@@ -151,7 +151,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
     printf("== %s: H %d, I %d, E %d, k %d, %s, bf16\n", s->name, s->hidden, s->inter, s->experts, s->topk, s->act);
     for (int b = 0; b < o->n_backends; b++) {
         moejit_status st = MOEJIT_OK;
-        n_tiles[b] = mj_backend_has_tall_path(o->backend[b]) ? 4 : 2;
+        n_tiles[b] = mj_backend_has_tall_and_pair_paths(o->backend[b]) ? 4 : 2;
         for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
             char text[512];
             snprintf(text, sizeof text,
