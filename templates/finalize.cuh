@@ -10,8 +10,14 @@
 // and weight loaded with its y row) and the whole stage is one round. The sum's order, hence
 // every bit of out, is unchanged.
 //
-// With a split decode GEMM2 (p.gemm2_splits = S > 1) y holds S partial sums per pair; a
-// slot's value is their sum in split order, then weighted as above.
+// How y holds a slot's value (kYInDtype): simt's GEMM2 stores it in fp32; the tensor-core
+// backends' GEMM2s round it once to the layer's dtype (moe-semantics.md §5's "bf16 storage of
+// y"; the replay's MJ_REF_ROUND_Y), which halves y's round trip through memory, the largest
+// traffic of a prefill layer after the weights (Qwen3-30B-A3B, B = 4096: 0.27 GB written and
+// read back in fp32, 9 % of the layer in finalize alone). A split decode GEMM2
+// (p.gemm2_splits = S > 1, tensor-core small path only) writes S fp32 partial sums per pair
+// instead; a slot's value is their sum in split order, rounded here to the dtype as the
+// unsplit GEMM2s round it, then weighted as above.
 #pragma once
 
 #include "common/params.h"
@@ -19,7 +25,7 @@
 
 namespace mj {
 
-template <Dtype D, int kMaxK>
+template <Dtype D, int kMaxK, bool kYInDtype>
 __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, int chunk, int H, int k)
 {
     static_assert(kMaxK >= 1 && kMaxK <= MJ_SIMT_MAX_TOPK, "k must be in 1..32");
@@ -27,8 +33,10 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
     if (c >= H) return; // H % 8 == 0: a thread's 4 columns are all in or all out
     const int *ids = reinterpret_cast<const int *>(p.ws_ids) + t * k;
     const float *weights = reinterpret_cast<const float *>(p.ws_weights) + t * k;
-    const float *y = reinterpret_cast<const float *>(p.ws_y) + t * k * H + c;
     const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
+    const bool y16 = kYInDtype && splits == 1; // else fp32 (simt, or a split GEMM2's partial sums)
+    const float *y = reinterpret_cast<const float *>(p.ws_y) + t * k * H + c;
+    const u16 *yh = reinterpret_cast<const u16 *>(p.ws_y) + t * k * H + c;
     const i64 split_stride = p.num_pairs * H;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     // Up to kBatch slots in flight at once, their id, weight and y loads issued together (one
@@ -45,7 +53,13 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
             if (j >= k) continue;
             id[b] = ids[j];
             w[b] = weights[j];
-            v[b] = *reinterpret_cast<const Float4 *>(y + static_cast<i64>(j) * H);
+            if (y16) {
+                const Vec8 h = *reinterpret_cast<const Vec8 *>(yh + static_cast<i64>(j) * H);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) v[b].v[q] = to_float<D>(static_cast<u16>(h.w[q >> 1] >> ((q & 1) * 16)));
+            } else {
+                v[b] = *reinterpret_cast<const Float4 *>(y + static_cast<i64>(j) * H);
+            }
         }
         for (int s = 1; s < splits; ++s) // only a split decode GEMM2's
 #pragma unroll
@@ -61,7 +75,11 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
             const int j = j0 + b;
             if (j >= k || id[b] < 0) continue; // another rank's expert (or none): adds nothing
 #pragma unroll
-            for (int q = 0; q < 4; ++q) acc[q] = fmaf(w[b], v[b].v[q], acc[q]);
+            for (int q = 0; q < 4; ++q) {
+                float yv = v[b].v[q];
+                if (kYInDtype && splits > 1) yv = to_float<D>(from_float<D>(yv)); // as an unsplit GEMM2 stores it
+                acc[q] = fmaf(w[b], yv, acc[q]);
+            }
         }
     }
     Vec8 o;

@@ -1,14 +1,15 @@
 // This file contains GEMM2 of the `mma` backend in its two paths: intermediate · W2[e]ᵀ in
-// fp32 for one local expert's rows, written as y[pair, h] (fp32) so that the shared finalize
-// stage sums a token's k slots in a fixed order (no float atomics: bit-identical reruns).
+// fp32 for one local expert's rows, rounded once to the dtype and written as y[pair, h], so
+// that the shared finalize stage sums a token's k slots in a fixed order (no float atomics:
+// bit-identical reruns). Why the dtype and not fp32: finalize.cuh.
 //
 //   large path: intermediate rows (contiguous positions of the row list) on M (128), W2 rows
-//               on N (128); 8-byte stores of 2 adjacent h
+//               on N (128); 4-byte stores of 2 adjacent h
 //   small path: W2 rows on M (64), intermediate rows on N (16): the decode path, where the
 //               weights are what must stream at full bandwidth; split along K into
 //               p.gemm2_splits runs of whole k tiles when the grid is too small to keep two
-//               CTAs on every SM (common/mma_params.h), run s writing its partial sums to
-//               copy s of y
+//               CTAs on every SM (common/mma_params.h), run s writing its fp32 partial sums
+//               to copy s of y (finalize adds them and rounds the sum)
 #pragma once
 
 #include "common/grid_dep.cuh"
@@ -48,22 +49,19 @@ __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int
     Main::run(smem, a_row, b_row, I, acc);
 
     const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
-    float *y = reinterpret_cast<float *>(p.ws_y);
+    u16 *y = reinterpret_cast<u16 *>(p.ws_y);
 #pragma unroll
     for (int mf = 0; mf < 4; ++mf)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int m = Main::a_index(mf, h);
             if (m >= tile.rows) continue;
-            float *dst = y + static_cast<i64>(rows[m]) * H;
+            u16 *dst = y + static_cast<i64>(rows[m]) * H;
 #pragma unroll
             for (int nf = 0; nf < 4; ++nf) {
                 const int col = h0 + Main::b_index(nf, 0);
                 if (col >= H) continue; // H % 8 == 0: both columns in or both out
-                Float2 v;
-                v.v[0] = acc.c[mf][nf][2 * h];
-                v.v[1] = acc.c[mf][nf][2 * h + 1];
-                *reinterpret_cast<Float2 *>(dst + col) = v;
+                *reinterpret_cast<u32 *>(dst + col) = pack2_rn<D>(acc.c[mf][nf][2 * h], acc.c[mf][nf][2 * h + 1]);
             }
         }
 }
@@ -104,19 +102,25 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
     typename Main::Acc acc;
     Main::run(smem, a_row, b_row, klen, acc);
 
+    // y: one split's fp32 partial sums (finalize adds them, then rounds), or, unsplit, each
+    // value rounded once to the dtype like the large GEMM2's
     const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
+    const bool split_y = p.gemm2_splits > 1;
     float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
+    u16 *yh = reinterpret_cast<u16 *>(p.ws_y);
 #pragma unroll
     for (int nf = 0; nf < 2; ++nf)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int n = Main::b_index(nf, e);
             if (n >= tile.rows) continue;
-            float *dst = y + static_cast<i64>(rows[n]) * H;
+            const i64 row = static_cast<i64>(rows[n]) * H;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int col = h0 + Main::a_index(0, h);
-                if (col < H) dst[col] = acc.c[0][nf][2 * h + e];
+                if (col >= H) continue;
+                if (split_y) y[row + col] = acc.c[0][nf][2 * h + e];
+                else yh[row + col] = from_float<D>(acc.c[0][nf][2 * h + e]);
             }
         }
 }
@@ -183,7 +187,7 @@ __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int 
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
             const int r = Main::a_index(0, q / 2), n = Main::b_index(nf, q % 2);
-            if (n == r / kCols) ys[n][r % kCols] = acc.c[0][nf][q];
+            if (n == r / kCols) ys[n][r % kCols] = to_float<D>(from_float<D>(acc.c[0][nf][q])); // as y is stored
         }
     if (tid < kSlots) { // slot j's tile: its expert's rank among the routed ones
         int tile = -1;

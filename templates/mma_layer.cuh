@@ -1,7 +1,8 @@
 // This file contains the extern "C" entry kernels of the `mma` layer (warp-level tensor
 // cores, sm_80 and newer), in the order of common/mma_params.h. Route, scatter and finalize
-// are the simt stages unchanged (same mj_layer_params, same workspace); each GEMM path has
-// its own expert-offsets kernel because the row-tile size differs:
+// are the simt stages (same mj_layer_params, same workspace), except that y holds each
+// expert's output rounded to the dtype, not in fp32 (finalize.cuh says why); each GEMM path
+// has its own expert-offsets kernel because the row-tile size differs:
 //
 //   mj_route                 grid ceil(T/8) x 256     one warp per token
 //   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (large path)

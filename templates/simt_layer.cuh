@@ -142,6 +142,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_FINALIZE_THREADS)
 mj_finalize(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::layer;
-    mj::finalize_token<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), static_cast<int>(blockIdx.y),
-                                      dim<kPinnedHidden>(p.hidden), dim<kPinnedTopk>(p.topk));
+    mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/false>(p, static_cast<long long>(blockIdx.x),
+                                                           static_cast<int>(blockIdx.y), dim<kPinnedHidden>(p.hidden),
+                                                           dim<kPinnedTopk>(p.topk));
 }

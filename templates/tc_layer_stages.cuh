@@ -2,8 +2,9 @@
 // the checks of the generated configuration, and every entry kernel but the two large-batch
 // GEMMs — route, expert offsets (rows in tiles of the layer's MJ_TC_LARGE_BM), scatter, finalize, and the
 // whole decode path (offsets in tiles of MJ_MMA_SMALL_BT, the swapped-operand small GEMMs and
-// the fused routing kernel). Route, scatter and finalize are the simt stages unchanged (same
-// mj_layer_params, same workspace). Each layer file adds its mj_gemm1_act and mj_gemm2, which
+// the fused routing kernel). Route, scatter and finalize are the simt stages (same
+// mj_layer_params, same workspace), finalize reading y in the dtype, as the tensor-core
+// GEMM2s store it (finalize.cuh). Each layer file adds its mj_gemm1_act and mj_gemm2, which
 // use mj_tc_smem and the helpers of namespace mj::tc_layer.
 //
 // The generated source defines namespace mj::cfg before including the layer (the same names
@@ -79,8 +80,9 @@ mj_finalize(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     using namespace mj::tc_layer;
-    mj::finalize_token<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), static_cast<int>(blockIdx.y),
-                                      dim<kPinnedHidden>(p.hidden), dim<kPinnedTopk>(p.topk));
+    mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true>(p, static_cast<long long>(blockIdx.x),
+                                                          static_cast<int>(blockIdx.y), dim<kPinnedHidden>(p.hidden),
+                                                          dim<kPinnedTopk>(p.topk));
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)

@@ -458,6 +458,26 @@ START_TEST(one_token_one_expert_layer_matches_hand_computation)
 }
 END_TEST
 
+/* The tensor-core replay also stores y in the dtype: with W2 = [[1], [-3]], y = a · [1, -3] =
+ * [1.7578125, -5.2734375] (a already in bf16); -5.2734375 = 101.0100011b has 10 significant
+ * bits, bf16 keeps 8: -5.28125, so out[1] = 0.5 · -5.28125, where simt's replay keeps y. */
+START_TEST(tc_replay_rounds_each_expert_output)
+{
+    static const float w2[2] = {1.0f, -3.0f};
+    moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
+    mj_ref_layer L = one_layer(a, MJ_DTYPE_BF16);
+    L.w2 = w2;
+    double simt[2], tc[2];
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, simt, MJ_REF_REPLAY_SIMT), MOEJIT_OK);
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, tc, MJ_REF_REPLAY_TC), MOEJIT_OK);
+    ck_assert_double_eq(simt[0], 0.87890625);
+    ck_assert_double_eq(tc[0], 0.87890625);
+    ck_assert_double_eq(simt[1], -2.63671875);
+    ck_assert_double_eq(tc[1], -2.640625);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
 START_TEST(swapped_halves_change_the_layer)
 {
     moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
@@ -831,6 +851,7 @@ static Suite *reference_suite(void)
     suite_add_tcase(s, route);
     TCase *layer = tcase_create("layer");
     tcase_add_test(layer, one_token_one_expert_layer_matches_hand_computation);
+    tcase_add_test(layer, tc_replay_rounds_each_expert_output);
     tcase_add_test(layer, swapped_halves_change_the_layer);
     tcase_add_test(layer, each_w1_layout_takes_its_own_rows);
     tcase_add_test(layer, biases_enter_before_the_activation_and_inside_the_sum);

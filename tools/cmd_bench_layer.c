@@ -351,7 +351,8 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     R.expert_offset = a.expert_offset, R.num_local_experts = a.num_local_experts;
     R.act = &L->spec->act, R.routing = L->spec->routing, R.w1_layout = L->spec->w1_layout, R.dtype = dt;
     R.x = x, R.router_logits = lg, R.w1 = w1, R.w2 = w2;
-    if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_SIMT) != MOEJIT_OK) {
+    /* the tensor-core backends store a and each expert's y in the dtype */
+    if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_TC) != MOEJIT_OK) {
         fprintf(log, "reference %-44s T=%-4lld REFERENCE FAILED: %s\n", act, T, moejit_last_error());
         goto done;
     }

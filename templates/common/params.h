@@ -88,7 +88,8 @@ typedef struct mj_layer_params {
     unsigned long long ws_tile_offsets; /* [E_local + 1] int32 first row tile of each expert */
     unsigned long long ws_rows;         /* [T*k] int32 pair index t*k+j, grouped by expert */
     unsigned long long ws_inter;        /* [T*k, I] dtype, row = position in ws_rows */
-    unsigned long long ws_y;            /* [T*k, H] fp32, row = pair index t*k+j (x gemm2_splits) */
+    unsigned long long ws_y;            /* [T*k, H], row = pair index t*k+j: fp32 (simt), the dtype
+                                         * (mma, wgmma), fp32 x gemm2_splits (a split decode GEMM2) */
     unsigned long long ws_xq;           /* fp8: [T, H] e4m3 quantized x */
     unsigned long long ws_xscale;       /* fp8: fp32 [1] tensor, [T] token, [T, H/128] block */
     unsigned long long ws_interq;       /* fp8: [T*k, I] e4m3 quantized intermediate */

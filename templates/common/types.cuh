@@ -107,6 +107,21 @@ __device__ __forceinline__ u16 from_float(float f)
     else return float_to_fp16(f);
 }
 
+// Two fp32 values rounded to the dtype in ONE conversion (cvt.rn.{bf16,f16}x2.f32, sm_80+), lo
+// in the low half: the bits of pack2(from_float<D>(lo), from_float<D>(hi)) for every finite
+// value and infinity (both round to nearest, ties to even, subnormals kept); a NaN comes out
+// as the canonical NaN. For epilogues that store many values (GEMM2's y): one instruction
+// where from_float's integer rounding takes about six per value.
+template <Dtype D>
+__device__ __forceinline__ u32 pack2_rn(float lo, float hi)
+{
+    static_assert(D == Dtype::bf16 || D == Dtype::fp16, "16-bit storage is bf16 or fp16");
+    u32 r;
+    if constexpr (D == Dtype::bf16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 // Element i (0..7) of a Vec16 holding eight 16-bit values, low half first (little endian).
 __device__ __forceinline__ u16 vec16_elem(const Vec16 &v, int i)
 {

@@ -9,7 +9,8 @@
  *      x arrives in e4m3 with args.x_scale, the intermediate is per tensor (dynamic).
  *      fp8_block: x and the intermediate per row per 128. Scale = amax/448 in fp32.
  *   A2 the intermediate is stored once in the dtype, then (fp8) quantized: the replay is
- *      MJ_REF_REPLAY_SIMT, or MJ_REF_REPLAY_FP8 for the fp8 formats; y stays fp32.
+ *      MJ_REF_REPLAY_SIMT, or MJ_REF_REPLAY_FP8 for the fp8 formats; y stays fp32 in simt,
+ *      and is stored in the dtype by mma and wgmma (MJ_REF_REPLAY_TC).
  *   A3 dimensions: multiples of 8 (all), 128 (fp8_block), g (w4a16; 2g with zero points),
  *      32 (mxfp4). Tensor layouts: see tests/lib/quant_ref.h.
  *   A4 per-expert overrides: swiglu alpha/beta (and limit where the value clamps), situ
@@ -49,6 +50,8 @@ int static_x(const moejit_spec *spec)
 /* A2 */
 unsigned replay_flags_of(const moejit_spec *spec)
 {
+    if (spec->backend == MJ_BACKEND_MMA || spec->backend == MJ_BACKEND_WGMMA)
+        return MJ_REF_REPLAY_TC; /* bf16/fp16 only (their capability declarations) */
     return act_quant_of(spec) != MJ_REF_AQ_NONE ? MJ_REF_REPLAY_FP8 : MJ_REF_REPLAY_SIMT;
 }
 

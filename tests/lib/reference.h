@@ -40,6 +40,9 @@ typedef enum mj_ref_round {
 
 /* The replay of the simt kernels of issue 2: a is stored once in bf16/fp16. */
 #define MJ_REF_REPLAY_SIMT ((unsigned)MJ_REF_ROUND_ACT)
+/* The replay of the tensor-core backends (mma, wgmma): a, and each expert's y, stored once in
+ * bf16/fp16 (templates/finalize.cuh). */
+#define MJ_REF_REPLAY_TC ((unsigned)(MJ_REF_ROUND_ACT | MJ_REF_ROUND_Y))
 /* fp8 formats: a stored once in the dtype, then x and a quantized to e4m3 as act_quant says. */
 #define MJ_REF_REPLAY_FP8 ((unsigned)(MJ_REF_ROUND_ACT | MJ_REF_QUANT_X | MJ_REF_QUANT_ACT))
 
