@@ -22,10 +22,12 @@
 //               with its gate (block n/8 + BN/16), applies the activation, rounds once and
 //               writes the intermediate at row = position in the row list; GEMM2 writes
 //               y[pair, h] rounded once to the dtype, which the shared finalize sums in
-//               order. Both store 8 bytes (four columns) per thread, two lanes trading halves
-//               of their register blocks: with 4-byte stores a warp store filled half of each
-//               32-byte sector, and GEMM2's epilogue, long next to a short K, cost 8 % of the
-//               layer at Qwen3-30B-A3B B = 4096 (docs/PERFORMANCE.md, seventh session).
+//               order. GEMM2 stores 8 bytes (four columns) per thread, two lanes trading
+//               halves of their register blocks: with 4-byte stores a warp store filled half
+//               of each 32-byte sector, and GEMM2's epilogue, long next to a short K, cost 8 %
+//               of the layer at Qwen3-30B-A3B B = 4096 (docs/PERFORMANCE.md, seventh
+//               session). GEMM1 keeps 4-byte stores: the same exchange there measured within
+//               noise (−2.3 % to +3.4 %) and made GELU's erf spill in the pair kernel.
 //
 // The stage index and its phase bit run on across tiles, so the producer fills the next
 // tile's stages while the consumers finish the current one.
@@ -378,34 +380,24 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                             if (row_ok && c < H) *reinterpret_cast<Vec8 *>(dst + c) = v; // H % 8 == 0
                         }
                     } else {
-                        // the activation of block j's two columns, rounded to the dtype
-                        auto act_pair = [&](int j) -> u32 {
+                        if (m >= rt.rows) continue;
+                        u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
+                        const int j0 = col * kCols;
+#pragma unroll
+                        for (int j = 0; j < kCols / 8; ++j) {
+                            const int c = j0 + 8 * j + c_in;
+                            if (c >= I) continue; // I % 8 == 0
+                            float v0, v1;
                             if constexpr (kGated) {
                                 // up column c: register block j; its gate: block j + BN/16 (B rows BN/2..)
                                 constexpr int g = S::BN / 4;
-                                return pack2_rn<D>(apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h], act),
-                                                   apply_gated_act<kAct>(acc[4 * j + 2 * h + 1],
-                                                                         acc[g + 4 * j + 2 * h + 1], act));
+                                v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h], act);
+                                v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[g + 4 * j + 2 * h + 1], act);
                             } else {
-                                return pack2_rn<D>(apply_act<kAct>(acc[4 * j + 2 * h], act),
-                                                   apply_act<kAct>(acc[4 * j + 2 * h + 1], act));
+                                v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
+                                v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
                             }
-                        };
-                        // 8-byte stores of 4 columns, lanes 2i and 2i + 1 trading halves as in GEMM2's
-                        const bool row_ok = m < rt.rows;
-                        u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
-                        const bool odd = (lane & 1) != 0;
-                        const int c0 = col * kCols + (c_in & ~2);
-                        static_assert(kCols % 16 == 0, "blocks go in pairs");
-#pragma unroll
-                        for (int j = 0; j < kCols / 8; j += 2) {
-                            const u32 pj = act_pair(j), pj1 = act_pair(j + 1);
-                            const u32 got = __shfl_xor_sync(0xffffffffu, odd ? pj : pj1, 1);
-                            const int c = c0 + 8 * (odd ? j + 1 : j);
-                            Vec8 v;
-                            v.w[0] = odd ? got : pj;
-                            v.w[1] = odd ? pj1 : got;
-                            if (row_ok && c < I) *reinterpret_cast<Vec8 *>(dst + c) = v; // I % 8 == 0
+                            *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
                         }
                     }
                 }
