@@ -7,7 +7,8 @@
  * reported by ptxas; and, when nvdisasm or cuobjdump can be found ($MOEJIT_NVDISASM,
  * $MOEJIT_CUOBJDUMP, PATH, or PyPI's nvidia-cuda-nvdisasm / nvidia-cuda-cuobjdump packages
  * through python3), the SASS of mj_gemm1_act and mj_gemm2 shows HGMMA (warpgroup MMA), TMA
- * loads (UTMALDG), 16-byte cp.async (LDGSTS) and no local memory. Without a disassembler
+ * loads (UTMALDG), 16-byte cp.async (LDGSTS) and no local memory, and every GEMM2 writes y
+ * in bf16 with 8-byte stores only (F2FP, SHFL.BFLY, STG.E.64). Without a disassembler
  * the SASS test prints one "SKIP: nvdisasm not found" line. Also the path heuristic and the
  * workspace size.
  */
@@ -303,6 +304,7 @@ typedef struct sass_counts {
     int hgmma, utmaldg, ldgsts, local, setmaxreg, lines;
     int grid_wait, grid_launch; /* programmatic dependent launch (common/grid_dep.cuh) */
     int multicast, cluster_bar; /* the pair path: TMA multicast, cluster barriers */
+    int pack_bf16, shfl_bfly, stg64, stg32; /* GEMM2's y epilogue: cvt.rn.bf16x2, lane exchange, stores */
 } sass_counts;
 
 /* Disassembles cubin_path and counts, inside function fn only, the instructions named. Both
@@ -338,6 +340,10 @@ static sass_counts sass_of(const char *cmd_prefix, const char *cubin_path, const
         if (strstr(line, "USETMAXREG")) c.setmaxreg++;
         if (strstr(line, "ACQBULK")) c.grid_wait++;    /* griddepcontrol.wait */
         if (strstr(line, "PREEXIT")) c.grid_launch++;  /* griddepcontrol.launch_dependents */
+        if (strstr(line, "F2FP.BF16")) c.pack_bf16++;
+        if (strstr(line, "SHFL.BFLY")) c.shfl_bfly++;
+        if (strstr(line, "STG.E.64")) c.stg64++;
+        else if (strstr(line, "STG.E ")) c.stg32++;
     }
     pclose(p);
     return c;
@@ -384,6 +390,12 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
         ck_assert_msg(pair ? c.multicast == 1 && c.cluster_bar >= 4 : c.multicast == 0 && c.cluster_bar == 0,
                       "%s: %d multicast TMA loads, %d cluster barrier instructions", gemms[g], c.multicast,
                       c.cluster_bar);
+        /* GEMM2 writes y in bf16, 8 bytes per thread: pairs rounded by one cvt (F2FP), two
+         * lanes trading halves (SHFL.BFLY), and no 4-byte store left (templates/wgmma_gemm.cuh) */
+        if (g % 2 == 1)
+            ck_assert_msg(c.pack_bf16 >= 32 && c.shfl_bfly >= 16 && c.stg64 >= 16 && c.stg32 == 0,
+                          "%s: y epilogue with %d F2FP.BF16, %d SHFL.BFLY, %d STG.E.64, %d 4-byte STG.E", gemms[g],
+                          c.pack_bf16, c.shfl_bfly, c.stg64, c.stg32);
     }
     /* Programmatic dependent launch: every kernel of the layer waits for the chain before it
      * touches the chain's data (a kernel without the wait would race the one before it once
