@@ -6,6 +6,9 @@
 # and a SASS summary of the GEMM kernels. Everything lands under $OUT; the table prints last.
 #
 #   OUT=/tmp/out SHAPES=... BATCHES=... EXTRA='--tile auto' bash bench/run_device.sh
+#
+# PACK=NAME: at the end, everything but merged.md goes into $OUT/NAME.tar.gz (a device call
+# returns at most 8 files, and one run writes 7).
 set -u
 OUT=${OUT:-/tmp/moejit-bench-out}
 mkdir -p "$OUT" /tmp/mj-cubins
@@ -42,3 +45,7 @@ grep -E "^(reference|check).*FAIL|FAILED|error|moejit:" "$OUT/bench.log" | head 
 grep -E "reference checks|checks:" "$OUT/bench.log"
 cat "$OUT/sass.txt" | head -8
 cat "$OUT/merged.md"
+if [ -n "${PACK:-}" ]; then
+  (cd "$OUT" && files=$(ls | grep -vxE "merged\.md|$PACK\.tar\.gz") &&
+    tar -czf "$PACK.tar.gz" $files && rm -f $files)
+fi
