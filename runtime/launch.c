@@ -174,7 +174,7 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
  * counters, then the fp8 regions. Regions a spec does not use stay at offset 0, size 0. */
 static void layout_of(const moejit_spec *spec, const moejit_moe_args *a, mj_ws_layout *w)
 {
-    mj_launch_layout(spec, a, 2, 1, w);
+    mj_launch_layout(spec, a, 2, 1, 4, w); /* y in fp32 (templates/finalize.cuh) */
     if (a->num_tokens == 0) return;
     size_t pairs = (size_t)a->num_tokens * (size_t)a->topk;
     size_t at = w->total;

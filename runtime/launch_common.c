@@ -23,7 +23,7 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a)
 }
 
 void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
-                      mj_ws_layout *w)
+                      size_t y_elem, mj_ws_layout *w)
 {
     memset(w, 0, sizeof *w);
     if (a->num_tokens == 0) return;
@@ -48,7 +48,7 @@ void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t 
     w->inter = at;
     at = mj_launch_align_up(at + pairs * (size_t)a->inter * elem);
     w->y = at;
-    at = mj_launch_align_up(at + (size_t)y_copies * pairs * (size_t)a->hidden * 4);
+    at = mj_launch_align_up(at + (size_t)y_copies * pairs * (size_t)a->hidden * y_elem);
     w->total = at;
 }
 

@@ -33,12 +33,13 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a);
 
 /* The regions every layer has, in order: ids, weights, counters (2·E_local int32 plus
  * extra_counters words zeroed with them), offsets, tile_offsets, tiles (the row-tile table:
- * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies
- * copies of [P, H] fp32: the partial sums of a split decode GEMM2, else 1); total is the end
- * of y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so every
- * product fits in 64 bits: P < 2^31, H, I <= 2^20, y_copies <= MJ_MMA_SPLIT_MAX). */
+ * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies copies of [P, H]
+ * of y_elem bytes each: simt's fp32 y is 1 x 4, the tensor-core layers' y in the dtype 1 x 2,
+ * a split decode GEMM2's fp32 partial sums splits x 4); total is the end of y. All zero for
+ * T = 0. The shape must have passed mj_launch_check_shape (so every product fits in 64 bits:
+ * P < 2^31, H, I <= 2^20, y_copies <= MJ_MMA_SPLIT_MAX). */
 void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
-                      mj_ws_layout *w);
+                      size_t y_elem, mj_ws_layout *w);
 
 /* workspace_bytes against total, then, where T > 0, the workspace pointer (non-NULL and
  * aligned). OK with T = 0 means there is nothing to launch. */

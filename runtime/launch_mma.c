@@ -105,6 +105,14 @@ int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
                      mj_launch_local_experts(args), args->num_experts) >= 0;
 }
 
+/* The workspace of the tensor-core layers: y in the dtype, 2 bytes (fp16 and bf16 are their
+ * only dtypes), or a split decode GEMM2's fp32 partial sums (templates/finalize.cuh). */
+static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int splits, mj_ws_layout *w)
+{
+    if (splits > 1) mj_launch_layout(spec, args, 0, splits, 4, w);
+    else mj_launch_layout(spec, args, 0, 1, 2, w);
+}
+
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
                                                   const moejit_moe_args *args, size_t *bytes)
 {
@@ -114,7 +122,7 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
     if (st == MOEJIT_OK) st = check_spec(l, spec);
     if (st != MOEJIT_OK) return st;
     mj_ws_layout w;
-    mj_launch_layout(spec, args, 0, mj_launch_mma_gemm2_splits(spec, args), &w);
+    tc_layout(spec, args, mj_launch_mma_gemm2_splits(spec, args), &w);
     *bytes = w.total;
     return MOEJIT_OK;
 }
@@ -216,7 +224,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
 
     const int splits = mj_launch_mma_gemm2_splits(spec, args);
     mj_ws_layout w;
-    mj_launch_layout(spec, args, 0, splits, &w);
+    tc_layout(spec, args, splits, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
