@@ -46,6 +46,7 @@ const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPE
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
     "                          [--check [--no-reference]] [--no-time] [--json FILE] [--append FILE]\n"
+    "                          [--reference-specs]\n"
     "                          [--commit SHA]\n"
     "                          [--cubin-dir DIR] [--rotate N] [--reps N] [--bw TBPS] [--peak TFLOPS]\n"
     "\n"
@@ -65,6 +66,9 @@ static const char usage[] =
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
+    "  --reference-specs  print the spec of every float64 case's layer for the backends, one per\n"
+    "                   line, and exit (no GPU): `moejit warm -j N $(moejit bench layer\n"
+    "                   --backend wgmma --reference-specs)` compiles them in parallel first\n"
     "  --json FILE      also write every row as JSON (one object per line)\n"
     "  --append FILE    append the table in Markdown with date, commit, device and method\n"
     "  --cubin-dir DIR  write each layer's cubin there (for cuobjdump --dump-sass)\n"
@@ -82,7 +86,7 @@ typedef struct options {
     int n_backends;
     const char *tile[5];
     int n_tiles;
-    int check, reference, time;
+    int check, reference, time, list_reference;
     const char *json, *append, *commit, *cubin_dir;
     int rotate, reps;
     double bw, peak;
@@ -407,6 +411,12 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
                            const char *dtype, const long long *ts, int n_ts, int I, int k, int want_splits,
                            int ep_local, FILE *log)
 {
+    if (!g) { /* --reference-specs: list the layer instead (a case reuses its layer at once) */
+        static char last[560];
+        if (strcmp(last, text) != 0) printf("%s\n", text);
+        snprintf(last, sizeof last, "%s", text);
+        return 0;
+    }
     bench_layer L;
     int failed = 0;
     if (bench_layer_build(ctx, text, &L) != MOEJIT_OK) {
@@ -463,6 +473,7 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
     return failed;
 }
 
+/* Runs every float64 case of o's tensor-core backends (g NULL: prints their layers' specs). */
 static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options *o, int *failed)
 {
     static const char *const acts[] = {
@@ -771,6 +782,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"rotate", required_argument, NULL, 'r'},  {"reps", required_argument, NULL, 'R'},
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
+        {"reference-specs", no_argument, NULL, 'L'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
@@ -815,6 +827,7 @@ int cmd_bench_layer(int argc, char **argv)
             break;
         case 'c': o.check = 1; break;
         case 'N': o.reference = 0; break;
+        case 'L': o.list_reference = 1; break;
         case 'n': o.time = 0; break;
         case 'j': o.json = optarg; break;
         case 'a': o.append = optarg; break;
@@ -851,6 +864,12 @@ int cmd_bench_layer(int argc, char **argv)
     if (!o.reference && !o.check) {
         cli_error("bench layer: --no-reference: applies to --check only (add --check)");
         return MJ_EXIT_USAGE;
+    }
+
+    if (o.list_reference) {
+        int unused = 0;
+        reference_checks(NULL, NULL, &o, &unused);
+        return fflush(stdout) == 0 ? MJ_EXIT_OK : MJ_EXIT_FAIL;
     }
 
     mj_gpu g;

@@ -31,7 +31,7 @@ extern char **environ;
         }                                                                           \
     } while (0)
 
-#define MAX_ARGS 64
+#define MAX_ARGS 256
 #define MAX_ENV 1024
 
 void mj_test_cli_init(mj_test_cli *t)
@@ -74,15 +74,25 @@ static int env_is(const char *entry, const char *name)
 
 void mj_test_cli_run(const mj_test_cli *t, const char *const *env, mj_test_cli_result *r, ...)
 {
+    const char *args[MAX_ARGS];
+    int n = 0;
+    va_list ap;
+    va_start(ap, r);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) && n < MAX_ARGS - 2) args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    mj_test_cli_runv(t, env, r, args);
+}
+
+void mj_test_cli_runv(const mj_test_cli *t, const char *const *env, mj_test_cli_result *r, const char *const *args)
+{
     mj_test_cli_result_free(r);
     const char *argv[MAX_ARGS];
     int argc = 0;
     argv[argc++] = cli_path();
-    va_list ap;
-    va_start(ap, r);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) && argc < MAX_ARGS - 1) argv[argc++] = a;
-    va_end(ap);
+    for (; args[argc - 1] && argc < MAX_ARGS - 1; argc++) argv[argc] = args[argc - 1];
+    REQUIRE(args[argc - 1] == NULL, "more than %d arguments", MAX_ARGS - 2);
     argv[argc] = NULL;
 
     /* The caller's environment, minus what this run sets. */

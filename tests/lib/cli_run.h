@@ -32,6 +32,8 @@ void mj_test_cli_cleanup(mj_test_cli *t);
  * same result or by mj_test_cli_result_free. Aborts when the process cannot be started. */
 void mj_test_cli_run(const mj_test_cli *t, const char *const *env, mj_test_cli_result *r, ...)
     __attribute__((sentinel));
+/* The same with the arguments in a NULL-terminated array. */
+void mj_test_cli_runv(const mj_test_cli *t, const char *const *env, mj_test_cli_result *r, const char *const *args);
 void mj_test_cli_result_free(mj_test_cli_result *r);
 
 /* Number of lines in s (a trailing newline does not start one). */
