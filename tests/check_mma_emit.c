@@ -131,7 +131,9 @@ START_TEST(workspace_holds_the_intermediate_and_y_and_is_zero_for_no_tokens)
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_mma_workspace_size(s, &a, &bytes), MOEJIT_OK);
     size_t pairs = 64 * 8;
-    ck_assert_uint_ge(bytes, pairs * 768 * 2 + pairs * 2048 * 4);
+    /* the bf16 intermediate and y in bf16 (the decode GEMM2 is not split here: no fp32 partials) */
+    ck_assert_uint_ge(bytes, pairs * 768 * 2 + pairs * 2048 * 2);
+    ck_assert_uint_lt(bytes, pairs * 768 * 2 + pairs * 2048 * 4);
     ck_assert_uint_eq(bytes % 256, 0);
     a.num_tokens = 0;
     ck_assert_int_eq(mj_launch_mma_workspace_size(s, &a, &bytes), MOEJIT_OK);

@@ -44,7 +44,7 @@ static char *source_of(const char *text)
     mj_source src;
     moejit_status st = mj_emit(s, &src); /* through the dispatcher, as the registry calls it */
     ck_assert_msg(st == MOEJIT_OK, "emit '%s': %s", text, moejit_last_error());
-    ck_assert_int_eq(src.n_kernels, MJ_WGMMA_NUM_KERNELS); /* mma's table + the tall path's 3 + pair's 2 */
+    ck_assert_int_eq(src.n_kernels, MJ_WGMMA_NUM_KERNELS); /* mma's table + the tall path's 3 + pair's 3 */
     char *copy = strdup(src.text);
     mj_source_free(&src);
     moejit_spec_destroy(s);
@@ -180,7 +180,9 @@ START_TEST(workspace_holds_the_intermediate_and_y_and_refuses_other_archs)
     a.hidden = 2048, a.inter = 768, a.num_experts = 128, a.topk = 8, a.num_tokens = 64;
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_wgmma_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    ck_assert_uint_ge(bytes, (size_t)64 * 8 * (768 * 2 + 2048 * 4));
+    /* the bf16 intermediate and y in bf16 (the decode GEMM2 is not split here: no fp32 partials) */
+    ck_assert_uint_ge(bytes, (size_t)64 * 8 * (768 * 2 + 2048 * 2));
+    ck_assert_uint_lt(bytes, (size_t)64 * 8 * (768 * 2 + 2048 * 4));
     ck_assert_uint_eq(bytes % 256, 0);
     a.num_tokens = 0;
     ck_assert_int_eq(mj_launch_wgmma_workspace_size(s, &a, &bytes), MOEJIT_OK);
