@@ -294,9 +294,13 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
                           : tall ? MJ_WGMMA_K_GEMM2_TALL
                           : pair ? MJ_WGMMA_K_GEMM2_PAIR
                                  : MJ_MMA_K_GEMM2};
-    const int offsets = small ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
-                        : tall ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
-                               : MJ_MMA_K_EXPERT_OFFSETS;
+    /* the pair path lists its row tiles in the pair order below MJ_WGMMA_PAIR_ORDER_MAX_ROWS
+     * rows per local expert, in expert order above (common/wgmma_params.h) */
+    const int pair_order = pair && f->pairs < (int64_t)MJ_WGMMA_PAIR_ORDER_MAX_ROWS * f->e_local;
+    const int offsets = small        ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
+                        : tall       ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
+                        : pair_order ? MJ_WGMMA_K_EXPERT_OFFSETS_PAIR
+                                     : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
     const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
                                        : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM

@@ -72,20 +72,40 @@ struct alignas(16) TileEntry {
 // memory; expert −1 past the real tiles), so a skewed routing that gives one expert
 // thousands of tiles costs no single thread a long loop.
 //
+// kPairOrder (the wgmma pair path, whose clusters take table entries 2u and 2u + 1 and share
+// the weight tile when both are one expert's): the same tiles in an order that pairs every
+// expert's tiles with each other as far as they go. Expert by expert: its tiles two by two;
+// then, if it has an odd tile left (its last, the partial one when there is one), that tile
+// with the next expert's odd tile; a last odd tile without a partner goes alone at the end
+// (the pair's second CTA then has no rows). An odd pair sits right after its first expert's
+// pairs and just before the next odd expert (whose weight tile it loads first), so both
+// weight tiles are likely still in L2. In expert order (the other paths' order) an expert
+// with an odd tile count moves every later expert's pairs off by one, so that about half of
+// them straddle two experts, load both weight tiles and put a partial tile beside a full one
+// (its CTA idling in lock step): at Qwen3-30B-A3B B = 4096, 222 weight-tile loads per column
+// for 159 pairs, 190 in this order; DeepSeek-V3 311 and 256 (one per expert).
+//
 // counts: rows per local expert (ws_counts, or the fused decode routing's shared array);
 // row0_out, if given, receives offsets[e] for e < E_local (shared memory of the caller).
-template <int kBlockM>
+template <int kBlockM, bool kPairOrder = false>
 __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const int *counts, int *row0_out = nullptr)
 {
     static_assert(kBlockM >= MJ_MIN_BLOCK_M, "the tile table is sized for row tiles of >= MJ_MIN_BLOCK_M rows");
     __shared__ int s_tile0[MJ_SIMT_OFFSETS_THREADS + 1];
     __shared__ int s_row0[MJ_SIMT_OFFSETS_THREADS + 1];
+    __shared__ int s_pair0[kPairOrder ? MJ_SIMT_OFFSETS_THREADS + 1 : 1]; // pair order: pairs before e
     const int e = threadIdx.x;
     const int n_local = p.num_local_experts;
     const int count = e < n_local ? counts[e] : 0;
     const int tiles = (count + kBlockM - 1) / kBlockM;
     int row0, tile0, rows_total, tiles_total;
     block_exclusive_scan2(count, tiles, &row0, &tile0, &rows_total, &tiles_total);
+    int pair0 = 0, pairs_total = 0;
+    if constexpr (kPairOrder) {
+        __syncthreads(); // the scan's warp totals are read before the next scan writes them
+        int unused0, unused1;
+        block_exclusive_scan2(tiles / 2, 0, &pair0, &unused0, &pairs_total, &unused1);
+    }
     int *offsets = reinterpret_cast<int *>(p.ws_offsets);
     int *tile_offsets = reinterpret_cast<int *>(p.ws_tile_offsets);
     if (e < n_local) {
@@ -93,6 +113,7 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
         tile_offsets[e] = tile0;
         s_row0[e] = row0;
         s_tile0[e] = tile0;
+        if constexpr (kPairOrder) s_pair0[e] = pair0;
         if (row0_out) row0_out[e] = row0;
     }
     if (e == 0) {
@@ -100,6 +121,7 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
         tile_offsets[n_local] = tiles_total;
         s_row0[n_local] = rows_total;
         s_tile0[n_local] = tiles_total;
+        if constexpr (kPairOrder) s_pair0[n_local] = pairs_total;
     }
     __syncthreads();
     TileEntry *table = reinterpret_cast<TileEntry *>(p.ws_tiles);
@@ -108,14 +130,57 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
             table[b] = TileEntry{-1, 0, 0, 0};
             continue;
         }
-        // the last expert with s_tile0 <= b: non-empty, since b < total
-        int lo = 0, hi = n_local; // invariant: s_tile0[lo] <= b < s_tile0[hi]
-        while (hi - lo > 1) {
-            const int mid = (lo + hi) / 2;
-            if (s_tile0[mid] <= b) lo = mid;
-            else hi = mid;
+        // (expert lo, its tile number j) of entry b
+        int lo = 0, hi = n_local, j = 0;
+        if constexpr (!kPairOrder) {
+            // the last expert with s_tile0 <= b: non-empty, since b < total
+            while (hi - lo > 1) { // invariant: s_tile0[lo] <= b < s_tile0[hi]
+                const int mid = (lo + hi) / 2;
+                if (s_tile0[mid] <= b) lo = mid;
+                else hi = mid;
+            }
+            j = b - s_tile0[lo];
+        } else {
+            // pair order, unit u = b / 2 (tiles 2u, 2u + 1). Expert x's units: its pairs, then
+            // the pair of odd tiles that its own odd tile starts (if it starts one: the odd
+            // tiles pair up in expert order, 0 with 1, 2 with 3, ...); an odd tile left alone
+            // is the last unit. units(x): the units before expert x's.
+            auto left = [&](int x) { return s_tile0[x] - 2 * s_pair0[x]; }; // odd tiles before x
+            const int odd_pairs = left(n_local) / 2;
+            auto units = [&](int x) {
+                const int started = (left(x) + 1) / 2;
+                return s_pair0[x] + (started < odd_pairs ? started : odd_pairs);
+            };
+            auto odd_tile_owner = [&](int i) { // the expert x with left(x) == i and an odd tile
+                int l = 0, h = n_local;        // invariant: left(l) <= i < left(h)
+                while (h - l > 1) {
+                    const int mid = (l + h) / 2;
+                    if (left(mid) <= i) l = mid;
+                    else h = mid;
+                }
+                return l;
+            };
+            const int u = b / 2;
+            bool odd_tile = true;
+            if (u < units(n_local)) {
+                while (hi - lo > 1) { // invariant: units(lo) <= u < units(hi): lo has unit u
+                    const int mid = (lo + hi) / 2;
+                    if (units(mid) <= u) lo = mid;
+                    else hi = mid;
+                }
+                const int k = u - units(lo);
+                if (k < s_pair0[lo + 1] - s_pair0[lo]) { // one of lo's pairs
+                    j = 2 * k + b % 2;
+                    odd_tile = false;
+                } else if (b % 2 == 1) { // the pair of odd tiles lo's starts: the next expert's
+                    lo = odd_tile_owner(left(lo) + 1);
+                }
+            } else { // the last odd tile, alone (b < total, so b is even)
+                lo = odd_tile_owner(left(n_local) - 1);
+            }
+            if (odd_tile) j = s_tile0[lo + 1] - s_tile0[lo] - 1; // its expert's last tile
         }
-        const int first = s_row0[lo] + (b - s_tile0[lo]) * kBlockM;
+        const int first = s_row0[lo] + j * kBlockM;
         const int end = s_row0[lo + 1];
         table[b] = TileEntry{lo, first, end - first < kBlockM ? end - first : kBlockM, 0};
     }

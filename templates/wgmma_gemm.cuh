@@ -33,8 +33,10 @@
 // tile's stages while the consumers finish the current one.
 //
 //   pair        (kPair, the large shape in clusters of two CTAs: the pair path) the schedule
-//               runs per cluster over units of two consecutive row tiles; CTA r takes tile
-//               2u + r. Where both are one expert's, each producer's thread 0 multicasts its
+//               runs per cluster over units of two row tiles, entries 2u and 2u + 1 of the
+//               tile table (listed in the pair order by mj_expert_offsets_pair: an expert's
+//               tiles two by two, then pairs of odd tiles); CTA r takes tile 2u + r. Where both
+//               are one expert's, each producer's thread 0 multicasts its
 //               half of the weight tile (BN/2 rows) into both CTAs, so each full barrier still
 //               counts the whole B; else each loads its own tile. empty_bar counts the
 //               consumer warps of both CTAs (each arrives on its own and, mapped with mapa, on
@@ -104,10 +106,11 @@ using WgTall = WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN>;
 // Tile t of the persistent schedule -> this CTA's rows (expert, first position, count; count 0
 // for none) and column tile, and the weight tile it loads: the expert (and, pair, whether the
 // cluster's two CTAs share it). The schedule runs over `units` x n_col tiles: a unit is one
-// row tile, or (kPair) the two consecutive row tiles 2u and 2u + 1 of a cluster, CTA rank r
-// taking tile 2u + r. They share the weight tile when both are one expert's (row tiles are
-// in expert order, so an expert's run of row tiles pairs up with itself but at its ends) or
-// when 2u + 1 is past the last row tile (that CTA then has no rows and only loads its half).
+// row tile, or (kPair) the row tiles 2u and 2u + 1 of the table, which the pair path lists in
+// the pair order (permute.cuh), CTA rank r taking tile 2u + r. They share the weight tile when
+// both are one expert's (every pair of an expert's own tiles; not a pair of two experts' odd
+// tiles) or when 2u + 1 is past the last row tile (that CTA then has no rows and only loads
+// its half).
 template <int kBM, bool kPair>
 __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int n_col, int units, int row_tiles,
                                            u32 rank, RowTile *rows, int *col, int *b_expert, bool *shared)
@@ -133,7 +136,7 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
 
 // The body of mj_gemm1_act[_tall|_pair] (kKind gemm1_gated / gemm1) and mj_gemm2[_tall|_pair]
 // (gemm2), S one of WgLarge, WgTall. kPair (S = WgLarge, a cluster of two CTAs): the schedule
-// runs over pairs of consecutive row tiles (wg_tile_of), CTA rank r of the cluster taking the
+// runs over pairs of row tiles (wg_tile_of), CTA rank r of the cluster taking the
 // r-th; where the two share their weight tile each CTA loads half of it (BN/2 rows) into both
 // CTAs' shared memory (TMA multicast), else each loads its own whole. Either way the full
 // barrier of each CTA counts all of its B bytes, and a stage is refilled only once the

@@ -1,5 +1,5 @@
 // This file contains the extern "C" entry kernels of the `wgmma` layer (sm_90a), in the
-// order of the mma kernel table (common/mma_params.h) and then the tall path's three
+// order of the mma kernel table (common/mma_params.h) and then the tall and pair paths'
 // (common/wgmma_params.h): the wgmma layer IS the mma layer with its two large-batch GEMMs
 // replaced by the persistent warp-specialized warpgroup-MMA kernel of wgmma_gemm.cuh, in two
 // tile shapes. Route, offsets, scatter, finalize and the whole decode path (small-tile
@@ -17,6 +17,7 @@
 //   mj_gemm2_tall            as mj_gemm2, 256 x 128 tiles
 //   mj_gemm1_act_pair        as mj_gemm1_act in clusters of 2 CTAs, two row tiles each, an
 //   mj_gemm2_pair            expert's weight tile multicast to both (the pair path)
+//   mj_expert_offsets_pair   as mj_expert_offsets, the table in the pair order (permute.cuh)
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the mma
 // layer; the generated source defines namespace mj::cfg before including this file.
@@ -110,4 +111,12 @@ mj_gemm2_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__
     mj::wgmma_gemm<mj::WgLarge, kDtype, mj::WgGemm::gemm2, kActKind, true>(
         p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
         mj_tc_smem);
+}
+// The pair path's offsets: the large row tiles, listed so that clusters pair an expert's own
+// tiles wherever it has two (permute.cuh, expert_offsets).
+extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
+mj_expert_offsets_pair(const __grid_constant__ mj_layer_params p)
+{
+    mj::grid_dep_enter();
+    mj::expert_offsets<MJ_WGMMA_BM, true>(p, reinterpret_cast<const int *>(p.ws_counts));
 }

@@ -826,11 +826,12 @@ END_TEST
 
 START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
 {
-    /* tile=auto at 256 rows per expert: pair. The large path's offsets (row tiles of 128),
-     * max_tiles = 256 + 128 = 384 row tiles -> 192 units x 6 (GEMM1) or 8 (GEMM2) column tiles,
-     * capped at the clusters the device keeps resident (the fake says 66: 132 CTAs) */
+    /* tile=auto at 256 rows per expert: pair. Its own offsets kernel (the large path's row
+     * tiles of 128, listed in the pair order below MJ_WGMMA_PAIR_ORDER_MAX_ROWS per expert), max_tiles = 256 + 128 = 384 row tiles -> 192
+     * units x 6 (GEMM1) or 8 (GEMM2) column tiles, capped at the clusters the device keeps
+     * resident (the fake says 66: 132 CTAs) */
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},
-                                         {MJ_MMA_K_EXPERT_OFFSETS, 1, 1, 512, 0, -1, 1},
+                                         {MJ_WGMMA_K_EXPERT_OFFSETS_PAIR, 1, 1, 512, 0, -1, 1},
                                          {2, 128, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_GEMM1_ACT_PAIR, 132, 1, 384, 197888, 1, 1},
                                          {MJ_WGMMA_K_GEMM2_PAIR, 132, 1, 384, 197888, 2, 1},
@@ -842,6 +843,16 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
     /* boxes of 128 rows: the gated W1's up or gate half, and half of a W2 tile */
     ck_assert_uint_eq(tc_box_rows[0], 128);
     ck_assert_uint_eq(tc_box_rows[1], 128);
+    /* from MJ_WGMMA_PAIR_ORDER_MAX_ROWS rows per expert the tiles stay in expert order: the
+     * large path's offsets kernel (16384 tokens: 1024 rows per expert; 6144: 384; 6143: 383.9) */
+    tc_forward(WGMMA, 16384, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    tc_forward(WGMMA, MJ_WGMMA_PAIR_ORDER_MAX_ROWS * 128 / 8, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
+    tc_forward(WGMMA, MJ_WGMMA_PAIR_ORDER_MAX_ROWS * 128 / 8 - 1, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_WGMMA_K_EXPERT_OFFSETS_PAIR);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
     /* the grid follows the driver's answer (40 clusters: 80 CTAs), not the SM count */
     tc_clusters = 40;
     tc_forward(WGMMA ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 184979968);

@@ -434,20 +434,23 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * itself), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
  * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
- * tall for so small an expert) and T = 300 and 640 with tile=pair (at 75 rows per expert the
- * second CTA of every cluster has no rows; at 160 both have; H = 264 makes the last column
- * tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a layer of I = ref_split_I,
+ * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
+ * per expert: one row tile each, so every cluster pairs two experts' tiles; 160: two each,
+ * every cluster one expert's; 256-275: two or three, so the pair order mixes experts' own
+ * pairs with pairs of two experts' odd tiles, and an odd tile alone when their number is odd;
+ * 400: above MJ_WGMMA_PAIR_ORDER_MAX_ROWS, the tiles in expert order; H =
+ * 264 makes the last column tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a layer of I = ref_split_I,
  * whose decode GEMM2 is split in two along K. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 9 : 6) + (split ? 4 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 12 : 6) + (split ? 4 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
                           const char *dtype, int split, FILE *log)
 {
     char text[560];
-    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, pair_ts[] = {300, 640},
+    static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, pair_ts[] = {300, 640, 1024, 1100, 1600},
                            split_ts[] = {2}, one[] = {1};
     ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
     int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 4, ref_I, ref_K, 0, 0, log);
@@ -456,7 +459,7 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, ",tile=tall");
         failed += reference_layer(g, ctx, text, act, dtype, tall_ts, 1, ref_I, ref_K, 0, 0, log);
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, ",tile=pair");
-        failed += reference_layer(g, ctx, text, act, dtype, pair_ts, 2, ref_I, ref_K, 0, 0, log);
+        failed += reference_layer(g, ctx, text, act, dtype, pair_ts, 5, ref_I, ref_K, 0, 0, log);
     }
     if (split) {
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, ref_K, "");

@@ -69,9 +69,10 @@
 #define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
 
 /* The pair path (tile=pair): the large path's row tiles and 128 x 256 tiles, run by clusters
- * of MJ_WGMMA_PAIR_CTAS CTAs, each cluster two consecutive row tiles of one column tile; where
- * both are one expert's (so everywhere inside an expert's run of row tiles) they share the
- * weight tile, each CTA loading one half of it by TMA into the shared memory of both
+ * of MJ_WGMMA_PAIR_CTAS CTAs, each cluster two row tiles of one column tile, listed by
+ * mj_expert_offsets_pair so that each expert's tiles pair up with each other (its odd tile, if
+ * any, with another expert's odd tile: templates/permute.cuh); where both are one expert's they
+ * share the weight tile, each CTA loading one half of it by TMA into the shared memory of both
  * (multicast). What it fixes in the other two: the large path streams an expert's weight tile
  * once per 128-row tile from CTAs that drift apart in the persistent schedule (the second
  * read misses L2); the tall path reads it once per 256 rows but gathers every token row for
@@ -91,6 +92,21 @@
 #define MJ_WGMMA_PAIR_CTAS 2
 #define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128
 
+/* The order of the pair path's row tiles. Below this many rows per local expert,
+ * mj_expert_offsets_pair lists them in the pair order (templates/permute.cuh: an expert's tiles
+ * two by two, its odd tile with the next odd expert's); from it on, mj_expert_offsets' expert
+ * order. At one or two row tiles per expert, expert order makes most clusters straddle two
+ * experts: both CTAs load their own weight tile, and a partial tile waits in lock step beside
+ * a full one. ncu on the H200 (DeepSeek-V3 B = 4096, 128 rows per expert): DRAM reads of GEMM1
+ * 21.7 -> 17.2 GB (1.45x -> 1.15x its weights), GEMM1 5195 -> 4352 us, GEMM2 2488 -> 2157. With
+ * many row tiles per expert the straddling clusters are few and sit between their two experts'
+ * other clusters, whose weight tiles are in L2 at the same time; a pair of odd tiles of two
+ * experts apart is not, and at Mixtral B = 16384 (4096 rows per expert) GEMM1 read 21.5 GB
+ * instead of 15.0. Measured whole layers (own-process A/B, docs/PERFORMANCE.md, eighth
+ * session): pair order -9 % at DeepSeek-V3 B = 4096 and -8 % at Qwen3-235B B = 2048 (128 rows
+ * per expert), within +-1.5 % at 192-256 rows, +2 to +4 % at 512-4096 rows. */
+#define MJ_WGMMA_PAIR_ORDER_MAX_ROWS 384
+
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
     MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 13, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
@@ -98,10 +114,12 @@ enum {
     MJ_WGMMA_K_GEMM2_TALL,
     MJ_WGMMA_K_GEMM1_ACT_PAIR, /* the pair path's GEMMs (clusters of two; offsets: the large ones) */
     MJ_WGMMA_K_GEMM2_PAIR,
+    MJ_WGMMA_K_EXPERT_OFFSETS_PAIR, /* the large row tiles in the pair path's order (permute.cuh) */
     MJ_WGMMA_NUM_KERNELS
 };
 #define MJ_WGMMA_TALL_KERNEL_NAME_LIST \
-    "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair"
+    "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair", \
+        "mj_expert_offsets_pair"
 
 /* Registers after setmaxnreg: 128·56 + 256·224 = 64512 <= 65536 per SM. The consumers hold
  * 128 fp32 accumulators each (one m64n256 or two m64n128 blocks); the producer holds 4 or 8
