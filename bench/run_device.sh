@@ -19,18 +19,12 @@ EXTRA=${EXTRA:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$OUT/bench.log" 2>&1
 BENCH="build/bin/moejit bench layer"
-# The float64 cases' ~50 small layers per backend compile one after another inside the bench
-# (about 8 s each); warm compiles them into the cache first on every core.
-case " $EXTRA " in
-*" --no-reference "*) ;;
-*)
-  BACKENDS=$(printf '%s\n' $EXTRA | awk 'p {print; exit} $0 == "--backend" {p = 1}')
-  mapfile -t REF_SPECS < <($BENCH --backend "${BACKENDS:-mma}" --reference-specs)
-  echo "== moejit warm: ${#REF_SPECS[@]} reference layers ($(date -u +%FT%TZ))" >> "$OUT/bench.log"
-  timeout "${T_WARM:-300}" build/bin/moejit warm -j "$(nproc)" "${REF_SPECS[@]}" >> "$OUT/bench.log" 2>&1
-  echo "warm exit: $?" >> "$OUT/bench.log"
-  ;;
-esac
+# The bench compiles its layers one after another (about 8 s each; the float64 cases alone
+# are ~50 small layers per backend); warm compiles them all into the cache first on every core.
+mapfile -t SPECS < <($BENCH --check --shapes "$SHAPES" $EXTRA --list-specs)
+echo "== moejit warm: ${#SPECS[@]} layers ($(date -u +%FT%TZ))" >> "$OUT/bench.log"
+timeout "${T_WARM:-300}" build/bin/moejit warm -j "$(nproc)" "${SPECS[@]}" >> "$OUT/bench.log" 2>&1
+echo "warm exit: $?" >> "$OUT/bench.log"
 echo "== moejit bench layer --check ($(date -u +%FT%TZ))" >> "$OUT/bench.log"
 timeout "${T_BENCH:-240}" $BENCH --check --shapes "$SHAPES" --batches "$BATCHES" \
   --reps "${REPS:-10}" --json "$OUT/moejit.json" --cubin-dir /tmp/mj-cubins $EXTRA >> "$OUT/bench.log" 2>&1

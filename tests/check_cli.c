@@ -3,7 +3,7 @@
  * process with a private cache): --help and --version, the one-line usage errors with exit
  * status 2, `matrix --format json`, and `inspect` of a SPEC and of a KEY with its views
  * (report, --source, --ptx, --log, --preimage, --sass, --why), text and --json, and
- * `bench jit` (its JSON and the row it appends), `bench layer --reference-specs`, and `tune`'s
+ * `bench jit` (its JSON and the row it appends), `bench layer --list-specs`, and `tune`'s
  * usage and no-device errors.
  * `warm` is in check_cli_warm.c, `cache` in check_cli_cache.c.
  */
@@ -362,21 +362,32 @@ START_TEST(tune_without_a_device_exits_1_and_writes_nothing)
 }
 END_TEST
 
-/* ---- bench layer --reference-specs ------------------------------------------------------------ */
+/* ---- bench layer --list-specs ----------------------------------------------------------------- */
 
-/* The list a device run warms before its float64 cases: without a device, each layer once, and
- * every line a spec that `warm` plans (so the keys it compiles are the ones the cases load). */
-START_TEST(bench_layer_reference_specs_lists_warmable_layers_without_a_device)
+/* The list a device run warms before the bench: without a device, each layer once (the float64
+ * cases' and the model shapes' with simt for --check), and every line a spec that `warm` plans
+ * (so the keys it compiles are the ones the bench loads). */
+START_TEST(bench_layer_list_specs_lists_warmable_layers_without_a_device)
 {
     static const char *const env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
-    mj_test_cli_run(&t, env, &r, "bench", "layer", "--backend", "mma,wgmma", "--reference-specs", (const char *)NULL);
+    /* without --check: just the shapes' layers asked for */
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--backend", "wgmma", "--tile", "auto,pair", "--shapes",
+                    "nemotron", "--list-specs", (const char *)NULL);
+    ASSERT_RC(0);
+    ck_assert_msg(mj_test_count_lines(r.out) == 2 && strstr(r.out, "tile=auto\n") && strstr(r.out, "tile=pair\n") &&
+                      strstr(r.out, "hidden=2688,inter=1856,experts=128,topk=6"),
+                  "%s", r.out);
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--check", "--backend", "mma,wgmma", "--list-specs",
+                    (const char *)NULL);
     ASSERT_RC(0);
     char *list = strdup(r.out);
     ck_assert_ptr_nonnull(list);
-    int n = 0, wgmma = 0, tall = 0, pair = 0, fp16 = 0;
+    int n = 0, wgmma = 0, tall = 0, pair = 0, fp16 = 0, simt = 0;
     const char *lines[128];
     for (char *save = NULL, *l = strtok_r(list, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        ck_assert_msg(strncmp(l, "backend=mma,", 12) == 0 || strncmp(l, "backend=wgmma,", 14) == 0, "line: %s", l);
+        ck_assert_msg(strncmp(l, "backend=mma,", 12) == 0 || strncmp(l, "backend=wgmma,", 14) == 0 ||
+                          strncmp(l, "backend=simt,", 13) == 0,
+                      "line: %s", l);
         ck_assert_msg(strstr(l, ",arch=native"), "line: %s", l);
         for (int i = 0; i < n; i++) ck_assert_msg(strcmp(lines[i], l) != 0, "listed twice: %s", l);
         ck_assert_int_lt(n, 128);
@@ -385,10 +396,13 @@ START_TEST(bench_layer_reference_specs_lists_warmable_layers_without_a_device)
         tall += strstr(l, ",tile=tall") != NULL;
         pair += strstr(l, ",tile=pair") != NULL;
         fp16 += strstr(l, "quant=fp16") != NULL;
+        simt += strncmp(l, "backend=simt,", 13) == 0;
     }
-    /* every activation on each backend, wgmma's tall and pair layers, the fp16 cases */
-    ck_assert_msg(n >= 40 && wgmma > n / 2 && tall >= 12 && tall == pair && fp16 >= 4,
-                  "%d layers, %d wgmma, %d tall, %d pair, %d fp16:\n%s", n, wgmma, tall, pair, fp16, r.out);
+    /* every activation on each backend, wgmma's tall and pair layers, the fp16 cases; simt for
+     * each of the five default shapes */
+    ck_assert_msg(n >= 40 && wgmma > n / 2 && tall >= 12 && tall == pair && fp16 >= 4 && simt == 5,
+                  "%d layers, %d wgmma, %d tall, %d pair, %d fp16, %d simt:\n%s", n, wgmma, tall, pair, fp16, simt,
+                  r.out);
     /* warm plans every one (arch given: no device here) and finds nothing to refuse */
     const char *argv[140];
     int a = 0;
@@ -439,7 +453,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, tune_help_exits_0_with_examples_and_is_listed);
     tcase_add_test(tc, tune_bad_options_exit_2_with_one_line);
     tcase_add_test(tc, tune_without_a_device_exits_1_and_writes_nothing);
-    tcase_add_test(tc, bench_layer_reference_specs_lists_warmable_layers_without_a_device);
+    tcase_add_test(tc, bench_layer_list_specs_lists_warmable_layers_without_a_device);
     suite_add_tcase(s, tc);
     return s;
 }

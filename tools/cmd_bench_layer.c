@@ -46,7 +46,7 @@ const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPE
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
     "                          [--check [--no-reference]] [--no-time] [--json FILE] [--append FILE]\n"
-    "                          [--reference-specs]\n"
+    "                          [--list-specs]\n"
     "                          [--commit SHA]\n"
     "                          [--cubin-dir DIR] [--rotate N] [--reps N] [--bw TBPS] [--peak TFLOPS]\n"
     "\n"
@@ -66,9 +66,10 @@ static const char usage[] =
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
-    "  --reference-specs  print the spec of every float64 case's layer for the backends, one per\n"
-    "                   line, and exit (no GPU): `moejit warm -j N $(moejit bench layer\n"
-    "                   --backend wgmma --reference-specs)` compiles them in parallel first\n"
+    "  --list-specs     print the spec of every layer these options would compile (the float64\n"
+    "                   cases' with --check, then each shape's), one per line, and exit (no\n"
+    "                   GPU): `moejit warm -j N $(moejit bench layer --check --backend wgmma\n"
+    "                   --list-specs)` compiles them in parallel first\n"
     "  --json FILE      also write every row as JSON (one object per line)\n"
     "  --append FILE    append the table in Markdown with date, commit, device and method\n"
     "  --cubin-dir DIR  write each layer's cubin there (for cuobjdump --dump-sass)\n"
@@ -86,7 +87,7 @@ typedef struct options {
     int n_backends;
     const char *tile[5];
     int n_tiles;
-    int check, reference, time, list_reference;
+    int check, reference, time, list_specs;
     const char *json, *append, *commit, *cubin_dir;
     int rotate, reps;
     double bw, peak;
@@ -411,7 +412,7 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
                            const char *dtype, const long long *ts, int n_ts, int I, int k, int want_splits,
                            int ep_local, FILE *log)
 {
-    if (!g) { /* --reference-specs: list the layer instead (a case reuses its layer at once) */
+    if (!g) { /* --list-specs: list the layer instead (a case reuses its layer at once) */
         static char last[560];
         if (strcmp(last, text) != 0) printf("%s\n", text);
         snprintf(last, sizeof last, "%s", text);
@@ -554,15 +555,13 @@ static void free_bufs(const mj_gpu *g, shape_bufs *b)
     memset(b, 0, sizeof *b);
 }
 
-static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fill,
-                               const options *o, const model_shape *s, row *rows, int *n_rows,
-                               int *failed, CUstream stream)
+/* The layers of shape s: every backend x tile (tiles apply to mma and wgmma; tall and pair to
+ * wgmma only), then simt for --check when not asked for: at most 3 x 5 + 1 in v[16]. Returns
+ * how many; *n_user: those asked for (timed). */
+static int shape_variants(const options *o, const model_shape *s, variant *v, int *n_user)
 {
-    /* variants: every backend x tile (tiles apply to mma and wgmma; tall and pair to wgmma
-     * only), plus simt for --check: at most 3 x 5 + 1 */
-    variant v[16];
     int nv = 0;
-    memset(v, 0, sizeof v);
+    memset(v, 0, 16 * sizeof *v);
     for (int b = 0; b < o->n_backends; b++) {
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
@@ -581,12 +580,11 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
                      is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
         }
     }
-    const int n_user = nv; /* the variants asked for (timed); an extra simt only checks */
+    *n_user = nv;
     int simt_ref = -1;
     for (int i = 0; i < nv; i++)
         if (!strcmp(v[i].label, "simt")) simt_ref = i;
     if (o->check && simt_ref < 0) {
-        simt_ref = nv;
         snprintf(v[nv].label, sizeof v[nv].label, "simt");
         snprintf(v[nv].text, sizeof v[nv].text,
                  "backend=simt,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
@@ -594,6 +592,19 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
                  s->act, s->hidden, s->inter, s->experts, s->topk);
         nv++;
     }
+    return nv;
+}
+
+static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fill,
+                               const options *o, const model_shape *s, row *rows, int *n_rows,
+                               int *failed, CUstream stream)
+{
+    variant v[16];
+    int n_user = 0;
+    const int nv = shape_variants(o, s, v, &n_user); /* the first n_user are timed; an extra simt only checks */
+    int simt_ref = -1;
+    for (int i = 0; i < nv; i++)
+        if (!strcmp(v[i].label, "simt")) simt_ref = i;
     printf("== %s: H %d, I %d, E %d, k %d, %s, bf16, renormalize routing\n", s->name, s->hidden, s->inter,
            s->experts, s->topk, s->act);
     moejit_status st = MOEJIT_OK;
@@ -785,7 +796,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"rotate", required_argument, NULL, 'r'},  {"reps", required_argument, NULL, 'R'},
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
-        {"reference-specs", no_argument, NULL, 'L'},
+        {"list-specs", no_argument, NULL, 'L'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
@@ -830,7 +841,7 @@ int cmd_bench_layer(int argc, char **argv)
             break;
         case 'c': o.check = 1; break;
         case 'N': o.reference = 0; break;
-        case 'L': o.list_reference = 1; break;
+        case 'L': o.list_specs = 1; break;
         case 'n': o.time = 0; break;
         case 'j': o.json = optarg; break;
         case 'a': o.append = optarg; break;
@@ -869,9 +880,14 @@ int cmd_bench_layer(int argc, char **argv)
         return MJ_EXIT_USAGE;
     }
 
-    if (o.list_reference) {
+    if (o.list_specs) {
         int unused = 0;
-        reference_checks(NULL, NULL, &o, &unused);
+        if (o.check && o.reference) reference_checks(NULL, NULL, &o, &unused);
+        for (int i = 0; i < o.n_shapes; i++) {
+            variant v[16];
+            const int nv = shape_variants(&o, &shapes[o.shape[i]], v, &unused);
+            for (int j = 0; j < nv; j++) printf("%s\n", v[j].text);
+        }
         return fflush(stdout) == 0 ? MJ_EXIT_OK : MJ_EXIT_FAIL;
     }
 
