@@ -77,7 +77,7 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 
 // ---- CTA rasterization of the large path -------------------------------------------------
 
 // Block bid of a grid of n_tiles column tiles x max_tiles row tiles -> (row tile, column tile).
-// Row tiles are taken in groups of kRasterGroup; inside a group the row tiles vary fastest,
+// Row tiles are taken in groups of kGroup (kRasterGroup); inside a group the row tiles vary fastest,
 // then the column tiles. So the CTAs resident together share a few weight tiles (each read
 // from DRAM once, by up to 8 CTAs at once: the repeats hit L2) and a few row tiles of
 // activations (8 x 128 rows stay in L2 over the whole column sweep). Column-fastest order
@@ -85,12 +85,13 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 
 // ~15 GB of weight reads instead of ~2).
 constexpr int kRasterGroup = 8;
 
+template <int kGroup = kRasterGroup>
 __device__ __forceinline__ void raster_grouped(int bid, int n_tiles, int max_tiles, int *row_tile, int *col_tile)
 {
-    const int per_group = kRasterGroup * n_tiles;
+    const int per_group = kGroup * n_tiles;
     const int group = bid / per_group;
-    const int first = group * kRasterGroup;
-    const int rows_in = max_tiles - first < kRasterGroup ? max_tiles - first : kRasterGroup;
+    const int first = group * kGroup;
+    const int rows_in = max_tiles - first < kGroup ? max_tiles - first : kGroup;
     const int within = bid - group * per_group;
     *row_tile = first + within % rows_in;
     *col_tile = within / rows_in;

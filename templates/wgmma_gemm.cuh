@@ -4,7 +4,8 @@
 //
 //   schedule    tile t = blockIdx.x, + gridDim.x, ... over row tiles (BM rows of one expert's
 //               row list) x column tiles, in grouped raster order (raster_grouped: 8 row tiles
-//               fastest, so the CTAs resident together share weight tiles in L2)
+//               fastest, in the pair path 4 units of two, so the CTAs resident together share
+//               weight tiles in L2)
 //   producer    warpgroup 0. Per k stage: wait empty_bar[stage]; thread 0 arms
 //               full_bar[stage] with the B bytes and issues the TMA box of the BN weight rows
 //               (gated GEMM1: BN/2 up rows, then the same columns' BN/2 gate rows from the
@@ -116,7 +117,7 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
                                            u32 rank, RowTile *rows, int *col, int *b_expert, bool *shared)
 {
     int unit;
-    raster_grouped(t, n_col, units, &unit, col);
+    raster_grouped<kPair ? MJ_WGMMA_PAIR_RASTER_UNITS : kRasterGroup>(t, n_col, units, &unit, col);
     if constexpr (!kPair) {
         find_row_tile<kBM>(p, unit, rows); // true: unit < row_tiles
         *b_expert = rows->expert;

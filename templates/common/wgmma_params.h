@@ -107,6 +107,14 @@
  * per expert), within +-1.5 % at 192-256 rows, +2 to +4 % at 512-4096 rows. */
 #define MJ_WGMMA_PAIR_ORDER_MAX_ROWS 384
 
+/* The pair path's raster group (raster_grouped): 4 units of two row tiles, so that, as in the
+ * large path's groups of 8 row tiles, 8 x 128 token rows of activations stay in L2 over a
+ * group's column sweep. Groups of 8 units (16 row tiles, the large path's constant reused for
+ * units) measured 0.7-3.5 % slower at 9 of 11 prefill points, within +-0.4 % at Mixtral
+ * B = 16384 (own-process A/B, docs/PERFORMANCE.md, eighth session); 16 and 32 were slower
+ * still, 2 faster at small experts but 1.2 % slower at Mixtral B = 16384. */
+#define MJ_WGMMA_PAIR_RASTER_UNITS 4
+
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
     MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 13, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
