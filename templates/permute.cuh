@@ -55,6 +55,19 @@ __device__ __forceinline__ void block_exclusive_scan2(int a, int b, int *excl_a,
     *total_b = sum_b;
 }
 
+// The last x in [0, n) with f(x) <= v, for f nondecreasing with f(0) <= v < f(n).
+template <class F>
+__device__ __forceinline__ int last_at_most(int n, int v, F f)
+{
+    int lo = 0, hi = n; // invariant: f(lo) <= v < f(hi)
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (f(mid) <= v) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 // One row tile of the GEMMs: local expert, first position in ws_rows, rows (1..BLOCK_M).
 struct alignas(16) TileEntry {
     int expert;
@@ -131,14 +144,9 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
             continue;
         }
         // (expert lo, its tile number j) of entry b
-        int lo = 0, hi = n_local, j = 0;
-        if constexpr (!kPairOrder) {
-            // the last expert with s_tile0 <= b: non-empty, since b < total
-            while (hi - lo > 1) { // invariant: s_tile0[lo] <= b < s_tile0[hi]
-                const int mid = (lo + hi) / 2;
-                if (s_tile0[mid] <= b) lo = mid;
-                else hi = mid;
-            }
+        int lo, j = 0;
+        if constexpr (!kPairOrder) { // the last expert with s_tile0 <= b: non-empty, since b < total
+            lo = last_at_most(n_local, b, [&](int x) { return s_tile0[x]; });
             j = b - s_tile0[lo];
         } else {
             // pair order, unit u = b / 2 (tiles 2u, 2u + 1). Expert x's units: its pairs, then
@@ -151,23 +159,12 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
                 const int started = (left(x) + 1) / 2;
                 return s_pair0[x] + (started < odd_pairs ? started : odd_pairs);
             };
-            auto odd_tile_owner = [&](int i) { // the expert x with left(x) == i and an odd tile
-                int l = 0, h = n_local;        // invariant: left(l) <= i < left(h)
-                while (h - l > 1) {
-                    const int mid = (l + h) / 2;
-                    if (left(mid) <= i) l = mid;
-                    else h = mid;
-                }
-                return l;
-            };
+            // the expert x with left(x) == i and an odd tile
+            auto odd_tile_owner = [&](int i) { return last_at_most(n_local, i, left); };
             const int u = b / 2;
             bool odd_tile = true;
             if (u < units(n_local)) {
-                while (hi - lo > 1) { // invariant: units(lo) <= u < units(hi): lo has unit u
-                    const int mid = (lo + hi) / 2;
-                    if (units(mid) <= u) lo = mid;
-                    else hi = mid;
-                }
+                lo = last_at_most(n_local, u, units); // units(lo) <= u < units(lo + 1): lo has unit u
                 const int k = u - units(lo);
                 if (k < s_pair0[lo + 1] - s_pair0[lo]) { // one of lo's pairs
                     j = 2 * k + b % 2;
