@@ -22,6 +22,7 @@ mkdir -p "$OUT"
 LOG=$OUT/ab.log
 : > "$LOG"
 names=()
+declare -A dirs
 for b in $BUILDS; do
   name=${b%%:*} dir=${b#*:}
   if [ ! -x "$dir/bin/moejit" ]; then
@@ -29,10 +30,11 @@ for b in $BUILDS; do
     exit 2
   fi
   names+=("$name")
+  dirs[$name]=$dir
 done
 shapes=$(for p in $POINTS; do echo "${p%%:*}"; done | sort -u | paste -sd,)
-for b in $BUILDS; do
-  name=${b%%:*} dir=${b#*:}
+for name in "${names[@]}"; do
+  dir=${dirs[$name]}
   mapfile -t specs < <("$dir/bin/moejit" bench layer --backend "$BACKEND" --shapes "$shapes" --list-specs)
   MOEJIT_CACHE_DIR=/tmp/mj-ab-cache-$name "$dir/bin/moejit" warm -j "$(nproc)" "${specs[@]}" \
     > "$OUT/warm-$name.log" 2>&1 || echo "ab_device.sh: warm of $name failed (see warm-$name.log)" >&2
@@ -43,8 +45,7 @@ for p in $POINTS; do
   shape=${p%%:*} batch=${p#*:}
   for ((r = 0; r < ROUNDS; r++)); do
     for name in "${order[@]}"; do
-      for b in $BUILDS; do [ "${b%%:*}" = "$name" ] && dir=${b#*:}; done
-      us=$(MOEJIT_CACHE_DIR=/tmp/mj-ab-cache-$name timeout 120 "$dir/bin/moejit" bench layer --backend "$BACKEND" \
+      us=$(MOEJIT_CACHE_DIR=/tmp/mj-ab-cache-$name timeout 120 "${dirs[$name]}/bin/moejit" bench layer --backend "$BACKEND" \
         --shapes "$shape" --batches "$batch" --reps "$REPS" 2>&1 | awk '$1 == "time" {print $7}')
       echo "$shape $batch $name ${us:-FAILED}" >> "$LOG"
     done
