@@ -28,8 +28,9 @@
  *
  *   ids          int32 [P]             local expert id of each (token, slot), or -1
  *   weights      fp32  [P]             routing weight of each (token, slot)
- *   counters     int32 [2·E_local + 2] rows per local expert, scatter cursors, then the two
- *                                      fp8 amax words (all zeroed by one memset)
+ *   counters     int32 [33·E_local + 2] rows per local expert in MJ_ROUTE_COUNT_COPIES = 32
+ *                                      copies (common/params.h), scatter cursors, then the
+ *                                      two fp8 amax words (all zeroed by one memset)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list
  *   tile_offsets int32 [E_local + 1]   first BLOCK_M row tile of each expert
  *   tiles        int32 [R, 4]          {expert, first row, rows, 0} of each row tile;
@@ -378,7 +379,7 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     p.ws_amax = p.ws_cursors + (unsigned long long)e_local * 4;
 
     /* counts, cursors and the two amax words are contiguous: one memset */
-    CUresult r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, (size_t)(2 * e_local + 2), stream);
+    CUresult r = d->cuMemsetD32Async((CUdeviceptr)p.ws_counts, 0u, mj_launch_counter_words(e_local) + 2, stream);
     if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
 
     /* The fp8 activation stages run only where the spec quantizes activations. */
@@ -395,7 +396,7 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
     const struct { unsigned gx, gy, block; } cfg[MJ_SIMT_NUM_KERNELS] = {
         [MJ_SIMT_K_ROUTE] = {ceil_div(T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS},
         [MJ_SIMT_K_EXPERT_OFFSETS] = {1, 1, MJ_SIMT_OFFSETS_THREADS},
-        [MJ_SIMT_K_SCATTER] = {ceil_div(pairs, MJ_SIMT_SCATTER_THREADS), 1, MJ_SIMT_SCATTER_THREADS},
+        [MJ_SIMT_K_SCATTER] = {ceil_div(pairs, MJ_SCATTER_PAIRS_PER_BLOCK), 1, MJ_SIMT_SCATTER_THREADS},
         [MJ_SIMT_K_X_AMAX] = {amax_blocks(x_chunks), 1, MJ_SIMT_AMAX_THREADS},
         [MJ_SIMT_K_X_QUANT] = {(unsigned)T, 1, MJ_SIMT_QUANT_THREADS},
         [MJ_SIMT_K_GEMM1_ACT] = {(unsigned)p.max_tiles, ceil_div(args->inter, tile->block_n), MJ_SIMT_GEMM_THREADS},

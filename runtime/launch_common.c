@@ -22,6 +22,8 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a)
     return a->num_local_experts ? a->num_local_experts : a->num_experts;
 }
 
+size_t mj_launch_counter_words(int64_t e_local) { return (size_t)(MJ_ROUTE_COUNT_COPIES + 1) * (size_t)e_local; }
+
 void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
                       size_t y_elem, mj_ws_layout *w)
 {
@@ -36,7 +38,7 @@ void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t 
     w->weights = at;
     at = mj_launch_align_up(at + pairs * 4);
     w->counters = at;
-    at = mj_launch_align_up(at + (2 * e_local + extra_counters) * 4);
+    at = mj_launch_align_up(at + (mj_launch_counter_words((int64_t)e_local) + extra_counters) * 4);
     w->offsets = at;
     at = mj_launch_align_up(at + (e_local + 1) * 4);
     w->tile_offsets = at;
@@ -94,7 +96,7 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
     p->ws_ids = ws + w->ids;
     p->ws_weights = ws + w->weights;
     p->ws_counts = ws + w->counters;
-    p->ws_cursors = ws + w->counters + (unsigned long long)e_local * 4;
+    p->ws_cursors = ws + w->counters + (unsigned long long)(MJ_ROUTE_COUNT_COPIES * e_local) * 4;
     p->ws_offsets = ws + w->offsets;
     p->ws_tile_offsets = ws + w->tile_offsets;
     p->ws_tiles = ws + w->tiles;

@@ -31,8 +31,13 @@ size_t mj_launch_align_up(size_t v);
 /* E_local: num_local_experts, where 0 means every expert (moejit.h). */
 int64_t mj_launch_local_experts(const moejit_moe_args *a);
 
-/* The regions every layer has, in order: ids, weights, counters (2·E_local int32 plus
- * extra_counters words zeroed with them), offsets, tile_offsets, tiles (the row-tile table:
+/* int32 words of the route and scatter counters: MJ_ROUTE_COUNT_COPIES copies of the rows
+ * per local expert (common/params.h), then the scatter cursors; zeroed before each forward
+ * that routes through them. */
+size_t mj_launch_counter_words(int64_t e_local);
+
+/* The regions every layer has, in order: ids, weights, counters (mj_launch_counter_words
+ * int32 plus extra_counters words zeroed with them), offsets, tile_offsets, tiles (the row-tile table:
  * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies copies of [P, H]
  * of y_elem bytes each: simt's fp32 y is 1 x 4, the tensor-core layers' y in the dtype 1 x 2,
  * a split decode GEMM2's fp32 partial sums splits x 4); total is the end of y. All zero for

@@ -7,7 +7,8 @@
  *
  *   ids          int32 [P]             local expert id of each (token, slot), or -1
  *   weights      fp32  [P]             routing weight of each (token, slot)
- *   counters     int32 [2·E_local]     rows per local expert, then scatter cursors (zeroed)
+ *   counters     int32 [33·E_local]    rows per local expert in 32 copies, then scatter
+ *                                      cursors (zeroed; runtime/launch.c)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list
  *   tile_offsets int32 [E_local + 1]   first row tile of each expert (path's tile size)
  *   tiles        int32 [R, 4]          {expert, first row, rows, 0} of each row tile;
@@ -314,7 +315,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* decode: one fused routing launch (it counts in shared memory: no counters to zero) */
     const int fused = small && !routed && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
     if (!fused && !routed) {
-        r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, (size_t)(2 * f->e_local), stream);
+        r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, mj_launch_counter_words(f->e_local), stream);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
     }
 
@@ -322,7 +323,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     const launch_cfg seq[6] = {
         {MJ_MMA_K_ROUTE, ceil_div(f->T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
         {offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
-        {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SIMT_SCATTER_THREADS), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
+        {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SCATTER_PAIRS_PER_BLOCK), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
         {gemms[1], t1 ? ceil_div(f->H, MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS) : g->g2, 1, g->threads,
          (unsigned)gemm_smem[1], g->params2 ? g->params2 : params},

@@ -98,10 +98,12 @@ struct alignas(16) TileEntry {
 // (its CTA idling in lock step): at Qwen3-30B-A3B B = 4096, 222 weight-tile loads per column
 // for 159 pairs, 190 in this order; DeepSeek-V3 311 and 256 (one per expert).
 //
-// counts: rows per local expert (ws_counts, or the fused decode routing's shared array);
+// counts: rows per local expert in `copies` arrays of E_local, summed here (ws_counts: the
+// route stage's MJ_ROUTE_COUNT_COPIES copies; the fused decode routing's shared array: 1);
 // row0_out, if given, receives offsets[e] for e < E_local (shared memory of the caller).
 template <int kBlockM, bool kPairOrder = false>
-__device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const int *counts, int *row0_out = nullptr)
+__device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const int *counts, int copies,
+                                               int *row0_out = nullptr)
 {
     static_assert(kBlockM >= MJ_MIN_BLOCK_M, "the tile table is sized for row tiles of >= MJ_MIN_BLOCK_M rows");
     __shared__ int s_tile0[MJ_SIMT_OFFSETS_THREADS + 1];
@@ -109,7 +111,9 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
     __shared__ int s_pair0[kPairOrder ? MJ_SIMT_OFFSETS_THREADS + 1 : 1]; // pair order: pairs before e
     const int e = threadIdx.x;
     const int n_local = p.num_local_experts;
-    const int count = e < n_local ? counts[e] : 0;
+    int count = 0;
+    if (e < n_local)
+        for (int c = 0; c < copies; ++c) count += counts[c * n_local + e]; // independent loads, one round trip
     const int tiles = (count + kBlockM - 1) / kBlockM;
     int row0, tile0, rows_total, tiles_total;
     block_exclusive_scan2(count, tiles, &row0, &tile0, &rows_total, &tiles_total);
@@ -183,16 +187,24 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
     }
 }
 
-// The expert_offsets of a layer's own stage: counts from ws_counts.
-template <int kBlockM>
+// The expert_offsets of a layer's own stage: the route stage's counts, MJ_ROUTE_COUNT_COPIES
+// copies in ws_counts.
+template <int kBlockM, bool kPairOrder = false>
 __device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
 {
-    expert_offsets<kBlockM>(p, reinterpret_cast<const int *>(p.ws_counts));
+    expert_offsets<kBlockM, kPairOrder>(p, reinterpret_cast<const int *>(p.ws_counts), MJ_ROUTE_COUNT_COPIES);
+}
+
+// The copy of ws_counts that route block `block` adds to (common/params.h: atomics spread
+// over MJ_ROUTE_COUNT_COPIES x more cache lines).
+__device__ __forceinline__ int *route_counts_copy(const mj_layer_params &p, unsigned block)
+{
+    return reinterpret_cast<int *>(p.ws_counts) + (block % MJ_ROUTE_COUNT_COPIES) * p.num_local_experts;
 }
 
 // Pair i = t*k + j routed to local expert e (ids[i]) takes the next free row of e's list
-// (cursors[e]; its first row offsets[e]). The scatter stage passes ws_ids, ws_cursors and
-// ws_offsets; the fused decode routing its shared-memory copies.
+// (cursors[e]; its first row offsets[e]). The fused decode routing passes its shared-memory
+// ids, cursors and offsets (a few pairs: no contention to speak of).
 __device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i, const int *ids, int *cursors,
                                              const int *offsets)
 {
@@ -202,10 +214,41 @@ __device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i, co
     reinterpret_cast<int *>(p.ws_rows)[offsets[e] + slot] = static_cast<int>(i);
 }
 
-__device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i)
+// The scatter stage: block b places pairs [b·N, (b + 1)·N) (N = MJ_SCATTER_PAIRS_PER_BLOCK).
+// Each pair's rank among the block's pairs of its expert comes from a shared-memory atomic;
+// then one thread per expert present takes the block's range of that expert's slots with one
+// global atomic on ws_cursors (at most E_local per block instead of one per pair: common/params.h
+// says what the per-pair atomics cost). Which block gets which range is the order the atomics
+// land in; like the order inside an expert's list it changes no output bit (file comment).
+__device__ __forceinline__ void scatter_block(const mj_layer_params &p, i64 block)
 {
-    scatter_pair(p, i, reinterpret_cast<const int *>(p.ws_ids), reinterpret_cast<int *>(p.ws_cursors),
-                 reinterpret_cast<const int *>(p.ws_offsets));
+    constexpr int kThreads = MJ_SIMT_SCATTER_THREADS, kPer = MJ_SCATTER_PAIRS_PER_THREAD;
+    __shared__ int s_count[MJ_SIMT_MAX_EXPERTS]; // pairs of each expert in this block, then their first slot
+    const int n_local = p.num_local_experts;
+    const int *ids = reinterpret_cast<const int *>(p.ws_ids);
+    for (int e = threadIdx.x; e < n_local; e += kThreads) s_count[e] = 0;
+    __syncthreads();
+    const i64 first = block * MJ_SCATTER_PAIRS_PER_BLOCK + threadIdx.x; // coalesced: pair first + kThreads·j
+    int expert[kPer], rank[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const i64 i = first + static_cast<i64>(j) * kThreads;
+        expert[j] = i < p.num_pairs ? ids[i] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) rank[j] = expert[j] >= 0 ? atomicAdd(&s_count[expert[j]], 1) : 0;
+    __syncthreads();
+    const int *offsets = reinterpret_cast<const int *>(p.ws_offsets);
+    int *cursors = reinterpret_cast<int *>(p.ws_cursors);
+    for (int e = threadIdx.x; e < n_local; e += kThreads) {
+        const int n = s_count[e];
+        if (n > 0) s_count[e] = offsets[e] + atomicAdd(cursors + e, n);
+    }
+    __syncthreads();
+    int *rows = reinterpret_cast<int *>(p.ws_rows);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+        if (expert[j] >= 0) rows[s_count[expert[j]] + rank[j]] = static_cast<int>(first + static_cast<i64>(j) * kThreads);
 }
 
 // The tile a GEMM block owns: expert e, rows [row0, row0 + rows) of the row list.

@@ -4,7 +4,7 @@
 //
 //   mj_route           grid ceil(T/8) x 256      one warp per token
 //   mj_expert_offsets  grid 1 x 512              one thread per local expert
-//   mj_scatter         grid ceil(T·k/256) x 256  one thread per (token, slot)
+//   mj_scatter         grid ceil(T·k/2048) x 256 eight (token, slot) pairs per thread
 //   mj_x_amax          grid <= 2048 x 256        fp8 per-tensor only: amax|x|
 //   mj_x_quant         grid T x 256              fp8 only (not static): x -> e4m3, scales
 //   mj_gemm1_act       grid (max_tiles, ceil(I/BLOCK_N)) x 256
@@ -77,7 +77,7 @@ mj_route(const __grid_constant__ mj_layer_params p)
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
                                                    dim<kPinnedTopk>(p.topk), lane, gr,
-                                                   reinterpret_cast<int *>(p.ws_counts));
+                                                   mj::route_counts_copy(p, blockIdx.x));
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
@@ -89,8 +89,7 @@ mj_expert_offsets(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)
 mj_scatter(const __grid_constant__ mj_layer_params p)
 {
-    const long long i = static_cast<long long>(blockIdx.x) * MJ_SIMT_SCATTER_THREADS + threadIdx.x;
-    if (i < p.num_pairs) mj::scatter_pair(p, i);
+    mj::scatter_block(p, blockIdx.x);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_AMAX_THREADS)

@@ -57,7 +57,7 @@ mj_route(const __grid_constant__ mj_layer_params p)
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
                                                    dim<kPinnedTopk>(p.topk), lane, gr,
-                                                   reinterpret_cast<int *>(p.ws_counts));
+                                                   mj::route_counts_copy(p, blockIdx.x));
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
@@ -71,8 +71,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)
 mj_scatter(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    const long long i = static_cast<long long>(blockIdx.x) * MJ_SIMT_SCATTER_THREADS + threadIdx.x;
-    if (i < p.num_pairs) mj::scatter_pair(p, i);
+    mj::scatter_block(p, blockIdx.x);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_FINALIZE_THREADS)
@@ -181,7 +180,7 @@ mj_route_fused_small(const __grid_constant__ mj_layer_params p)
         mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedTopk>(p.topk), lane, gr, counts, ids);
     __syncthreads();
-    mj::expert_offsets<MJ_MMA_SMALL_BT>(p, counts, row0);
+    mj::expert_offsets<MJ_MMA_SMALL_BT>(p, counts, 1, row0);
     __syncthreads();
     for (long long i = threadIdx.x; i < p.num_pairs; i += MJ_SIMT_OFFSETS_THREADS)
         mj::scatter_pair(p, i, ids, cursors, row0);

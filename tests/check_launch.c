@@ -427,8 +427,8 @@ START_TEST(forward_hands_every_tensor_and_disjoint_workspace_regions_to_the_kern
     ck_assert_int_eq(p->num_local_experts, 2);
     /* one memset zeroes counts, cursors and both amax words */
     ck_assert_uint_eq(memset_ptr, p->ws_counts);
-    ck_assert_uint_eq(memset_count, (size_t)(2 * e_local + 2));
-    ck_assert_uint_eq(p->ws_cursors, p->ws_counts + 4 * e_local);
+    ck_assert_uint_eq(memset_count, (size_t)(33 * e_local + 2));
+    ck_assert_uint_eq(p->ws_cursors, p->ws_counts + 4 * MJ_ROUTE_COUNT_COPIES * e_local);
     ck_assert_uint_eq(p->ws_amax, p->ws_cursors + 4 * e_local);
     /* the row-tile table between tile_offsets and rows: 16 bytes per tile of the smallest BLOCK_M */
     ck_assert_uint_eq(p->ws_tiles % 256, 0);
@@ -645,7 +645,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                           {MJ_MMA_K_GEMM2_FINALIZE_T1, 256, 1, 128, 92160, -1, 1}};
     const char *const specs[] = {MMA, WGMMA}; /* wgmma's decode path is mma's */
     for (int i = 0; i < 2; i++) {
-        tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 48640);
+        tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 64512);
         expect_launches(specs[i], want1, 2);
         ck_assert_int_eq(memset_count, 0);
         ck_assert_int_eq(n_tc_attrs, 2); /* smem opt-in of the two GEMMs */
@@ -702,9 +702,9 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                            {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 92160, -1, 1},
                                            {8, 4384, 1, 128, 92160, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
-        tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 773120);
+        tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 788992);
         expect_launches(specs[i], want17, 6);
-        ck_assert_int_eq(memset_count, 256);
+        ck_assert_int_eq(memset_count, 33 * 128);
     }
 }
 END_TEST
@@ -727,24 +727,24 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
                                          {5, 1, 8, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA};
     for (int i = 0; i < 2; i++) {
-        /* ids .. rows: 7 regions of 256 bytes; inter 2 x 14336 x 2; y 2 copies of 2 x 4096 x 4
-         * (fp32 partial sums) */
-        tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 57344 + 2 * 32768);
+        /* ids .. rows: 6 regions of 256 bytes and the counters (33 x 8 int32: 1280); inter
+         * 2 x 14336 x 2; y 2 copies of 2 x 4096 x 4 (fp32 partial sums) */
+        tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 2 * 32768);
         expect_launches(specs[i], want, 3);
         ck_assert_int_eq(tc_splits, 2);
     }
     /* the large path never splits: one copy of y, in the dtype (2 x 4096 x 2) */
-    tc_forward(MMA ",tile=large", 1, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 57344 + 16384);
+    tc_forward(MMA ",tile=large", 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 16384);
     ck_assert_int_eq(tc_splits, 1);
     /* Qwen3-30B at T = 1: I = 768, no split */
-    tc_forward(MMA, 1, 2048, 768, 128, 8, 0, 0, 48640);
+    tc_forward(MMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(tc_splits, 1);
     /* Mixtral at T = 4 (9 row tiles: 64 x 9 x 2 GEMM2 CTAs) splits, at T = 8 not; inter 2k x
      * 14336 x 2 bytes, y 2 x 2k x 4096 x 4 (split: fp32 partial sums) or 2k x 4096 x 2 */
-    tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 229376 + 2 * 131072);
+    tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 2 * 131072);
     ck_assert_int_eq(tc_splits, 2);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9 * 2); /* GEMM2 after the fused routing and GEMM1 */
-    tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 7 * 256 + 458752 + 131072);
+    tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 131072);
     ck_assert_int_eq(tc_splits, 1);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9); /* GEMM2 after the fused routing and GEMM1 */
 }
@@ -753,18 +753,18 @@ END_TEST
 START_TEST(mma_large_forward_launches_the_tiled_gemms)
 {
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},     {1, 1, 1, 512, 0, -1, 1},
-                                         {2, 128, 1, 256, 0, -1, 1},     {3, 4608, 1, 256, 98304, -1, 1},
+                                         {2, 16, 1, 256, 0, -1, 1},     {3, 4608, 1, 256, 98304, -1, 1},
                                          {4, 6144, 1, 256, 98304, -1, 1}, {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184979968);
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(MMA, want, 6);
-    ck_assert_int_eq(memset_count, 256);
+    ck_assert_int_eq(memset_count, 33 * 128);
     ck_assert_int_eq(tc_attr_smem, 98304);
     /* expert parallel, precomputed routing, ungated: counters of E_local = 4 experts */
     const char *ep = "backend=mma,quant=fp16,act=relu2,routing=precomputed,arch=sm_80";
-    tc_forward(ep, 1000, 4096, 14336, 8, 2, 2, 4, 73755648);
-    ck_assert_int_eq(memset_count, 8);
+    tc_forward(ep, 1000, 4096, 14336, 8, 2, 2, 4, 73756160);
+    ck_assert_int_eq(memset_count, 33 * 4);
     ck_assert_int_eq(tc_recs[0].gx, 125);
-    ck_assert_int_eq(tc_recs[2].gx, 8);
+    ck_assert_int_eq(tc_recs[2].gx, 1); /* 2000 pairs: one scatter block of 2048 */
     ck_assert_int_eq(tc_recs[3].gx, 2240);
     ck_assert_int_eq(tc_recs[5].gx, 1000);
     ck_assert_int_eq(tc_recs[5].gy, 8); /* 4096 columns */
@@ -777,9 +777,9 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
 {
     /* min(132 SMs, tiles) CTAs of 384 threads; GEMM1 gets the W1 map, GEMM2 the W2 map */
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},      {1, 1, 1, 512, 0, -1, 1},
-                                         {2, 128, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
+                                         {2, 16, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
                                          {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 184979968);
+    tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(WGMMA, want, 6);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_attr_smem, 197888);
@@ -787,7 +787,7 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
     ck_assert_uint_eq(tc_box_rows[0], 128);
     ck_assert_uint_eq(tc_box_rows[1], 256);
     /* tile=auto at 64 rows per expert (B=1024): still the large path */
-    tc_forward(WGMMA, 1024, 2048, 768, 128, 8, 0, 0, 46248448);
+    tc_forward(WGMMA, 1024, 2048, 768, 128, 8, 0, 0, 46264320);
     ck_assert_int_eq(tc_recs[1].kernel, 1);
     ck_assert_int_eq(tc_recs[3].kernel, 3);
 }
@@ -799,20 +799,20 @@ START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
      * W1 halves) and 128 (W2) rows */
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_EXPERT_OFFSETS_TALL, 1, 1, 512, 0, -1, 1},
-                                         {2, 128, 1, 256, 0, -1, 1},
+                                         {2, 16, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_GEMM1_ACT_TALL, 132, 1, 384, 197888, 1, 1},
                                          {MJ_WGMMA_K_GEMM2_TALL, 132, 1, 384, 197888, 2, 1},
                                          {5, 4096, 4, 128, 0, -1, 1}};
-    tc_forward(WGMMA ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 184979968);
+    tc_forward(WGMMA ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(WGMMA ",tile=tall", want, 6);
     ck_assert_uint_eq(tc_box_rows[0], 64);
     ck_assert_uint_eq(tc_box_rows[1], 128);
-    tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 13553152); /* forced at 19 rows */
+    tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 13569024); /* forced at 19 rows */
     ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
     /* the tall path's row tiles are 256 rows: max_tiles = E_local + P / 256 bounds the grid;
      * ungated: W1 in one 128-row box */
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=tall", 4096, 2048, 768,
-               128, 8, 0, 0, 184979968);
+               128, 8, 0, 0, 184995840);
     ck_assert_uint_eq(tc_box_rows[0], 128);
     /* mma has no tall path: refused naming the field and what mma knows */
     moejit_spec *s = spec_of(MMA ",tile=tall");
@@ -832,12 +832,12 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
      * resident (the fake says 66: 132 CTAs) */
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_EXPERT_OFFSETS_PAIR, 1, 1, 512, 0, -1, 1},
-                                         {2, 128, 1, 256, 0, -1, 1},
+                                         {2, 16, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_GEMM1_ACT_PAIR, 132, 1, 384, 197888, 1, 1},
                                          {MJ_WGMMA_K_GEMM2_PAIR, 132, 1, 384, 197888, 2, 1},
                                          {5, 4096, 4, 128, 0, -1, 1}};
     tc_clusters = 66;
-    tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 184979968);
+    tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(WGMMA " (pair)", want, 6);
     ck_assert_int_eq(n_tc_cluster_queries, 2);
     /* boxes of 128 rows: the gated W1's up or gate half, and half of a W2 tile */
@@ -855,7 +855,7 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
     ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
     /* the grid follows the driver's answer (40 clusters: 80 CTAs), not the SM count */
     tc_clusters = 40;
-    tc_forward(WGMMA ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 184979968);
+    tc_forward(WGMMA ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     ck_assert_uint_eq(tc_recs[3].gx, 80);
     ck_assert_uint_eq(tc_recs[4].gx, 80);
     tc_forward(WGMMA ",tile=pair", 8, 2048, 768, 128, 8, 0, 0, 0);
@@ -865,7 +865,7 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
     /* ungated W1 in boxes of 128 rows too */
     tc_clusters = 66;
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=pair", 4096, 2048, 768,
-               128, 8, 0, 0, 184979968);
+               128, 8, 0, 0, 184995840);
     ck_assert_uint_eq(tc_box_rows[0], 128);
     ck_assert_uint_eq(tc_box_rows[1], 128);
     /* a device that cannot keep one cluster resident: refused naming the field and the way out;
@@ -914,11 +914,11 @@ START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "0", 1);
-    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 48640);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(n_tc_recs, 2); /* decode: GEMM1 routes for itself, GEMM2 finalizes */
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
     setenv("MOEJIT_PDL", "1", 1); /* read once per process: still off */
-    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184979968);
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
     unsetenv("MOEJIT_PDL");
 }
@@ -928,11 +928,11 @@ START_TEST(moejit_pdl_inner_launches_a_forwards_first_kernel_plainly)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "inner", 1);
-    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 48640); /* routed GEMM1, GEMM2 + finalize */
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512); /* routed GEMM1, GEMM2 + finalize */
     ck_assert_int_eq(n_tc_recs, 2);
     ck_assert_int_eq(tc_recs[0].pdl, 0);
     ck_assert_int_eq(tc_recs[1].pdl, 1);
-    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184979968); /* after the memset: route first */
+    tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840); /* after the memset: route first */
     ck_assert_int_eq(n_tc_recs, 6);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, i > 0);
     /* sm_80 has no griddepcontrol whatever the variable says */
@@ -970,9 +970,9 @@ START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
     for (int i = 0; i < 2; i++) {
         moejit_spec *s = spec_of(specs[i]);
         static const struct { int64_t T, H, I, E, k, off, local; size_t bytes; } cases[] = {
-            {3, 4096, 14336, 8, 2, 0, 0, 370432}, /* y twice: the decode GEMM2 is split */
-            {1000, 4096, 14336, 8, 2, 2, 4, 73755648},
-            {7, 512, 256, 64, 6, 32, 32, 66816},
+            {3, 4096, 14336, 8, 2, 0, 0, 371456}, /* y twice: the decode GEMM2 is split */
+            {1000, 4096, 14336, 8, 2, 2, 4, 73756160},
+            {7, 512, 256, 64, 6, 32, 32, 70912},
             {0, 2048, 768, 128, 8, 0, 0, 0},
         };
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1018,7 +1018,7 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     ck_assert_int_eq(mj_launch_mma_path(sp[3], &a1), MJ_MMA_PATH_SMALL); /* the entries are wgmma's */
     ck_assert_int_eq(mj_launch_mma_path(sp[3], &a4k), MJ_MMA_PATH_LARGE);
     /* the forward follows: T = 1 now launches the large GEMMs (persistent, with tensor maps) */
-    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 48640);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
