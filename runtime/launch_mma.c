@@ -286,6 +286,8 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     const int t1_k = t1_kernel(f->T, small, f->precomputed, f->p.gemm2_splits, f->p.topk, f->e_local,
                                f->p.num_experts);
     const int t1 = t1_k >= 0;
+    /* finalize: 8 or 4 columns per thread (common/params.h, templates/finalize.cuh) */
+    const int wide = MJ_TC_FINALIZE_WIDE(f->T, f->H, f->p.gemm2_splits);
     const int gemm2_small = t1 ? t1_k : MJ_MMA_K_GEMM2_SMALL;
     const int gemms[2] = {small  ? gemm1_small
                           : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL
@@ -327,8 +329,8 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
         {gemms[1], t1 ? ceil_div(f->H, MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS) : g->g2, 1, g->threads,
          (unsigned)gemm_smem[1], g->params2 ? g->params2 : params},
-        {MJ_MMA_K_FINALIZE, f->T, (unsigned)ceil_div(f->H, MJ_SIMT_FINALIZE_COLS), MJ_SIMT_FINALIZE_THREADS, 0,
-         params},
+        {MJ_MMA_K_FINALIZE, f->T, (unsigned)ceil_div(f->H, wide ? MJ_TC_FINALIZE_COLS : MJ_SIMT_FINALIZE_COLS),
+         MJ_SIMT_FINALIZE_THREADS, 0, params},
     };
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};

@@ -79,9 +79,12 @@ mj_finalize(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     using namespace mj::tc_layer;
-    mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true>(p, static_cast<long long>(blockIdx.x),
-                                                          static_cast<int>(blockIdx.y), dim<kPinnedHidden>(p.hidden),
-                                                          dim<kPinnedTopk>(p.topk));
+    const int H = dim<kPinnedHidden>(p.hidden), k = dim<kPinnedTopk>(p.topk);
+    if (MJ_TC_FINALIZE_WIDE(p.num_tokens, H, p.gemm2_splits)) // the launch's grid follows the same rule
+        mj::finalize_token_wide<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), static_cast<int>(blockIdx.y), H, k);
+    else
+        mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true>(p, static_cast<long long>(blockIdx.x),
+                                                              static_cast<int>(blockIdx.y), H, k);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)

@@ -754,7 +754,7 @@ START_TEST(mma_large_forward_launches_the_tiled_gemms)
 {
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},     {1, 1, 1, 512, 0, -1, 1},
                                          {2, 16, 1, 256, 0, -1, 1},     {3, 4608, 1, 256, 98304, -1, 1},
-                                         {4, 6144, 1, 256, 98304, -1, 1}, {5, 4096, 4, 128, 0, -1, 1}};
+                                         {4, 6144, 1, 256, 98304, -1, 1}, {5, 4096, 2, 128, 0, -1, 1}};
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(MMA, want, 6);
     ck_assert_int_eq(memset_count, 33 * 128);
@@ -767,7 +767,14 @@ START_TEST(mma_large_forward_launches_the_tiled_gemms)
     ck_assert_int_eq(tc_recs[2].gx, 1); /* 2000 pairs: one scatter block of 2048 */
     ck_assert_int_eq(tc_recs[3].gx, 2240);
     ck_assert_int_eq(tc_recs[5].gx, 1000);
-    ck_assert_int_eq(tc_recs[5].gy, 8); /* 4096 columns */
+    ck_assert_int_eq(tc_recs[5].gy, 4); /* 4096 columns, 8 per thread: 1000 x 8 narrow blocks would be >= 4096 */
+    /* the finalize's width rule (common/params.h): 8 columns per thread from 4096 narrow
+     * blocks on, and never over a split GEMM2's fp32 partial sums */
+    ck_assert(!MJ_TC_FINALIZE_WIDE(1023, 2048, 1));
+    ck_assert(MJ_TC_FINALIZE_WIDE(1024, 2048, 1));
+    ck_assert(MJ_TC_FINALIZE_WIDE(1024, 2048, 0));
+    ck_assert(!MJ_TC_FINALIZE_WIDE(1 << 20, 2048, 2));
+    ck_assert(MJ_TC_FINALIZE_WIDE(293, 7168, 1) && !MJ_TC_FINALIZE_WIDE(292, 7168, 1)); /* 14 chunks */
     /* sm_80 has no griddepcontrol: every launch is a plain, stream-ordered one */
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
 }
@@ -778,7 +785,7 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
     /* min(132 SMs, tiles) CTAs of 384 threads; GEMM1 gets the W1 map, GEMM2 the W2 map */
     static const tc_launch_rec want[] = {{0, 512, 1, 256, 0, -1, 1},      {1, 1, 1, 512, 0, -1, 1},
                                          {2, 16, 1, 256, 0, -1, 1},      {3, 132, 1, 384, 197888, 1, 1},
-                                         {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 4, 128, 0, -1, 1}};
+                                         {4, 132, 1, 384, 197888, 2, 1},  {5, 4096, 2, 128, 0, -1, 1}};
     tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(WGMMA, want, 6);
     ck_assert_int_eq(n_tc_maps, 2);
@@ -802,7 +809,7 @@ START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
                                          {2, 16, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_GEMM1_ACT_TALL, 132, 1, 384, 197888, 1, 1},
                                          {MJ_WGMMA_K_GEMM2_TALL, 132, 1, 384, 197888, 2, 1},
-                                         {5, 4096, 4, 128, 0, -1, 1}};
+                                         {5, 4096, 2, 128, 0, -1, 1}};
     tc_forward(WGMMA ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(WGMMA ",tile=tall", want, 6);
     ck_assert_uint_eq(tc_box_rows[0], 64);
@@ -835,7 +842,7 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
                                          {2, 16, 1, 256, 0, -1, 1},
                                          {MJ_WGMMA_K_GEMM1_ACT_PAIR, 132, 1, 384, 197888, 1, 1},
                                          {MJ_WGMMA_K_GEMM2_PAIR, 132, 1, 384, 197888, 2, 1},
-                                         {5, 4096, 4, 128, 0, -1, 1}};
+                                         {5, 4096, 2, 128, 0, -1, 1}};
     tc_clusters = 66;
     tc_forward(WGMMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     expect_launches(WGMMA " (pair)", want, 6);

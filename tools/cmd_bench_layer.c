@@ -441,10 +441,12 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * pairs with pairs of two experts' odd tiles, and an odd tile alone when their number is odd;
  * 400: above MJ_WGMMA_PAIR_ORDER_MAX_ROWS, the tiles in expert order; H =
  * 264 makes the last column tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a layer of I = ref_split_I,
- * whose decode GEMM2 is split in two along K. Returns the number of failed runs. */
+ * whose decode GEMM2 is split in two along K, and T = 4100 under tile=auto, whose finalize is
+ * the wide one (MJ_TC_FINALIZE_WIDE: 4100 narrow blocks), its one column chunk 264 of 1024
+ * columns wide. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 12 : 6) + (split ? 4 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 12 : 6) + (split ? 5 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
@@ -452,7 +454,7 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
 {
     char text[560];
     static const long long auto_ts[] = {1, 5, 37, 300}, ep_ts[] = {1, 3}, tall_ts[] = {640}, pair_ts[] = {300, 640, 1024, 1100, 1600},
-                           split_ts[] = {2}, one[] = {1};
+                           split_ts[] = {2}, one[] = {1}, wide_ts[] = {4100};
     ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
     int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, 4, ref_I, ref_K, 0, 0, log);
     failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, ref_K, 0, 4, log);
@@ -463,6 +465,8 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
         failed += reference_layer(g, ctx, text, act, dtype, pair_ts, 5, ref_I, ref_K, 0, 0, log);
     }
     if (split) {
+        ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
+        failed += reference_layer(g, ctx, text, act, dtype, wide_ts, 1, ref_I, ref_K, 0, 0, log);
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, ref_K, "");
         failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, ref_K, 2, 0, log);
         /* k = 8 of the 8 experts at T = 1: GEMM2 and finalize in one kernel; on an

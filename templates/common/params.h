@@ -46,6 +46,15 @@ enum {
 #define MJ_SIMT_GEMM_THREADS 256     /* 16 x 16 threads over a BLOCK_M x BLOCK_N tile */
 #define MJ_SIMT_FINALIZE_THREADS 128 /* 4 columns per thread: a block sums one token's ... */
 #define MJ_SIMT_FINALIZE_COLS (4 * MJ_SIMT_FINALIZE_THREADS) /* ... 512 columns (grid T x H/512) */
+/* The tensor-core layers' finalize: where y is one copy in the dtype and the narrow grid
+ * (T x ceil(H / MJ_SIMT_FINALIZE_COLS) blocks) would be at least MJ_TC_FINALIZE_WIDE_MIN_BLOCKS
+ * (about two waves of 128-thread blocks on an H200), 8 columns per thread and a grid of
+ * T x ceil(H / MJ_TC_FINALIZE_COLS) (finalize.cuh: finalize_token_wide); else 4 columns per
+ * thread (finalize_token). The launch and the kernel both decide with this rule. */
+#define MJ_TC_FINALIZE_COLS (8 * MJ_SIMT_FINALIZE_THREADS)
+#define MJ_TC_FINALIZE_WIDE_MIN_BLOCKS 4096
+#define MJ_TC_FINALIZE_WIDE(T, H, splits) \
+    ((splits) <= 1 && (long long)(T) * (((H) + MJ_SIMT_FINALIZE_COLS - 1) / MJ_SIMT_FINALIZE_COLS) >= MJ_TC_FINALIZE_WIDE_MIN_BLOCKS)
 #define MJ_SIMT_AMAX_THREADS 256     /* grid-stride over 8-element chunks */
 #define MJ_SIMT_AMAX_MAX_BLOCKS 2048 /* the amax grid: enough to fill any GPU, fixed by shape */
 #define MJ_SIMT_QUANT_THREADS 256    /* one block per row, one 8-element chunk per thread per step */
