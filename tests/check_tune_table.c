@@ -51,6 +51,33 @@ START_TEST(a_valid_table_parses_every_field)
 }
 END_TEST
 
+/* The table shipped for the H200 (bench/tune-h200.json, written by `moejit tune`; its timings
+ * are in docs/PERFORMANCE.md) loads, covers the five model shapes of both backends, and
+ * records what was measured there: Nemotron's wgmma layer on the pair path from 256 tokens,
+ * Mixtral's from 512, Qwen3-30B-A3B's decode on the small path. */
+START_TEST(the_shipped_h200_table_loads_and_holds_its_measured_choices)
+{
+    const char *dir = getenv("MOEJIT_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bench/tune-h200.json", dir ? dir : ".");
+    mj_tune_table t;
+    ck_assert_msg(mj_tune_table_load(path, &t) == MOEJIT_OK, "%s: %s", path, moejit_last_error());
+    ck_assert_int_eq(t.n, 60); /* 5 shapes x 6 batch buckets x 2 backends */
+    const mj_tune_key nemotron = {MJ_BACKEND_WGMMA, MJ_ARCH_SM90A, 2688, 1856, 128, 6, 0, MJ_DTYPE_BF16};
+    const mj_tune_key mixtral = {MJ_BACKEND_WGMMA, MJ_ARCH_SM90A, 4096, 14336, 8, 2, 1, MJ_DTYPE_BF16};
+    mj_tune_key qwen = qwen_wgmma;
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &nemotron, 256), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &nemotron, 64), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &mixtral, 512), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &mixtral, 256), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &qwen, 8), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &qwen, 4096), MJ_MMA_PATH_AUTO); /* above 2048: the heuristic */
+    qwen.backend = MJ_BACKEND_MMA;
+    ck_assert_int_eq(mj_tune_table_lookup(&t, &qwen, 256), MJ_MMA_PATH_SMALL);
+    mj_tune_table_free(&t);
+}
+END_TEST
+
 START_TEST(the_smallest_bucket_holding_t_wins_and_above_every_bucket_is_auto)
 {
     /* listed out of order on purpose: the bucket, not the position, decides */
@@ -270,6 +297,7 @@ static Suite *tune_table_suite(void)
     Suite *s = suite_create("tune_table");
     TCase *tc = tcase_create("tune_table");
     tcase_add_test(tc, a_valid_table_parses_every_field);
+    tcase_add_test(tc, the_shipped_h200_table_loads_and_holds_its_measured_choices);
     tcase_add_test(tc, the_smallest_bucket_holding_t_wins_and_above_every_bucket_is_auto);
     tcase_add_test(tc, every_key_field_must_match);
     tcase_add_test(tc, bad_tables_are_refused_naming_the_field);
