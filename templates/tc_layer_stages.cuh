@@ -81,7 +81,8 @@ mj_finalize(const __grid_constant__ mj_layer_params p)
     using namespace mj::tc_layer;
     const int H = dim<kPinnedHidden>(p.hidden), k = dim<kPinnedTopk>(p.topk);
     if (MJ_TC_FINALIZE_WIDE(p.num_tokens, H, p.gemm2_splits)) // the launch's grid follows the same rule
-        mj::finalize_token_wide<kDtype, kMaxK>(p, static_cast<long long>(blockIdx.x), static_cast<int>(blockIdx.y), H, k);
+        mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true, 8>(p, static_cast<long long>(blockIdx.x),
+                                                                 static_cast<int>(blockIdx.y), H, k);
     else
         mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true>(p, static_cast<long long>(blockIdx.x),
                                                               static_cast<int>(blockIdx.y), H, k);

@@ -49,8 +49,8 @@ enum {
 /* The tensor-core layers' finalize: where y is one copy in the dtype and the narrow grid
  * (T x ceil(H / MJ_SIMT_FINALIZE_COLS) blocks) would be at least MJ_TC_FINALIZE_WIDE_MIN_BLOCKS
  * (about two waves of 128-thread blocks on an H200), 8 columns per thread and a grid of
- * T x ceil(H / MJ_TC_FINALIZE_COLS) (finalize.cuh: finalize_token_wide); else 4 columns per
- * thread (finalize_token). The launch and the kernel both decide with this rule. */
+ * T x ceil(H / MJ_TC_FINALIZE_COLS); else 4 columns per thread (finalize.cuh,
+ * finalize_token). The launch and the kernel both decide with this rule. */
 #define MJ_TC_FINALIZE_COLS (8 * MJ_SIMT_FINALIZE_THREADS)
 #define MJ_TC_FINALIZE_WIDE_MIN_BLOCKS 4096
 #define MJ_TC_FINALIZE_WIDE(T, H, splits) \
