@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """This file contains the join of `moejit bench layer --json` rows with bench/torch_baseline.py
 rows by (shape, batch): one Markdown table with moejit's time, TB/s, TFLOP/s, fraction of the
-floor, the torch time and the speedup (torch µs / moejit µs), optionally appended to a file
+floor, the mean SM clock and board power over moejit's timed replays ("-" where the bench had
+no NVML), the torch time and the speedup (torch µs / moejit µs), optionally appended to a file
 (docs/PERFORMANCE.md) under a heading with date, commit and device.
 
 Usage: python3 bench/merge.py MOEJIT.json TORCH.json [--append FILE] [--commit SHA]
@@ -23,15 +24,16 @@ def load(path):
 
 def table(moejit, torch_rows):
     base = {(r["shape"], r["batch"]): r for r in torch_rows}
-    out = ["| shape | B | backend | path | µs | TB/s (weights) | TFLOP/s | floor µs | of floor | torch µs | speedup | check |",
-           "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| shape | B | backend | path | µs | TB/s (weights) | TFLOP/s | floor µs | of floor | SM MHz, W | torch µs | speedup | check |",
+           "|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r in moejit:
         t = base.get((r["shape"], r["batch"]))
         tus = f'{t["us"]:.1f}' if t else "-"
         sp = f'{t["us"] / r["us"]:.2f}×' if t else "-"
+        clk = f'{r["sm_mhz"]:.0f}, {r["power_w"]:.0f}' if r.get("clock_samples") else "-"
         out.append(f'| {r["shape"]} | {r["batch"]} | {r["backend"]} | {r["path"]} | {r["us"]:.1f} | '
                    f'{r["tbps"]:.2f} | {r["tflops"]:.1f} | {r["floor_us"]:.1f} | {100 * r["frac_floor"]:.1f}% | '
-                   f'{tus} | {sp} | {r["check"]} |')
+                   f'{clk} | {tus} | {sp} | {r["check"]} |')
     return "\n".join(out) + "\n"
 
 

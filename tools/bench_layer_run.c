@@ -194,7 +194,7 @@ static moejit_status capture(const mj_gpu *g, CUstream stream, bench_enqueue_fn 
 
 moejit_status bench_time_graph(const mj_gpu *g, CUstream stream, bench_enqueue_fn fn, void *ctx,
                                int forwards, int reps, double *median_us, double *spread,
-                               const char **mode_note)
+                               const char **mode_note, gpu_telemetry *tel, gpu_clocks *clocks)
 {
     const mj_driver *d = g->d;
     CUgraphExec exec = NULL;
@@ -223,6 +223,7 @@ moejit_status bench_time_graph(const mj_gpu *g, CUstream stream, bench_enqueue_f
         reps = reps < 5 ? 5 : reps > 30 ? 30 : reps;
     }
     if (reps > 64) reps = 64;
+    if (tel) gpu_telemetry_start(tel);
     for (int i = 0; i < reps && r == CUDA_SUCCESS; i++) {
         r = d->cuEventRecord(e0, stream);
         if (r == CUDA_SUCCESS) r = d->cuGraphLaunch(exec, stream);
@@ -231,6 +232,7 @@ moejit_status bench_time_graph(const mj_gpu *g, CUstream stream, bench_enqueue_f
         if (r == CUDA_SUCCESS) r = d->cuEventElapsedTime(&ms, e0, e1);
         times[i] = 1000.0 * ms / forwards;
     }
+    if (tel) gpu_telemetry_stop(tel, clocks);
     if (r != CUDA_SUCCESS) st = mj_cuda_fail(d, r, "graph replay");
     if (st == MOEJIT_OK) {
         qsort(times, (size_t)reps, sizeof times[0], cmp_double);

@@ -15,6 +15,7 @@
 
 #include "driver.h"
 #include "gpu_harness.h"
+#include "gpu_telemetry.h"
 #include "loader.h"
 #include "program.h"
 #include "spec.h"
@@ -55,10 +56,11 @@ void bench_fill_free(bench_fill *f);
  * callback enqueues forward i) into one graph, replays it, and returns the median time of
  * ONE forward in microseconds over `reps` replays (reps <= 0: as many as fit in ~0.25 s,
  * 5..30). Capture uses the global mode (the strictest, as a framework's graph capture);
- * *mode_note says if it had to fall back to relaxed mode. */
+ * *mode_note says if it had to fall back to relaxed mode. With tel, *clocks receives what it
+ * sampled over the timed replays (gpu_telemetry.h); tel NULL: clocks untouched. */
 typedef moejit_status (*bench_enqueue_fn)(void *ctx, int i, CUstream stream);
 moejit_status bench_time_graph(const mj_gpu *g, CUstream stream, bench_enqueue_fn fn, void *ctx,
                                int forwards, int reps, double *median_us, double *spread,
-                               const char **mode_note);
+                               const char **mode_note, gpu_telemetry *tel, gpu_clocks *clocks);
 
 #endif

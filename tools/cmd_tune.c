@@ -220,7 +220,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
             for (int t = 0; t < n_tiles[b] && st == MOEJIT_OK; t++) {
                 const char *note = "";
                 c.layer = &L[b][t];
-                st = bench_time_graph(g, stream, enqueue, &c, c.sets, o->reps, &us[t], &spread, &note);
+                st = bench_time_graph(g, stream, enqueue, &c, c.sets, o->reps, &us[t], &spread, &note, NULL, NULL);
             }
             if (st != MOEJIT_OK) {
                 cli_error("tune: %s B=%lld %s: %s", s->name, o->batch[bi], mj_backend_names[o->backend[b]],
