@@ -28,7 +28,7 @@
  *
  *   ids          int32 [P]             local expert id of each (token, slot), or -1
  *   weights      fp32  [P]             routing weight of each (token, slot)
- *   counters     int32 [33·E_local + 2] rows per local expert in MJ_ROUTE_COUNT_COPIES = 32
+ *   counters     int32 [(C + 1)·E_local + 2] rows per local expert in C = MJ_ROUTE_COUNT_COPIES
  *                                      copies (common/params.h), scatter cursors, then the
  *                                      two fp8 amax words (all zeroed by one memset)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list

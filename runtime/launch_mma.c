@@ -7,8 +7,8 @@
  *
  *   ids          int32 [P]             local expert id of each (token, slot), or -1
  *   weights      fp32  [P]             routing weight of each (token, slot)
- *   counters     int32 [33·E_local]    rows per local expert in 32 copies, then scatter
- *                                      cursors (zeroed; runtime/launch.c)
+ *   counters     int32 [(C + 1)·E_local] rows per local expert in C = MJ_ROUTE_COUNT_COPIES
+ *                                      copies, then scatter cursors (zeroed; runtime/launch.c)
  *   offsets      int32 [E_local + 1]   first row of each expert in the row list
  *   tile_offsets int32 [E_local + 1]   first row tile of each expert (path's tile size)
  *   tiles        int32 [R, 4]          {expert, first row, rows, 0} of each row tile;
