@@ -37,12 +37,12 @@ int64_t mj_launch_local_experts(const moejit_moe_args *a);
 size_t mj_launch_counter_words(int64_t e_local);
 
 /* The regions every layer has, in order: ids, weights, counters (mj_launch_counter_words
- * int32 plus extra_counters words zeroed with them), offsets, tile_offsets, tiles (the row-tile table:
- * 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies copies of [P, H]
- * of y_elem bytes each: simt's fp32 y is 1 x 4, the tensor-core layers' y in the dtype 1 x 2,
- * a split decode GEMM2's fp32 partial sums splits x 4); total is the end of y. All zero for
- * T = 0. The shape must have passed mj_launch_check_shape (so every product fits in 64 bits:
- * P < 2^31, H, I <= 2^20, y_copies <= MJ_MMA_SPLIT_MAX). */
+ * int32 plus extra_counters words zeroed with them), offsets, tile_offsets, tiles (the
+ * row-tile table: 16 bytes per row tile of the smallest BLOCK_M), rows, inter, y (y_copies
+ * copies of [P, H] of y_elem bytes each: simt's fp32 y is 1 x 4, the tensor-core layers' y in
+ * the dtype 1 x 2, a split decode GEMM2's fp32 partial sums splits x 4); total is the end of
+ * y. All zero for T = 0. The shape must have passed mj_launch_check_shape (so every product
+ * fits in 64 bits: P < 2^31, H, I <= 2^20, y_copies <= MJ_MMA_SPLIT_MAX). */
 void mj_launch_layout(const moejit_spec *spec, const moejit_moe_args *a, size_t extra_counters, int y_copies,
                       size_t y_elem, mj_ws_layout *w);
 

@@ -439,11 +439,11 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * per expert: one row tile each, so every cluster pairs two experts' tiles; 160: two each,
  * every cluster one expert's; 256-275: two or three, so the pair order mixes experts' own
  * pairs with pairs of two experts' odd tiles, and an odd tile alone when their number is odd;
- * 400: above MJ_WGMMA_PAIR_ORDER_MAX_ROWS, the tiles in expert order; H =
- * 264 makes the last column tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a layer of I = ref_split_I,
- * whose decode GEMM2 is split in two along K, and T = 4100 under tile=auto, whose finalize is
- * the wide one (MJ_TC_FINALIZE_WIDE: 4100 narrow blocks), its one column chunk 264 of 1024
- * columns wide. Returns the number of failed runs. */
+ * 400: above MJ_WGMMA_PAIR_ORDER_MAX_ROWS, the tiles in expert order; H = 264 makes the last
+ * column tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a
+ * layer of I = ref_split_I, whose decode GEMM2 is split in two along K, and T = 4100 under
+ * tile=auto, whose finalize is the wide one (MJ_TC_FINALIZE_WIDE: 4100 narrow blocks), its one
+ * column chunk 264 of 1024 columns wide. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
     return (strcmp(backend, "wgmma") == 0 ? 12 : 6) + (split ? 5 : 0);
