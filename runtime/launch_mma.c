@@ -23,7 +23,9 @@
  * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
  * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
- * too (two launches: t1_kernel below). The path
+ * too (two launches: t1_kernel below). Where batch 1's GEMM1 would run in more than one wave,
+ * the whole layer is instead one persistent grid after a kernel that zeroes its sync words
+ * (mj_launch_mma_decode_persistent; its sync words live in the counters region). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
  * it was captured with.
@@ -46,6 +48,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/mma_params.h"
@@ -99,6 +102,58 @@ static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t 
     return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : k == 6 ? MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW : -1;
 }
 
+/* Batch 1 with routing not precomputed (the routed GEMM1's case): the persistent decode layer
+ * (templates/decode_persistent.cuh), unless MOEJIT_DECODE=chain. */
+/* Batch 1 with routing not precomputed (the routed GEMM1's case) may take the persistent
+ * layer (templates/decode_persistent.cuh): where the routed experts' GEMM1 tiles outnumber
+ * the blocks the device holds at once (mj_mma_decode_persistent, common/mma_params.h), or
+ * always / never under mj_launch_set_decode_mode. Returns its GEMM2 K splits, or 0 for the
+ * chain of kernels. */
+static int persistent_case(int64_t T, int small, int precomputed) { return T == 1 && small && !precomputed; }
+
+static _Atomic int g_decode_mode = -1; /* MJ_DECODE_*; -1 until $MOEJIT_DECODE is read */
+
+int mj_launch_decode_mode(void)
+{
+    int mode = g_decode_mode;
+    if (mode < 0) { /* a race here reads the same variable twice: harmless */
+        const char *v = getenv("MOEJIT_DECODE");
+        mode = !v || !*v || strcmp(v, "auto") == 0 ? MJ_DECODE_AUTO
+             : strcmp(v, "persistent") == 0         ? MJ_DECODE_PERSISTENT
+             : strcmp(v, "chain") == 0              ? MJ_DECODE_CHAIN
+                                                    : MJ_DECODE_INVALID;
+        g_decode_mode = mode;
+    }
+    return mode;
+}
+
+void mj_launch_set_decode_mode(int mode) { g_decode_mode = mode; }
+
+int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+{
+    if (!persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
+                         spec->routing == MJ_ROUTING_PRECOMPUTED))
+        return 0;
+    const int mode = mj_launch_decode_mode();
+    if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
+    const int64_t routed = args->topk < mj_launch_local_experts(args) ? args->topk : mj_launch_local_experts(args);
+    const int take = mode == MJ_DECODE_PERSISTENT ||
+                     mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms);
+    return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
+}
+
+/* The y copies the workspace holds: the chain's K splits, or at batch 1 the persistent
+ * layer's if more (whether it runs depends on the device: the workspace must not). */
+static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    const int chain = mj_launch_mma_gemm2_splits(spec, args);
+    if (!persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
+                         spec->routing == MJ_ROUTING_PRECOMPUTED))
+        return chain;
+    const int p = mj_mma_decode_persistent_splits(args->inter);
+    return p > chain ? p : chain;
+}
+
 int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
 {
     return t1_kernel(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
@@ -110,8 +165,19 @@ int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
  * only dtypes), or a split decode GEMM2's fp32 partial sums (templates/finalize.cuh). */
 static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int splits, mj_ws_layout *w)
 {
-    if (splits > 1) mj_launch_layout(spec, args, 0, splits, 4, w);
-    else mj_launch_layout(spec, args, 0, 1, 2, w);
+    /* the persistent decode layer keeps its sync words where the counters are (it counts
+     * nothing there): the region grows to hold them where E_local is small against H */
+    size_t extra = 0;
+    if (persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
+                        spec->routing == MJ_ROUTING_PRECOMPUTED)) {
+        const int64_t e_local = mj_launch_local_experts(args);
+        const size_t words = (size_t)MJ_MMA_DECODE_SYNC_WORDS(
+                                 mj_simt_max_tiles(args->topk, MJ_MMA_SMALL_BT, (int)e_local), args->hidden),
+                     have = mj_launch_counter_words(e_local);
+        extra = words > have ? words - have : 0;
+    }
+    if (splits > 1) mj_launch_layout(spec, args, extra, splits, 4, w);
+    else mj_launch_layout(spec, args, extra, 1, 2, w);
 }
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
@@ -123,7 +189,7 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
     if (st == MOEJIT_OK) st = check_spec(l, spec);
     if (st != MOEJIT_OK) return st;
     mj_ws_layout w;
-    tc_layout(spec, args, mj_launch_mma_gemm2_splits(spec, args), &w);
+    tc_layout(spec, args, workspace_splits(spec, args), &w);
     *bytes = w.total;
     return MOEJIT_OK;
 }
@@ -223,11 +289,27 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
     if (st != MOEJIT_OK) return st;
 
-    const int splits = mj_launch_mma_gemm2_splits(spec, args);
     mj_ws_layout w;
-    tc_layout(spec, args, splits, &w);
+    tc_layout(spec, args, workspace_splits(spec, args), &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
+    /* batch 1: the persistent layer or the chain (its rule needs the device's SM count) */
+    if (mj_launch_decode_mode() == MJ_DECODE_INVALID)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent or "
+                                                    "chain; got \"%s\"", getenv("MOEJIT_DECODE"));
+    f->persistent_splits = 0;
+    if (persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
+                        spec->routing == MJ_ROUTING_PRECOMPUTED)) {
+        CUdevice dev;
+        int sms = 0;
+        CUresult r = d->cuCtxGetDevice(&dev);
+        if (r == CUDA_SUCCESS) r = d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+        if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuDeviceGetAttribute(multiprocessor count)");
+        if (sms < 1) return mj_fail(MOEJIT_ERR_CUDA, "cuDeviceGetAttribute(multiprocessor count): reported %d", sms);
+        f->sms = sms;
+        f->persistent_splits = mj_launch_mma_decode_persistent(spec, args, sms);
+    }
+    const int splits = f->persistent_splits ? f->persistent_splits : mj_launch_mma_gemm2_splits(spec, args);
     const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
     if (m->n_kernels < n_kernels)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
@@ -305,6 +387,21 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
                         : pair_order ? MJ_WGMMA_K_EXPERT_OFFSETS_PAIR
                                      : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
+    if (f->persistent_splits) {
+        /* batch 1: the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM after the
+         * kernel that zeroes its sync words (templates/decode_persistent.cuh) */
+        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_MMA_SMALL_SMEM,
+                                    m->kernels[MJ_MMA_K_DECODE_PERSISTENT], dev);
+        if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
+        void *pp[] = {&f->p};
+        const int pdl_first = f->programmatic == MJ_PDL_ALL, pdl_inner = f->programmatic != MJ_PDL_OFF;
+        moejit_status st = mj_launch_kernel(d, m, MJ_MMA_K_DECODE_RESET, "mj_decode_reset", 1, 1,
+                                            MJ_MMA_DECODE_RESET_THREADS, 0, stream, pp, pdl_first);
+        if (st != MOEJIT_OK) return st;
+        return mj_launch_kernel(d, m, MJ_MMA_K_DECODE_PERSISTENT, "mj_decode_persistent",
+                                (unsigned)(f->sms * MJ_MMA_DECODE_BLOCKS_PER_SM), 1, MJ_MMA_SMALL_THREADS,
+                                MJ_MMA_SMALL_SMEM, stream, pp, pdl_inner);
+    }
     const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
                                        : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM
                                                                                       : MJ_MMA_T1_SMEM};

@@ -25,25 +25,54 @@
 
 namespace mj {
 
+// 8 or 16 bytes of y, through L1 (ld.global) or from L2 only (ld.global.cg, kFromL2): the
+// persistent decode kernel finalizes columns whose y other blocks wrote while it ran, which an
+// L1 line of this SM must not answer for (decode_persistent.cuh).
+template <bool kFromL2>
+__device__ __forceinline__ Vec8 load_y8(const void *src)
+{
+    if constexpr (kFromL2) {
+        Vec8 v;
+        asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.w[0]), "=r"(v.w[1]) : "l"(src));
+        return v;
+    } else {
+        return *reinterpret_cast<const Vec8 *>(src);
+    }
+}
+
+template <bool kFromL2>
+__device__ __forceinline__ Vec16 load_y16(const void *src)
+{
+    if constexpr (kFromL2) {
+        Vec16 v;
+        asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                     : "l"(src));
+        return v;
+    } else {
+        return *reinterpret_cast<const Vec16 *>(src);
+    }
+}
+
 // A slot's kCols values of y for one thread, as loaded: y in the dtype packs two values in a
 // word (kCols = 4: 8 bytes, kCols = 8: 16), fp32 y (kCols = 4 only) one. They are widened only
 // where they are summed (slot_value), so the 16-bit ones hold half the registers while the
 // slots' loads are in flight.
-template <int kCols>
+template <int kCols, bool kFromL2>
 __device__ __forceinline__ void load_y_slot(u32 (&raw)[kCols], const u16 *yh, const float *yf, bool y16)
 {
     if constexpr (kCols == 8) {
-        const Vec16 h = *reinterpret_cast<const Vec16 *>(yh);
+        const Vec16 h = load_y16<kFromL2>(yh);
 #pragma unroll
         for (int q = 0; q < 4; ++q) raw[q] = h.w[q];
     } else if (y16) {
-        const Vec8 h = *reinterpret_cast<const Vec8 *>(yh);
+        const Vec8 h = load_y8<kFromL2>(yh);
         raw[0] = h.w[0];
         raw[1] = h.w[1];
     } else {
-        const Float4 f = *reinterpret_cast<const Float4 *>(yf);
+        const Vec16 f = load_y16<kFromL2>(yf);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) raw[q] = __float_as_uint(f.v[q]);
+        for (int q = 0; q < 4; ++q) raw[q] = f.w[q];
     }
 }
 
@@ -62,15 +91,16 @@ __device__ __forceinline__ float slot_value(const u32 (&raw)[kCols], int q, bool
 // too, were slower at k = 8 (more registers, fewer blocks). At decode batches 4 columns win
 // (B = 64: 3.6-4.1 µs against 4.1-4.3): fewer loads per thread, more threads in flight. The
 // sums are the same in the same order either way: the same bits.
-template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4>
-__device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, int chunk, int H, int k)
+//
+// finalize_cols is the sum for one thread's kCols columns from c (c < H) of token t, its slots'
+// local ids and weights at ids[0..k) and weights[0..k) (the workspace's, or the persistent
+// decode kernel's shared copy: the same values); kFromL2: y's loads skip L1 (load_y8).
+template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4, bool kFromL2 = false>
+__device__ __forceinline__ void finalize_cols(const mj_layer_params &p, i64 t, int c, int H, int k, const int *ids,
+                                              const float *weights)
 {
     static_assert(kMaxK >= 1 && kMaxK <= MJ_SIMT_MAX_TOPK, "k must be in 1..32");
     static_assert(kCols == 4 || (kCols == 8 && kYInDtype), "8 columns per thread read y in the dtype only");
-    const int c = chunk * (kCols * MJ_SIMT_FINALIZE_THREADS) + static_cast<int>(threadIdx.x) * kCols;
-    if (c >= H) return; // H % 8 == 0: a thread's columns are all in or all out
-    const int *ids = reinterpret_cast<const int *>(p.ws_ids) + t * k;
-    const float *weights = reinterpret_cast<const float *>(p.ws_weights) + t * k;
     // 8 columns: never a split GEMM2's partial sums (the launch's rule)
     const int splits = kCols == 4 && p.gemm2_splits > 1 ? p.gemm2_splits : 1;
     const bool y16 = kYInDtype && splits == 1; // else fp32 (simt, or a split GEMM2's partial sums)
@@ -94,7 +124,7 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
             if (j >= k) continue;
             id[b] = ids[j];
             w[b] = weights[j];
-            load_y_slot<kCols>(v[b], yh + static_cast<i64>(j) * H, y + static_cast<i64>(j) * H, y16);
+            load_y_slot<kCols, kFromL2>(v[b], yh + static_cast<i64>(j) * H, y + static_cast<i64>(j) * H, y16);
         }
         if constexpr (kCols == 4) {
             for (int s = 1; s < splits; ++s) // only a split decode GEMM2's
@@ -102,9 +132,10 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
                 for (int b = 0; b < kBatch; ++b) {
                     const int j = j0 + b;
                     if (j >= k) continue;
-                    const Float4 u = *reinterpret_cast<const Float4 *>(y + s * split_stride + static_cast<i64>(j) * H);
+                    const Vec16 u = load_y16<kFromL2>(y + s * split_stride + static_cast<i64>(j) * H);
 #pragma unroll
-                    for (int q = 0; q < 4; ++q) v[b][q] = __float_as_uint(__uint_as_float(v[b][q]) + u.v[q]);
+                    for (int q = 0; q < 4; ++q)
+                        v[b][q] = __float_as_uint(__uint_as_float(v[b][q]) + __uint_as_float(u.w[q]));
                 }
         }
 #pragma unroll
@@ -125,6 +156,15 @@ __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, 
     u16 *dst = reinterpret_cast<u16 *>(p.out) + t * H + c;
     if constexpr (kCols == 8) *reinterpret_cast<Vec16 *>(dst) = Vec16{{o[0], o[1], o[2], o[3]}};
     else *reinterpret_cast<Vec8 *>(dst) = Vec8{{o[0], o[1]}};
+}
+
+template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4>
+__device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, int chunk, int H, int k)
+{
+    const int c = chunk * (kCols * MJ_SIMT_FINALIZE_THREADS) + static_cast<int>(threadIdx.x) * kCols;
+    if (c >= H) return; // H % 8 == 0: a thread's columns are all in or all out
+    finalize_cols<D, kMaxK, kYInDtype, kCols>(p, t, c, H, k, reinterpret_cast<const int *>(p.ws_ids) + t * k,
+                                              reinterpret_cast<const float *>(p.ws_weights) + t * k);
 }
 
 } // namespace mj

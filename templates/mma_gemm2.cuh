@@ -76,19 +76,16 @@ __device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, 
     *klen = I - *k0 < k_per ? I - *k0 : k_per;
 }
 
-template <Dtype D>
-__device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
+// One decode GEMM2 tile: W2 rows [h0, h0 + 64) of row tile `tile`'s expert times its
+// intermediate rows, K split `split` of p.gemm2_splits; rows: the tile's pair indices (where
+// y goes); gate: the mainloop's (mma_mainloop.cuh: run_gated), which the persistent decode
+// kernel uses to wait for the tile's intermediate.
+template <Dtype D, class Gate>
+__device__ __forceinline__ void gemm2_small_tile(const mj_layer_params &p, int H, int I, unsigned char *smem,
+                                                 const RowTile &tile, const int *rows, int h0, int split, Gate gate)
 {
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, BW / 16, 1, 1, 2>;
-
-    // block -> (row tile, column tile, K split), the row tile fastest (as without splits)
-    const int bid = static_cast<int>(blockIdx.x);
-    const int col_tiles = (H + BW - 1) / BW;
-    const int rest = bid / p.max_tiles;
-    const int h0 = (rest % col_tiles) * BW, split = rest / col_tiles;
-    RowTile tile;
-    if (!find_row_tile<BT>(p, bid % p.max_tiles, &tile)) return;
     static_assert(Main::BK == MJ_MMA_BK, "gemm2_split_range splits in k tiles of MJ_MMA_BK");
     int k0, klen;
     gemm2_split_range(I, p.gemm2_splits > 1 ? p.gemm2_splits : 1, split, &k0, &klen);
@@ -100,11 +97,10 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
     auto b_row = [&](int n) -> const u16 * { return n < tile.rows ? inter + static_cast<i64>(n) * I : nullptr; };
 
     typename Main::Acc acc;
-    Main::run(smem, a_row, b_row, klen, acc);
+    Main::run_gated(smem, a_row, b_row, klen, acc, gate);
 
     // y: one split's fp32 partial sums (finalize adds them, then rounds), or, unsplit, each
     // value rounded once to the dtype like the large GEMM2's
-    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
     const bool split_y = p.gemm2_splits > 1;
     float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
     u16 *yh = reinterpret_cast<u16 *>(p.ws_y);
@@ -123,6 +119,21 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
                 else yh[row + col] = from_float<D>(acc.c[0][nf][2 * h + e]);
             }
         }
+}
+
+template <Dtype D>
+__device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
+{
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_MMA_SMALL_STAGES,
+                             MJ_MMA_SMALL_BW / 16, 1, 1, 2>;
+    // block -> (row tile, column tile, K split), the row tile fastest (as without splits)
+    const int bid = static_cast<int>(blockIdx.x);
+    const int col_tiles = (H + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW;
+    const int rest = bid / p.max_tiles;
+    RowTile tile;
+    if (!find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
+    gemm2_small_tile<D>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
+                        (rest % col_tiles) * MJ_MMA_SMALL_BW, rest / col_tiles, typename Main::NoGate{});
 }
 
 // ---- batch 1: GEMM2 and finalize in one kernel ----------------------------------------------

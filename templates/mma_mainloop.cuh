@@ -156,7 +156,8 @@ struct MmaMainloop {
         ld.dst_b0 = static_cast<u32>((kRowsA + row) * kRowBytes) + phys;
     }
 
-    __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int K)
+    // A's and B's chunks of one stage (k tile at k0), or both: load_stage.
+    __device__ __forceinline__ static void load_stage_a(const Loader &ld, u32 stage_base, int k0, int K)
     {
         const int k = k0 + ld.kc * 8;
         const bool in_k = k < K;
@@ -167,6 +168,12 @@ struct MmaMainloop {
             cp_async_16(stage_base + ld.dst_a0 + i * kRowsPerPass * kRowBytes, live ? src + k : ld.safe,
                         live ? 16 : 0);
         }
+    }
+
+    __device__ __forceinline__ static void load_stage_b(const Loader &ld, u32 stage_base, int k0, int K)
+    {
+        const int k = k0 + ld.kc * 8;
+        const bool in_k = k < K;
         if (ld.b_live) {
 #pragma unroll
             for (int i = 0; i < kLoadsB; ++i) {
@@ -176,6 +183,12 @@ struct MmaMainloop {
                             live ? src + k : ld.safe, live ? 16 : 0);
             }
         }
+    }
+
+    __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int K)
+    {
+        load_stage_a(ld, stage_base, k0, K);
+        load_stage_b(ld, stage_base, k0, K);
     }
 
     // One stage's math: BK/16 steps of (MF A fragments, NF B fragments, MF·NF MMAs).
@@ -217,6 +230,26 @@ struct MmaMainloop {
     template <class ARow, class BRow>
     __device__ __forceinline__ static void run(unsigned char *smem, ARow a_row, BRow b_row, int K, Acc &acc)
     {
+        run_gated(smem, a_row, b_row, K, acc, NoGate{});
+    }
+
+    struct NoGate {
+        static constexpr bool kWaits = false;
+        __device__ __forceinline__ void operator()() const {}
+    };
+
+    // run, but B's rows are read only once gate() has returned (a Gate with kWaits = true,
+    // called by every thread; it synchronises the block): the prologue's A chunks (the weights, on the decode path) are
+    // requested first, then the gate waits for whatever produces B (decode_persistent.cuh:
+    // the GEMM1 tiles of an expert's intermediate), then the prologue's B chunks follow as
+    // one more commit group per stage. The k loop's wait_group(kStages - 2) still finds tile
+    // kt complete: the groups before it are the kStages - 1 A groups, then B groups 0..kt
+    // (or, past the prologue, the loop's own); nothing drains the pipeline. With NoGate the
+    // A and B chunks of a stage are one group, as they always were.
+    template <class ARow, class BRow, class Gate>
+    __device__ __forceinline__ static void run_gated(unsigned char *smem, ARow a_row, BRow b_row, int K, Acc &acc,
+                                                     Gate gate)
+    {
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
@@ -228,12 +261,24 @@ struct MmaMainloop {
         make_loader(ld, a_row, b_row);
         const u32 base = smem_addr(smem);
         const int k_tiles = (K + BK - 1) / BK;
+        constexpr bool kGated = Gate::kWaits;
 
         // prologue: kStages - 1 tiles in flight (empty groups keep the count uniform)
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
-            if (s < k_tiles) load_stage(ld, base + s * kStageBytes, s * BK, K);
+            if (s < k_tiles) {
+                if constexpr (kGated) load_stage_a(ld, base + s * kStageBytes, s * BK, K);
+                else load_stage(ld, base + s * kStageBytes, s * BK, K);
+            }
             cp_async_commit();
+        }
+        if constexpr (kGated) {
+            gate();
+#pragma unroll
+            for (int s = 0; s < kStages - 1; ++s) {
+                if (s < k_tiles) load_stage_b(ld, base + s * kStageBytes, s * BK, K);
+                cp_async_commit();
+            }
         }
         int read_stage = 0, write_stage = kStages - 1;
         for (int kt = 0; kt < k_tiles; ++kt) {

@@ -182,11 +182,12 @@ __device__ __forceinline__ void mask_groups(float (&key)[kPerLane], const int (&
 // (ws_counts, or a shared-memory array of the caller's; nullptr: not counted); local_ids, if
 // given, receives each slot's local id (or −1) as ws_ids does; publish = false leaves ws_ids
 // and ws_weights unwritten (the decode GEMM1 blocks that route for themselves: only one of
-// them publishes, decode_route.cuh).
+// them publishes, decode_route.cuh); local_weights, if given, receives the slots' weights as
+// ws_weights does (the persistent decode kernel's blocks keep both in shared memory).
 template <Routing kRouting, Dtype kLogits, int kMaxE>
 __device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int E, int k, int lane,
                                             const GroupRouting &gr, int *counts, int *local_ids = nullptr,
-                                            bool publish = true)
+                                            bool publish = true, float *local_weights = nullptr)
 {
     static_assert(kLogits == Dtype::fp32 || kLogits == Dtype::bf16 || kLogits == Dtype::fp16,
                   "router logits are fp32, bf16 or fp16");
@@ -265,6 +266,7 @@ __device__ __forceinline__ void route_token(const mj_layer_params &p, i64 t, int
             reinterpret_cast<float *>(p.ws_weights)[at] = s.weight;
         }
         if (local_ids) local_ids[at] = mine ? local : -1;
+        if (local_weights) local_weights[at] = s.weight;
         if (mine && counts) atomicAdd(counts + local, 1);
     }
 }

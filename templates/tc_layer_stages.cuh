@@ -19,6 +19,7 @@
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
+#include "decode_persistent.cuh"
 #include "decode_route.cuh"
 #include "finalize.cuh"
 #include "mma_gemm1_act.cuh"
@@ -188,4 +189,23 @@ mj_route_fused_small(const __grid_constant__ mj_layer_params p)
     __syncthreads();
     for (long long i = threadIdx.x; i < p.num_pairs; i += MJ_SIMT_OFFSETS_THREADS)
         mj::scatter_pair(p, i, ids, cursors, row0);
+}
+
+// Batch 1, routing not precomputed (runtime/launch_mma.c says when): the persistent layer, two
+// launches (decode_persistent.cuh).
+extern "C" __global__ void __launch_bounds__(MJ_MMA_DECODE_RESET_THREADS)
+mj_decode_reset(const __grid_constant__ mj_layer_params p)
+{
+    using namespace mj::tc_layer;
+    mj::decode_reset(p, dim<kPinnedHidden>(p.hidden));
+}
+
+extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+mj_decode_persistent(const __grid_constant__ mj_layer_params p)
+{
+    using namespace mj::tc_layer;
+    const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
+    mj::decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK>(
+        p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
+        dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }

@@ -678,6 +678,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                           {7, 0, 3, MJ_MMA_K_GEMM2_SMALL},
                                           {8, 4, 3, MJ_MMA_K_GEMM2_SMALL},
                                           {8, 128, 2, MJ_MMA_K_GEMM2_FINALIZE_T1}}; /* k, local, launches, GEMM2 */
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN); /* 58 x 6 GEMM1 tiles would take the persistent layer */
     for (size_t c = 0; c < sizeof t1_cases / sizeof t1_cases[0]; c++) {
         const int64_t k = t1_cases[c][0], local = t1_cases[c][1], n = t1_cases[c][2];
         tc_forward(WGMMA, 1, 2688, 1856, 128, k, 0, local, 0);
@@ -691,6 +692,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(mj_launch_mma_t1_fused(sp, &a), n == 2);
         moejit_spec_destroy(sp);
     }
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
     /* precomputed ids may repeat an expert within a token, which the routed GEMM1 cannot
      * tile: T = 1 takes the fused routing kernel */
     tc_forward("backend=mma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a", 1, 2048, 768, 128, 8, 0, 0, 0);
@@ -726,13 +728,16 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
                                          {8, 384, 1, 128, 92160, -1, 1},
                                          {5, 1, 8, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA};
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN); /* at T = 1 Mixtral takes the persistent layer */
     for (int i = 0; i < 2; i++) {
         /* ids .. rows: 6 regions of 256 bytes and the counters (33 x 8 int32: 1280); inter
-         * 2 x 14336 x 2; y 2 copies of 2 x 4096 x 4 (fp32 partial sums) */
-        tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 2 * 32768);
+         * 2 x 14336 x 2; y 8 copies of 2 x 4096 x 4 (fp32 partial sums: the persistent
+         * layer's 8 splits, which the workspace holds whichever layer runs) */
+        tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 8 * 32768);
         expect_launches(specs[i], want, 3);
         ck_assert_int_eq(tc_splits, 2);
     }
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
     /* the large path never splits: one copy of y, in the dtype (2 x 4096 x 2) */
     tc_forward(MMA ",tile=large", 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 16384);
     ck_assert_int_eq(tc_splits, 1);
@@ -747,6 +752,84 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 131072);
     ck_assert_int_eq(tc_splits, 1);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9); /* GEMM2 after the fused routing and GEMM1 */
+}
+END_TEST
+
+START_TEST(batch_1_takes_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks)
+{
+    /* Mixtral at T = 1 on 132 SMs: 2 x 448 GEMM1 tiles > 264 blocks: the reset kernel, then
+     * one grid of 2 blocks per SM with the small GEMMs' shared memory; its GEMM2 split in 8 */
+    static const tc_launch_rec want[] = {{MJ_MMA_K_DECODE_RESET, 1, 1, MJ_MMA_DECODE_RESET_THREADS, 0, -1, 1},
+                                         {MJ_MMA_K_DECODE_PERSISTENT, 264, 1, 128, 92160, -1, 1}};
+    const char *const specs[] = {MMA, WGMMA};
+    for (int i = 0; i < 2; i++) {
+        tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 8 * 32768);
+        expect_launches(specs[i], want, 2);
+        ck_assert_int_eq(tc_splits, 8);
+        ck_assert_int_eq(memset_count, 0); /* the reset kernel zeroes the sync words */
+        ck_assert_int_eq(tc_attr_smem, 92160);
+    }
+    moejit_spec *sp = spec_of(WGMMA);
+    moejit_moe_args a = args_for(sp, 1, 4096, 14336, 8, 2);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 448), 0); /* 896 tiles in one wave of 2 x 448 */
+    a.num_tokens = 2; /* batch 1 only */
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 0);
+    moejit_spec_destroy(sp);
+    /* Qwen3-30B (8 x 24 tiles: one wave) keeps the chain, unless told */
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
+    ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED);
+    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT);
+    tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
+    expect_launches("qwen3-30b forced", want, 2);
+    ck_assert_int_eq(tc_splits, 1); /* I = 768: runs of ~1024 */
+    /* ... but never with precomputed ids (they may repeat an expert) */
+    tc_forward("backend=wgmma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a", 1, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    /* the split rule: the power of two nearest I / 1024, at most 8 */
+    ck_assert_int_eq(mj_mma_decode_persistent_splits(768), 1);
+    ck_assert_int_eq(mj_mma_decode_persistent_splits(1536), 2);
+    ck_assert_int_eq(mj_mma_decode_persistent_splits(2048), 2);
+    ck_assert_int_eq(mj_mma_decode_persistent_splits(4104), 4);
+    ck_assert_int_eq(mj_mma_decode_persistent_splits(14336), 8);
+    ck_assert_int_eq(mj_mma_decode_persistent_splits(1 << 20), 8);
+    /* one local expert of a wide layer: its sync words (1 + 2 tiles + 7168 / 64) outgrow the
+     * 33 counters, so the batch-1 workspace has 256 bytes more than routing=precomputed's */
+    moejit_spec *r = spec_of(WGMMA), *pre = spec_of("backend=wgmma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a");
+    moejit_moe_args ar = args_for(r, 1, 7168, 768, 8, 2), ap = args_for(pre, 1, 7168, 768, 8, 2);
+    ar.num_local_experts = ap.num_local_experts = 1;
+    size_t br = 0, bp = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(r, &ar, &br), MOEJIT_OK);
+    ck_assert_int_eq(mj_launch_workspace_size(pre, &ap, &bp), MOEJIT_OK);
+    ck_assert_uint_eq(br - bp, 256);
+    moejit_spec_destroy(r), moejit_spec_destroy(pre);
+}
+END_TEST
+
+START_TEST(moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable)
+{
+    setenv("MOEJIT_DECODE", "fast", 1);
+    mj_launch_set_decode_mode(-1);
+    moejit_spec *s = spec_of(WGMMA);
+    moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    mj_driver d;
+    mj_module m;
+    tc_setup(&d, &m);
+    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL),
+                     MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "MOEJIT_DECODE"));
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "\"fast\""));
+    ck_assert_int_eq(n_tc_recs, 0);
+    setenv("MOEJIT_DECODE", "chain", 1);
+    mj_launch_set_decode_mode(-1);
+    ck_assert_int_eq(mj_launch_decode_mode(), MJ_DECODE_CHAIN);
+    unsetenv("MOEJIT_DECODE");
+    mj_launch_set_decode_mode(-1);
+    ck_assert_int_eq(mj_launch_decode_mode(), MJ_DECODE_AUTO);
+    moejit_spec_destroy(s);
 }
 END_TEST
 
@@ -1055,6 +1138,8 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, parameter_block_layout_is_pinned);
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
     tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
+    tcase_add_test(tc, batch_1_takes_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
+    tcase_add_test(tc, moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);

@@ -268,22 +268,26 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
 }
 
 /* "small", "large", "tall", "pair" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
- * K; "-" for simt. */
-static void path_label(const moejit_spec *spec, const moejit_moe_args *a, char *buf, size_t n)
+ * K, "small/t1" for batch 1's one-kernel GEMM2 + finalize, "small/p" or "small/p8" for the
+ * persistent batch-1 layer (its GEMM2 split in 8) on a device of sms SMs; "-" for simt. */
+static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sms, char *buf, size_t n)
 {
     snprintf(buf, n, "-");
     if (spec->backend != MJ_BACKEND_MMA && spec->backend != MJ_BACKEND_WGMMA) return;
     const char *name = mj_mma_path_name(mj_launch_mma_path(spec, a));
-    const int splits = mj_launch_mma_gemm2_splits(spec, a);
-    if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
+    const int splits = mj_launch_mma_gemm2_splits(spec, a), persistent = mj_launch_mma_decode_persistent(spec, a, sms);
+    if (persistent > 1) snprintf(buf, n, "%s/p%d", name, persistent);
+    else if (persistent) snprintf(buf, n, "%s/p", name);
+    else if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
     else if (mj_launch_mma_t1_fused(spec, a)) snprintf(buf, n, "%s/t1", name); /* GEMM2 finalizes */
     else snprintf(buf, n, "%s", name);
 }
 
 /* One small layer (H x I) against the float64 reference (replay of the intermediate's
  * rounding) at T tokens; returns 1 when it passes. H and I are not multiples of 64 (K and N
- * tails). want_splits > 0: the forward's GEMM2 must also have that many K splits; < 0: its
- * GEMM2 and finalize must be one kernel (batch 1, launch_mma.c). */
+ * tails). want_splits > 0: the forward's GEMM2 must also have that many K splits; -1: its
+ * GEMM2 and finalize must be one kernel (batch 1, launch_mma.c); -2: it must be the
+ * persistent batch-1 layer. */
 static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
 /* The split-GEMM2 case: I long enough (and the grid small enough) for 2 K splits, the second
  * ending in a partial k tile (4104 = 64 x 64 + 8). */
@@ -369,13 +373,18 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         e_replay = fmax(e_replay, fabs(out[i] - replay[i]));
         m = fmax(m, fabs(replay[i]));
     }
-    path_label(L->spec, &a, path, sizeof path);
+    path_label(L->spec, &a, g->sms, path, sizeof path);
     /* m > 0 keeps a degenerate all-zero reference from passing anything; on an EP rank every
      * token may legitimately route only to other ranks' experts (T = 1: 3 times in 14), and
      * then the bars below demand exact zeros */
     ok = bad == 0 && same && (m > 0 || ep_local > 0) && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
-    if (want_splits < 0 && !mj_launch_mma_t1_fused(L->spec, &a)) {
+    if (want_splits == -1 && !mj_launch_mma_t1_fused(L->spec, &a)) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s GEMM2 and finalize are not one kernel  FAIL\n", dtype,
+                act, T, path);
+        ok = 0;
+    }
+    if (want_splits == -2 && !mj_launch_mma_decode_persistent(L->spec, &a, g->sms)) {
+        fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s not the persistent batch-1 layer  FAIL\n", dtype,
                 act, T, path);
         ok = 0;
     }
@@ -424,15 +433,22 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
         fprintf(log, "reference %-44s BUILD FAILED (%s): %s\n", act, text, moejit_last_error());
         failed = n_ts;
     } else {
-        for (int i = 0; i < n_ts; i++)
+        for (int i = 0; i < n_ts; i++) {
             failed += !reference_run(g, &L, act, dtype, ts[i], I, k, want_splits, ep_local, log);
+            if (ts[i] != 1) continue;
+            /* and the persistent batch-1 layer, which layers this small take only when told */
+            const int mode = mj_launch_decode_mode();
+            mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT);
+            failed += !reference_run(g, &L, act, dtype, 1, I, k, -2, ep_local, log);
+            mj_launch_set_decode_mode(mode);
+        }
     }
     bench_layer_free(&L);
     return failed;
 }
 
 /* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
- * itself), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
+ * itself; every T = 1 also on the persistent batch-1 layer, forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
  * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
  * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
@@ -440,13 +456,15 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * every cluster one expert's; 256-275: two or three, so the pair order mixes experts' own
  * pairs with pairs of two experts' odd tiles, and an odd tile alone when their number is odd;
  * 400: above MJ_WGMMA_PAIR_ORDER_MAX_ROWS, the tiles in expert order; H = 264 makes the last
- * column tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 2 on a
- * layer of I = ref_split_I, whose decode GEMM2 is split in two along K, and T = 4100 under
+ * column tile of GEMM2 one whose second half lies wholly past H); with `split`, also T = 1 and 2
+ * on a layer of I = ref_split_I, whose decode GEMM2 is split in two along K (the persistent
+ * layer's in four), and T = 4100 under
  * tile=auto, whose finalize is the wide one (MJ_TC_FINALIZE_WIDE: 4100 narrow blocks), its one
  * column chunk 264 of 1024 columns wide. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    return (strcmp(backend, "wgmma") == 0 ? 12 : 6) + (split ? 5 : 0);
+    /* each T = 1 twice: as the launcher picks, and the persistent batch-1 layer */
+    return (strcmp(backend, "wgmma") == 0 ? 14 : 8) + (split ? 10 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
@@ -455,7 +473,7 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
     char text[560];
     /* the last auto T (4100: the wide finalize) with `split` only */
     static const long long auto_ts[] = {1, 5, 37, 300, 4100}, ep_ts[] = {1, 3}, tall_ts[] = {640},
-                           pair_ts[] = {300, 640, 1024, 1100, 1600}, split_ts[] = {2}, one[] = {1};
+                           pair_ts[] = {300, 640, 1024, 1100, 1600}, split_ts[] = {1, 2}, one[] = {1};
     ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
     int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, split ? 5 : 4, ref_I, ref_K, 0, 0, log);
     failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, ref_K, 0, 4, log);
@@ -467,7 +485,7 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
     }
     if (split) {
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_split_I, ref_K, "");
-        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 1, ref_split_I, ref_K, 2, 0, log);
+        failed += reference_layer(g, ctx, text, act, dtype, split_ts, 2, ref_split_I, ref_K, 2, 0, log);
         /* k = 8 of the 8 experts at T = 1: GEMM2 and finalize in one kernel; on an
          * expert-parallel rank the two kernels again; k = 6: the shallow one kernel */
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_t1_K, "");
@@ -699,7 +717,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             snprintf(r->path, sizeof r->path, "-");
             moejit_moe_args a;
             args_of(s, B, &b, b.out, &a);
-            path_label(v[i].layer.spec, &a, r->path, sizeof r->path);
+            path_label(v[i].layer.spec, &a, g->sms, r->path, sizeof r->path);
             snprintf(r->check, sizeof r->check, "-");
             if (o->check && i != simt_ref) {
                 st = run_once(g, &v[i].layer, s, B, &b, b.out, h_got, stream);

@@ -46,13 +46,15 @@ enum {
     MJ_MMA_K_GEMM2_FINALIZE_T1,      /* after the routed GEMM1 (k = MJ_MMA_T1_SLOTS, GEMM2 not
                                         split): GEMM2 and finalize in one kernel */
     MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW, /* the same with MJ_MMA_T1_SHALLOW_STAGES (k = 6) */
+    MJ_MMA_K_DECODE_RESET,         /* the persistent batch-1 layer: zero its sync words, then */
+    MJ_MMA_K_DECODE_PERSISTENT,    /* route, GEMM1, GEMM2 and finalize in one grid */
     MJ_MMA_NUM_KERNELS
 };
 #define MJ_MMA_KERNEL_NAME_LIST                                                                 \
     "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize", \
         "mj_expert_offsets_small", "mj_gemm1_act_small", "mj_gemm2_small", "mj_route_fused_small", \
         "mj_gemm1_act_small_routed", "mj_gemm2_finalize_t1", \
-        "mj_gemm2_finalize_t1_shallow"
+        "mj_gemm2_finalize_t1_shallow", "mj_decode_reset", "mj_decode_persistent"
 
 /* Decode: at most this many tokens (one warp each in a block of MJ_SIMT_OFFSETS_THREADS)
  * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
@@ -86,6 +88,23 @@ enum {
 #define MJ_MMA_T1_SLOTS 8
 #define MJ_MMA_T1_STAGES 9
 #define MJ_MMA_T1_SHALLOW_STAGES 6
+
+/* Batch 1, routing not precomputed: the persistent layer (decode_persistent.cuh) instead of the
+ * routed GEMM1 and the GEMM2 (+ finalize) after it: one grid of MJ_MMA_DECODE_BLOCKS_PER_SM
+ * blocks per SM takes GEMM1 and then GEMM2 tiles from a queue, so no grid boundary stalls the
+ * weight stream. Its sync words live in ws_counts (the routed path counts nothing there): the
+ * queue, a count per row tile, a count per 64 columns of out. */
+#define MJ_MMA_DECODE_BLOCKS_PER_SM 2 /* what MJ_MMA_SMALL_SMEM leaves resident on sm_90 */
+#define MJ_MMA_DECODE_RESET_THREADS 128
+#define MJ_MMA_DECODE_SYNC_WORDS(max_tiles, H) (1 + (max_tiles) + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
+/* Its GEMM2 tiles are split along K into runs of about MJ_MMA_DECODE_SPLIT_K elements (the
+ * power of two nearest I / MJ_MMA_DECODE_SPLIT_K, at most MJ_MMA_DECODE_SPLIT_MAX), so that the
+ * GEMM2 tiles a late expert's GEMM1 gates are short. Measured on the H200 (wgmma, B = 1, µs,
+ * one device call; the chain in the first column): Mixtral-8x7B (I = 14336) 178.4 | S = 1
+ * 191.3, 2 181.6, 4 177.8, 8 169.3; Qwen3-235B-A22B (1536) 84.1 | 84.6, 79.6, 86.9, 104.3;
+ * DeepSeek-V3 (2048) 174.3 | 170.2, 168.4, 180.9, 210.5. */
+#define MJ_MMA_DECODE_SPLIT_K 1024
+#define MJ_MMA_DECODE_SPLIT_MAX 8
 
 /* ---- the two GEMM paths ------------------------------------------------------------------- */
 #define MJ_MMA_BK 64 /* k per stage: 128-byte smem rows, 8 x 16-byte chunks, XOR swizzle */
@@ -145,6 +164,28 @@ static inline int mj_mma_small_gemm2_splits(long long col_tiles, long long token
     }
     const double live = (double)col_tiles * (double)e_local * (1.0 - untouched);
     return live < MJ_MMA_SPLIT_MAX_LIVE_CTAS ? 2 : 1;
+}
+
+/* The persistent layer's GEMM2 K splits for an intermediate of `inter` columns. */
+static inline int mj_mma_decode_persistent_splits(long long inter)
+{
+    int s = 1; /* nearest in log2: step up while inter / (2s) is at least sqrt(1/2) of SPLIT_K */
+    while (s < MJ_MMA_DECODE_SPLIT_MAX && inter * 1000 >= (long long)(2 * s) * MJ_MMA_DECODE_SPLIT_K * 707) s *= 2;
+    return s;
+}
+
+/* Whether batch 1 takes the persistent layer (routing not precomputed): when the GEMM1 tiles of
+ * the routed experts (routed = min(k, E_local) of them, ceil(I / columns per tile) each) are
+ * more than the device holds at once (MJ_MMA_DECODE_BLOCKS_PER_SM per SM). The chain's GEMM1
+ * then runs in waves whose boundaries leave the weight stream idle, which the persistent grid
+ * fills with GEMM2 tiles; in one wave there is nothing to fill, and the chain's one-kernel GEMM2
+ * + finalize wins. Measured on the H200 (wgmma, B = 1, µs, chain -> persistent): Qwen3-30B-A3B
+ * (192 tiles on 264 slots) 25.9 -> 30.6, Nemotron (174) 35.3 -> 46.2; Qwen3-235B-A22B (384),
+ * DeepSeek-V3 (512) and Mixtral-8x7B (896) in docs/PERFORMANCE.md (the split rule above). */
+static inline int mj_mma_decode_persistent(long long routed, long long inter, int gated, int sms)
+{
+    const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
+    return routed * ((inter + cols - 1) / cols) > (long long)sms * MJ_MMA_DECODE_BLOCKS_PER_SM;
 }
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force

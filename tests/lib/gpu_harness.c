@@ -29,6 +29,9 @@ moejit_status mj_gpu_open(int ordinal, mj_gpu *g)
     r = g->d->cuDeviceGetName(g->name, (int)sizeof g->name, dev);
     if (r != CUDA_SUCCESS)
         return mj_cuda_fail(g->d, r, "cuDeviceGetName");
+    r = g->d->cuDeviceGetAttribute(&g->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (r != CUDA_SUCCESS)
+        return mj_cuda_fail(g->d, r, "cuDeviceGetAttribute(multiprocessor count)");
     return MOEJIT_OK;
 }
 

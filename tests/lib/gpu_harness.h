@@ -19,6 +19,7 @@ typedef struct mj_gpu {
     const mj_driver *d;
     int ordinal;
     int cc_major, cc_minor;
+    int sms; /* multiprocessors */
     char name[128];
 } mj_gpu;
 

@@ -1,0 +1,173 @@
+// This file contains the persistent decode layer of batch 1: one grid does the routing, every
+// GEMM1 tile, every GEMM2 tile and the finalize, its blocks taking work items from a queue in
+// ws_counts, so that no kernel boundary (a grid's last wave draining while the next grid's
+// blocks wait) stands between GEMM1 and GEMM2 and the weight stream never pauses.
+//
+// Why: at T = 1 the layer is a stream of the routed experts' weights, and the chain of two
+// grids lost 9-17 µs of it (ncu, H200: Qwen3-235B-A22B's GEMM1, 432 blocks on 264 slots,
+// 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp). Here a block that finishes its last
+// GEMM1 item takes a GEMM2 item at once and streams its W2 rows while other blocks finish
+// GEMM1.
+//
+//   routing  every block routes the token itself (route.cuh, one warp) into shared memory:
+//            the slots' local ids and weights, and the row tiles: tile b is the b-th smallest
+//            routed local expert, one row (its slot's pair), at position b of the row list —
+//            the tiles and row list decode_route.cuh derives at T = 1
+//   items    0 .. n·C1 − 1: GEMM1 tile (b, column tile) of mma_gemm1_act.cuh's small path,
+//            b slowest (C1 = ceil(I / intermediate columns per tile)); then n·S·C2 GEMM2
+//            tiles (b, split, 64 columns of out) of mma_gemm2.cuh's small path (S: the K
+//            splits of the layout, C2 = ceil(H / 64)); n = routed local experts
+//   order    a GEMM2 item of tile b waits (its gate, after its first W2 stages are requested:
+//            mma_mainloop.cuh, run_gated) until all C1 GEMM1 items of b have finished; they
+//            precede every GEMM2 item in the queue, so each was taken by a running block
+//            before the waiting one took its item, and the lowest unfinished item can always
+//            run: no deadlock whatever the grid size or how many blocks are resident
+//   finalize the block that finishes the last of column tile c's n·S GEMM2 items sums out's
+//            64 columns from y (finalize.cuh, y read from L2), in slot order as mj_finalize does
+//
+// Each tile is the same fixed MMA sequence as in the chain's kernels and the sum is
+// finalize's, so out is bit for bit the three-kernel layer's (GEMM1, GEMM2, finalize) with the
+// same K splits (its own rule picks them: common/mma_params.h), and every rerun the same.
+//
+// The sync words (MJ_MMA_DECODE_SYNC_WORDS, common/mma_params.h) are zeroed by mj_decode_reset,
+// the forward's first kernel: [0] the queue's next item, [1, 1 + max_tiles) the finished GEMM1
+// items per row tile, then one count of finished GEMM2 items per 64-column tile of out.
+#pragma once
+
+#include "act.cuh"
+#include "common/grid_dep.cuh"
+#include "common/mma_params.h"
+#include "common/params.h"
+#include "common/types.cuh"
+#include "finalize.cuh"
+#include "mma_gemm1_act.cuh"
+#include "mma_gemm2.cuh"
+#include "mma_mainloop.cuh"
+#include "permute.cuh"
+#include "route.cuh"
+
+namespace mj {
+
+__device__ __forceinline__ int load_acquire(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// The gate of a GEMM2 item: one thread waits until *count reaches target (acquire), then the
+// block synchronises, so every thread's later reads of the intermediate see the GEMM1 items'
+// stores. The stores are ordered before the count by those items' __threadfence.
+struct WaitForCount {
+    static constexpr bool kWaits = true;
+    const int *count;
+    int target;
+    __device__ __forceinline__ void operator()() const
+    {
+        if (threadIdx.x == 0)
+            while (load_acquire(count) < target) __nanosleep(64);
+        __syncthreads();
+    }
+};
+
+// A block's routing of the token and the work it is on (shared memory).
+struct PersistentDecode {
+    int ids[MJ_SIMT_MAX_TOPK];        // slot j's local expert, or -1 (ws_ids' values)
+    float weights[MJ_SIMT_MAX_TOPK];  // slot j's routing weight (ws_weights' values)
+    int tile_expert[MJ_SIMT_MAX_TOPK]; // row tile b's local expert
+    int tile_pair[MJ_SIMT_MAX_TOPK];   // row tile b's one row: its slot's pair index
+    int tiles;                         // n: routed local experts
+    int next;                          // the queue item this block takes next
+    int finalizes;                     // this block sums its GEMM2 item's columns
+};
+
+template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK>
+__device__ __forceinline__ void decode_persistent(const mj_layer_params &p, const ActParams &act, int H, int I,
+                                                  int E, int k, const GroupRouting &gr, unsigned char *smem)
+{
+    constexpr int BW = MJ_MMA_SMALL_BW;
+    constexpr int kCols1 = act_is_gated(kAct) ? BW / 2 : BW; // intermediate columns per GEMM1 item
+    static_assert(MJ_MMA_ROUTED_GEMM1_MAX_TOKENS == 1, "the persistent decode layer routes one token");
+    static_assert(BW / 4 <= MJ_MMA_SMALL_THREADS, "finalize: 4 columns per thread");
+    __shared__ PersistentDecode s;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
+    int *const queue = reinterpret_cast<int *>(p.ws_counts);
+    int *const gemm1_done = queue + 1;
+    int *const gemm2_done = gemm1_done + p.max_tiles;
+
+    grid_dep_enter(); // mj_decode_reset zeroed the sync words (and the stream's earlier work is done)
+    if (tid == 0) s.next = atomicAdd(queue, 1); // its round trip overlaps the routing
+    if (warp == 0) route_token<kRouting, kLogits, kMaxE>(p, 0, E, k, lane, gr, nullptr, s.ids, false, s.weights);
+    __syncthreads();
+    if (tid < k) { // slot tid's tile: its expert's rank among the routed ones (a selection
+                   // never takes an expert twice: the launcher never sends precomputed ids)
+        const int e = s.ids[tid];
+        int rank = 0;
+        for (int j = 0; j < k; ++j) rank += s.ids[j] >= 0 && s.ids[j] < e;
+        if (e >= 0) {
+            s.tile_expert[rank] = e;
+            s.tile_pair[rank] = tid;
+        }
+    }
+    if (tid == 0) {
+        int n = 0;
+        for (int j = 0; j < k; ++j) n += s.ids[j] >= 0;
+        s.tiles = n;
+    }
+    __syncthreads();
+    const int n = s.tiles;
+    if (n == 0) { // no slot on this rank: out is +0 (finalize's sum of nothing), written by all
+        u16 *out = reinterpret_cast<u16 *>(p.out);
+        for (int c = static_cast<int>(blockIdx.x) * MJ_MMA_SMALL_THREADS + tid; c < H;
+             c += static_cast<int>(gridDim.x) * MJ_MMA_SMALL_THREADS)
+            out[c] = from_float<D>(0.0f);
+        return;
+    }
+    const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
+    const int c1 = (I + kCols1 - 1) / kCols1, c2 = (H + BW - 1) / BW;
+    const int items1 = n * c1, items = items1 + n * splits * c2;
+
+    for (;;) {
+        __syncthreads(); // s.next is written; the last item's shared memory is no longer read
+        const int item = s.next;
+        __syncthreads(); // every thread has read it
+        if (item >= items) break;
+        if (tid == 0) s.next = atomicAdd(queue, 1); // needed only at the next item
+        if (item < items1) {
+            const int b = item / c1;
+            const RowTile tile = {s.tile_expert[b], b, 1};
+            gemm1_act_small<D, kAct>(p, act, H, I, k, smem, tile, &s.tile_pair[b], item % c1);
+            __threadfence(); // this thread's intermediate stores, before the count
+            __syncthreads();
+            if (tid == 0) atomicAdd(gemm1_done + b, 1);
+        } else {
+            const int j = item - items1, b = j / (splits * c2), split = j / c2 % splits, col = j % c2;
+            const RowTile tile = {s.tile_expert[b], b, 1};
+            gemm2_small_tile<D>(p, H, I, smem, tile, &s.tile_pair[b], col * BW, split,
+                                WaitForCount{gemm1_done + b, c1});
+            __threadfence(); // this thread's y stores, before the count
+            __syncthreads();
+            if (tid == 0) s.finalizes = atomicAdd(gemm2_done + col, 1) == n * splits - 1;
+            __syncthreads();
+            if (s.finalizes) {
+                __threadfence(); // the other items' y stores, counted before ours, are visible
+                const int c = col * BW + tid * 4;
+                if (tid < BW / 4 && c < H)
+                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true>(p, 0, c, H, k, s.ids,
+                                                                                     s.weights);
+            }
+        }
+    }
+}
+
+// The forward's first kernel before decode_persistent: zeroes its sync words once every
+// kernel the stream ran before (a previous forward's persistent grid among them) is done.
+__device__ __forceinline__ void decode_reset(const mj_layer_params &p, int H)
+{
+    grid_dep_enter();
+    int *const words = reinterpret_cast<int *>(p.ws_counts);
+    const int n = MJ_MMA_DECODE_SYNC_WORDS(p.max_tiles, H);
+    for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) words[i] = 0;
+}
+
+} // namespace mj
