@@ -619,6 +619,21 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     moejit_spec_destroy(s);
 }
 
+/* The status of a batch-1 forward of spec text (Qwen3-30B's shape) on the fake device. */
+static moejit_status batch1_forward_status(const char *text)
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    mj_driver d;
+    mj_module m;
+    tc_setup(&d, &m);
+    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
+    moejit_spec_destroy(s);
+    return st;
+}
+
 static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 {
     ck_assert_msg(n_tc_recs == n, "%s: %d launches, want %d", what, n_tc_recs, n);
@@ -811,15 +826,7 @@ START_TEST(moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_t
 {
     setenv("MOEJIT_DECODE", "fast", 1);
     mj_launch_set_decode_mode(-1);
-    moejit_spec *s = spec_of(WGMMA);
-    moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
-    size_t bytes = 0;
-    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    mj_driver d;
-    mj_module m;
-    tc_setup(&d, &m);
-    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL),
-                     MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(batch1_forward_status(WGMMA), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "MOEJIT_DECODE"));
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "\"fast\""));
     ck_assert_int_eq(n_tc_recs, 0);
@@ -829,7 +836,6 @@ START_TEST(moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_t
     unsetenv("MOEJIT_DECODE");
     mj_launch_set_decode_mode(-1);
     ck_assert_int_eq(mj_launch_decode_mode(), MJ_DECODE_AUTO);
-    moejit_spec_destroy(s);
 }
 END_TEST
 
@@ -1036,20 +1042,11 @@ START_TEST(moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "yes", 1);
-    moejit_spec *s = spec_of(MMA);
-    moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
-    size_t bytes = 0;
-    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    mj_driver d;
-    mj_module m;
-    tc_setup(&d, &m);
-    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL),
-                     MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(batch1_forward_status(MMA), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(moejit_last_error(),
                      "MOEJIT_PDL: must be 1 (the default: every kernel), inner (all but a forward's first "
                      "kernel) or 0 (none); got \"yes\"");
     ck_assert_int_eq(n_tc_recs, 0); /* refused before anything was enqueued */
-    moejit_spec_destroy(s);
     unsetenv("MOEJIT_PDL");
 }
 END_TEST
