@@ -37,11 +37,12 @@ int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *a
 /* Whether the forward's GEMM2 and finalize are one kernel (batch 1: launch_mma.c's rule);
  * mma and wgmma specs, valid shape. */
 int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args);
-/* The persistent batch-1 layer (templates/decode_persistent.cuh) on a device of sms SMs: its
+/* The persistent decode layer (templates/decode_persistent.cuh) on a device of sms SMs: its
  * GEMM2 K splits when the forward runs it, else 0 (the chain of kernels); mma and wgmma specs,
  * valid shape. */
 int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms);
-/* Which batch-1 layer runs: MJ_DECODE_AUTO (the rule), _PERSISTENT or _CHAIN (always / never
+/* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS: MJ_DECODE_AUTO (the rule),
+ * _PERSISTENT or _CHAIN (always / never
  * the persistent one). The process starts with $MOEJIT_DECODE (auto, persistent, chain; any
  * other value fails every mma and wgmma forward, naming it); the benchmark's float64 cases set
  * the mode to run both layers; setting -1 reads $MOEJIT_DECODE again (tests). */
@@ -83,7 +84,7 @@ typedef struct mj_mma_forward {
     int gated, small, tall, pair; /* path: small (decode), tall or pair (wgmma), else large */
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
-    int persistent_splits; /* batch 1: the persistent layer's GEMM2 K splits, or 0 (the chain) */
+    int persistent_splits; /* the persistent decode layer's GEMM2 K splits, or 0 (the chain) */
     int sms;               /* the device's SMs (set where persistent_splits was decided) */
     mj_layer_params p;
 } mj_mma_forward;

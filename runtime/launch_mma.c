@@ -23,7 +23,7 @@
  * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
  * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
- * too (two launches: t1_kernel below). Where batch 1's GEMM1 would run in more than one wave,
+ * too (two launches: t1_kernel below). At T <= 4 where GEMM1 would run in more than one wave,
  * the whole layer is instead one persistent grid after a kernel that zeroes its sync words
  * (mj_launch_mma_decode_persistent; its sync words live in the counters region). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
@@ -102,14 +102,15 @@ static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t 
     return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : k == 6 ? MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW : -1;
 }
 
-/* Batch 1 with routing not precomputed (the routed GEMM1's case): the persistent decode layer
- * (templates/decode_persistent.cuh), unless MOEJIT_DECODE=chain. */
-/* Batch 1 with routing not precomputed (the routed GEMM1's case) may take the persistent
- * layer (templates/decode_persistent.cuh): where the routed experts' GEMM1 tiles outnumber
- * the blocks the device holds at once (mj_mma_decode_persistent, common/mma_params.h), or
- * always / never under mj_launch_set_decode_mode. Returns its GEMM2 K splits, or 0 for the
+/* A decode batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS with routing not precomputed may take
+ * the persistent layer (templates/decode_persistent.cuh): where the routed experts' GEMM1 tiles
+ * outnumber the blocks the device holds at once (mj_mma_decode_persistent, common/mma_params.h),
+ * or always / never under mj_launch_set_decode_mode. Returns its GEMM2 K splits, or 0 for the
  * chain of kernels. */
-static int persistent_case(int64_t T, int small, int precomputed) { return T == 1 && small && !precomputed; }
+static int persistent_case(int64_t T, int small, int precomputed)
+{
+    return T >= 1 && T <= MJ_MMA_PERSISTENT_MAX_TOKENS && small && !precomputed;
+}
 
 static _Atomic int g_decode_mode = -1; /* MJ_DECODE_*; -1 until $MOEJIT_DECODE is read */
 
@@ -136,13 +137,14 @@ int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_ar
         return 0;
     const int mode = mj_launch_decode_mode();
     if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
-    const int64_t routed = args->topk < mj_launch_local_experts(args) ? args->topk : mj_launch_local_experts(args);
+    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
+    const int64_t routed = pairs < e_local ? pairs : e_local;
     const int take = mode == MJ_DECODE_PERSISTENT ||
                      mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms);
     return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
 }
 
-/* The y copies the workspace holds: the chain's K splits, or at batch 1 the persistent
+/* The y copies the workspace holds: the chain's K splits, or where it may run the persistent
  * layer's if more (whether it runs depends on the device: the workspace must not). */
 static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args)
 {
@@ -172,7 +174,8 @@ static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int 
                         spec->routing == MJ_ROUTING_PRECOMPUTED)) {
         const int64_t e_local = mj_launch_local_experts(args);
         const size_t words = (size_t)MJ_MMA_DECODE_SYNC_WORDS(
-                                 mj_simt_max_tiles(args->topk, MJ_MMA_SMALL_BT, (int)e_local), args->hidden),
+                                 mj_simt_max_tiles(args->num_tokens * args->topk, MJ_MMA_SMALL_BT, (int)e_local),
+                                 args->hidden),
                      have = mj_launch_counter_words(e_local);
         extra = words > have ? words - have : 0;
     }
@@ -293,7 +296,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     tc_layout(spec, args, workspace_splits(spec, args), &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
-    /* batch 1: the persistent layer or the chain (its rule needs the device's SM count) */
+    /* a few tokens: the persistent layer or the chain (its rule needs the device's SM count) */
     if (mj_launch_decode_mode() == MJ_DECODE_INVALID)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent or "
                                                     "chain; got \"%s\"", getenv("MOEJIT_DECODE"));
@@ -388,7 +391,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
                                      : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
     if (f->persistent_splits) {
-        /* batch 1: the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM after the
+        /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM after the
          * kernel that zeroes its sync words (templates/decode_persistent.cuh) */
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_MMA_SMALL_SMEM,
                                     m->kernels[MJ_MMA_K_DECODE_PERSISTENT], dev);

@@ -1,18 +1,20 @@
-// This file contains the persistent decode layer of batch 1: one grid does the routing, every
+// This file contains the persistent decode layer of batches up to MJ_MMA_PERSISTENT_MAX_TOKENS
+// (common/mma_params.h): one grid does the routing, every
 // GEMM1 tile, every GEMM2 tile and the finalize, its blocks taking work items from a queue in
 // ws_counts, so that no kernel boundary (a grid's last wave draining while the next grid's
 // blocks wait) stands between GEMM1 and GEMM2 and the weight stream never pauses.
 //
-// Why: at T = 1 the layer is a stream of the routed experts' weights, and the chain of two
+// Why: at a few tokens the layer is a stream of the routed experts' weights, and at T = 1 the chain of two
 // grids lost 9-17 µs of it (ncu, H200: Qwen3-235B-A22B's GEMM1, 432 blocks on 264 slots,
 // 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp). Here a block that finishes its last
 // GEMM1 item takes a GEMM2 item at once and streams its W2 rows while other blocks finish
 // GEMM1.
 //
-//   routing  every block routes the token itself (route.cuh, one warp) into shared memory:
-//            the slots' local ids and weights, and the row tiles: tile b is the b-th smallest
-//            routed local expert, one row (its slot's pair), at position b of the row list —
-//            the tiles and row list decode_route.cuh derives at T = 1
+//   routing  every block routes the batch itself (route.cuh, a warp per token) into shared
+//            memory: the pairs' local ids and weights, the row list (pairs grouped by expert)
+//            and the row tiles: tile b is the b-th smallest routed local expert, all its rows
+//            (at most T <= MJ_MMA_SMALL_BT: one tile each) — what the offsets and scatter
+//            stages would build
 //   items    0 .. n·C1 − 1: GEMM1 tile (b, column tile) of mma_gemm1_act.cuh's small path,
 //            b slowest (C1 = ceil(I / intermediate columns per tile)); then n·S·C2 GEMM2
 //            tiles (b, split, 64 columns of out) of mma_gemm2.cuh's small path (S: the K
@@ -70,15 +72,19 @@ struct WaitForCount {
     }
 };
 
-// A block's routing of the token and the work it is on (shared memory).
+// A block's routing of the batch and the work it is on (shared memory).
 struct PersistentDecode {
-    int ids[MJ_SIMT_MAX_TOPK];        // slot j's local expert, or -1 (ws_ids' values)
-    float weights[MJ_SIMT_MAX_TOPK];  // slot j's routing weight (ws_weights' values)
-    int tile_expert[MJ_SIMT_MAX_TOPK]; // row tile b's local expert
-    int tile_pair[MJ_SIMT_MAX_TOPK];   // row tile b's one row: its slot's pair index
-    int tiles;                         // n: routed local experts
-    int next;                          // the queue item this block takes next
-    int finalizes;                     // this block sums its GEMM2 item's columns
+    static constexpr int kPairs = MJ_MMA_PERSISTENT_MAX_TOKENS * MJ_SIMT_MAX_TOPK;
+    int ids[kPairs];         // pair i's local expert, or -1 (ws_ids' values)
+    float weights[kPairs];   // pair i's routing weight (ws_weights' values)
+    int rows[kPairs];        // the row list: pair indices grouped by expert, in pair order
+    int tile_expert[kPairs]; // row tile b's local expert
+    int tile_row0[kPairs];   // its first position in rows (= its first intermediate row)
+    int tile_rows[kPairs];   // its rows: pairs routed to that expert (<= T <= MJ_MMA_SMALL_BT)
+    int first[kPairs];       // pair i is its expert's first (in pair order)
+    int tiles;               // n: routed local experts
+    int next;                // the queue item this block takes next
+    int finalizes;           // this block sums its GEMM2 item's columns
 };
 
 template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK>
@@ -87,39 +93,63 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
 {
     constexpr int BW = MJ_MMA_SMALL_BW;
     constexpr int kCols1 = act_is_gated(kAct) ? BW / 2 : BW; // intermediate columns per GEMM1 item
-    static_assert(MJ_MMA_ROUTED_GEMM1_MAX_TOKENS == 1, "the persistent decode layer routes one token");
+    constexpr int kWarps = MJ_MMA_SMALL_THREADS / kWarp;
+    static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS <= MJ_MMA_SMALL_BT, "one row tile per routed expert");
     static_assert(BW / 4 <= MJ_MMA_SMALL_THREADS, "finalize: 4 columns per thread");
     __shared__ PersistentDecode s;
     const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
+    const int T = static_cast<int>(p.num_tokens), pairs = static_cast<int>(p.num_pairs);
     int *const queue = reinterpret_cast<int *>(p.ws_counts);
     int *const gemm1_done = queue + 1;
     int *const gemm2_done = gemm1_done + p.max_tiles;
 
     grid_dep_enter(); // mj_decode_reset zeroed the sync words (and the stream's earlier work is done)
     if (tid == 0) s.next = atomicAdd(queue, 1); // its round trip overlaps the routing
-    if (warp == 0) route_token<kRouting, kLogits, kMaxE>(p, 0, E, k, lane, gr, nullptr, s.ids, false, s.weights);
+    for (int t = warp; t < T; t += kWarps)
+        route_token<kRouting, kLogits, kMaxE>(p, t, E, k, lane, gr, nullptr, s.ids, false, s.weights);
     __syncthreads();
-    if (tid < k) { // slot tid's tile: its expert's rank among the routed ones (a selection
-                   // never takes an expert twice: the launcher never sends precomputed ids)
-        const int e = s.ids[tid];
-        int rank = 0;
-        for (int j = 0; j < k; ++j) rank += s.ids[j] >= 0 && s.ids[j] < e;
-        if (e >= 0) {
-            s.tile_expert[rank] = e;
-            s.tile_pair[rank] = tid;
+    // The row list and the tiles, as the offsets and scatter stages would build them (permute.cuh,
+    // up to the order of rows inside an expert, which changes no bit): pair i's position is the
+    // number of pairs of lower experts, or of its expert and lower index; its expert's tile is
+    // the number of routed experts below it. A selection never takes an expert twice for one
+    // token (the launcher never sends precomputed ids), so an expert has at most T rows.
+    for (int i = tid; i < pairs; i += MJ_MMA_SMALL_THREADS) { // does pair i open its expert's rows?
+        const int e = s.ids[i];
+        int first = e >= 0;
+        for (int j = 0; j < i && first; ++j) first = s.ids[j] != e;
+        s.first[i] = first;
+    }
+    __syncthreads();
+    for (int i = tid; i < pairs; i += MJ_MMA_SMALL_THREADS) {
+        const int e = s.ids[i];
+        if (e < 0) continue;
+        int pos = 0, below = 0, rows = 0, tile = 0;
+        for (int j = 0; j < pairs; ++j) {
+            const int ej = s.ids[j];
+            if (ej < 0) continue;
+            below += ej < e;
+            rows += ej == e;
+            pos += ej < e || (ej == e && j < i);
+            tile += s.first[j] && ej < e;
+        }
+        s.rows[pos] = i;
+        if (s.first[i]) {
+            s.tile_expert[tile] = e;
+            s.tile_row0[tile] = below;
+            s.tile_rows[tile] = rows;
         }
     }
     if (tid == 0) {
         int n = 0;
-        for (int j = 0; j < k; ++j) n += s.ids[j] >= 0;
+        for (int i = 0; i < pairs; ++i) n += s.first[i];
         s.tiles = n;
     }
     __syncthreads();
     const int n = s.tiles;
     if (n == 0) { // no slot on this rank: out is +0 (finalize's sum of nothing), written by all
         u16 *out = reinterpret_cast<u16 *>(p.out);
-        for (int c = static_cast<int>(blockIdx.x) * MJ_MMA_SMALL_THREADS + tid; c < H;
-             c += static_cast<int>(gridDim.x) * MJ_MMA_SMALL_THREADS)
+        for (long long c = static_cast<long long>(blockIdx.x) * MJ_MMA_SMALL_THREADS + tid;
+             c < static_cast<long long>(T) * H; c += static_cast<long long>(gridDim.x) * MJ_MMA_SMALL_THREADS)
             out[c] = from_float<D>(0.0f);
         return;
     }
@@ -135,15 +165,15 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
         if (tid == 0) s.next = atomicAdd(queue, 1); // needed only at the next item
         if (item < items1) {
             const int b = item / c1;
-            const RowTile tile = {s.tile_expert[b], b, 1};
-            gemm1_act_small<D, kAct>(p, act, H, I, k, smem, tile, &s.tile_pair[b], item % c1);
+            const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
+            gemm1_act_small<D, kAct>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], item % c1);
             __threadfence(); // this thread's intermediate stores, before the count
             __syncthreads();
             if (tid == 0) atomicAdd(gemm1_done + b, 1);
         } else {
             const int j = item - items1, b = j / (splits * c2), split = j / c2 % splits, col = j % c2;
-            const RowTile tile = {s.tile_expert[b], b, 1};
-            gemm2_small_tile<D>(p, H, I, smem, tile, &s.tile_pair[b], col * BW, split,
+            const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
+            gemm2_small_tile<D>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
                                 WaitForCount{gemm1_done + b, c1});
             __threadfence(); // this thread's y stores, before the count
             __syncthreads();
@@ -151,10 +181,10 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             __syncthreads();
             if (s.finalizes) {
                 __threadfence(); // the other items' y stores, counted before ours, are visible
-                const int c = col * BW + tid * 4;
-                if (tid < BW / 4 && c < H)
-                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true>(p, 0, c, H, k, s.ids,
-                                                                                     s.weights);
+                const int c = col * BW + tid % (BW / 4) * 4; // BW / 4 threads per token
+                for (int t = tid / (BW / 4); t < T && c < H; t += MJ_MMA_SMALL_THREADS / (BW / 4))
+                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true>(
+                        p, t, c, H, k, s.ids + t * k, s.weights + t * k);
             }
         }
     }

@@ -678,8 +678,14 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         expect_launches(specs[i], want, 4);
         ck_assert_int_eq(memset_count, 0);
     }
+    /* T = 2: 16 x 24 GEMM1 tiles outnumber 264 blocks: the persistent layer, or told otherwise
+     * the fused routing kernel and the chain */
+    tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_DECODE_RESET);
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
     tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[0].kernel, 9);
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
     /* T = 1 with more slots than the one-kernel GEMM2 holds (k = 10): GEMM2 small, finalize */
     static const tc_launch_rec want_k10[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 24 * 11, 1, 128, 92160, -1, 1},
                                              {MJ_MMA_K_GEMM2_SMALL, 32 * 11, 1, 128, 92160, -1, 1},
@@ -760,17 +766,23 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     tc_forward(MMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(tc_splits, 1);
     /* Mixtral at T = 4 (9 row tiles: 64 x 9 x 2 GEMM2 CTAs) splits, at T = 8 not; inter 2k x
-     * 14336 x 2 bytes, y 2 x 2k x 4096 x 4 (split: fp32 partial sums) or 2k x 4096 x 2 */
-    tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 2 * 131072);
+     * 14336 x 2 bytes, y 2 x 2k x 4096 x 4 (split: fp32 partial sums) or 2k x 4096 x 2; at T = 4
+     * the workspace holds the persistent layer's 8 copies, which it takes unless told */
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
+    tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 8 * 131072);
     ck_assert_int_eq(tc_splits, 2);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9 * 2); /* GEMM2 after the fused routing and GEMM1 */
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 8 * 131072);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
+    ck_assert_int_eq(tc_splits, 8);
     tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 131072);
     ck_assert_int_eq(tc_splits, 1);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9); /* GEMM2 after the fused routing and GEMM1 */
 }
 END_TEST
 
-START_TEST(batch_1_takes_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks)
+START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks)
 {
     /* Mixtral at T = 1 on 132 SMs: 2 x 448 GEMM1 tiles > 264 blocks: the reset kernel, then
      * one grid of 2 blocks per SM with the small GEMMs' shared memory; its GEMM2 split in 8 */
@@ -788,7 +800,9 @@ START_TEST(batch_1_takes_the_persistent_layer_when_gemm1_outnumbers_the_resident
     moejit_moe_args a = args_for(sp, 1, 4096, 14336, 8, 2);
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 448), 0); /* 896 tiles in one wave of 2 x 448 */
-    a.num_tokens = 2; /* batch 1 only */
+    a.num_tokens = 4; /* up to MJ_MMA_PERSISTENT_MAX_TOKENS */
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
+    a.num_tokens = 5;
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 0);
     moejit_spec_destroy(sp);
     /* Qwen3-30B (8 x 24 tiles: one wave) keeps the chain, unless told */
@@ -1057,7 +1071,7 @@ START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
     for (int i = 0; i < 2; i++) {
         moejit_spec *s = spec_of(specs[i]);
         static const struct { int64_t T, H, I, E, k, off, local; size_t bytes; } cases[] = {
-            {3, 4096, 14336, 8, 2, 0, 0, 371456}, /* y twice: the decode GEMM2 is split */
+            {3, 4096, 14336, 8, 2, 0, 0, 961280}, /* y 8 times: the persistent layer's K splits */
             {1000, 4096, 14336, 8, 2, 2, 4, 73756160},
             {7, 512, 256, 64, 6, 32, 32, 70912},
             {0, 2048, 768, 128, 8, 0, 0, 0},
@@ -1135,7 +1149,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, parameter_block_layout_is_pinned);
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
     tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
-    tcase_add_test(tc, batch_1_takes_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
+    tcase_add_test(tc, a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
     tcase_add_test(tc, moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);

@@ -269,7 +269,7 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
 
 /* "small", "large", "tall", "pair" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
  * K, "small/t1" for batch 1's one-kernel GEMM2 + finalize, "small/p" or "small/p8" for the
- * persistent batch-1 layer (its GEMM2 split in 8) on a device of sms SMs; "-" for simt. */
+ * persistent decode layer (its GEMM2 split in 8) on a device of sms SMs; "-" for simt. */
 static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sms, char *buf, size_t n)
 {
     snprintf(buf, n, "-");
@@ -287,7 +287,7 @@ static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sm
  * rounding) at T tokens; returns 1 when it passes. H and I are not multiples of 64 (K and N
  * tails). want_splits > 0: the forward's GEMM2 must also have that many K splits; -1: its
  * GEMM2 and finalize must be one kernel (batch 1, launch_mma.c); -2: it must be the
- * persistent batch-1 layer. */
+ * persistent decode layer. */
 static const int ref_H = 264, ref_I = 200, ref_E = 8, ref_K = 2;
 /* The split-GEMM2 case: I long enough (and the grid small enough) for 2 K splits, the second
  * ending in a partial k tile (4104 = 64 x 64 + 8). */
@@ -384,7 +384,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         ok = 0;
     }
     if (want_splits == -2 && !mj_launch_mma_decode_persistent(L->spec, &a, g->sms)) {
-        fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s not the persistent batch-1 layer  FAIL\n", dtype,
+        fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s not the persistent decode layer  FAIL\n", dtype,
                 act, T, path);
         ok = 0;
     }
@@ -435,11 +435,11 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
     } else {
         for (int i = 0; i < n_ts; i++) {
             failed += !reference_run(g, &L, act, dtype, ts[i], I, k, want_splits, ep_local, log);
-            if (ts[i] != 1) continue;
-            /* and the persistent batch-1 layer, which layers this small take only when told */
+            if (ts[i] > MJ_MMA_PERSISTENT_MAX_TOKENS) continue;
+            /* and the persistent decode layer, which layers this small take only when told */
             const int mode = mj_launch_decode_mode();
             mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT);
-            failed += !reference_run(g, &L, act, dtype, 1, I, k, -2, ep_local, log);
+            failed += !reference_run(g, &L, act, dtype, ts[i], I, k, -2, ep_local, log);
             mj_launch_set_decode_mode(mode);
         }
     }
@@ -448,7 +448,7 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
 }
 
 /* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
- * itself; every T = 1 also on the persistent batch-1 layer, forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
+ * itself; every T <= 4 also on the persistent decode layer, forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
  * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
  * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
@@ -463,8 +463,10 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * column chunk 264 of 1024 columns wide. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    /* each T = 1 twice: as the launcher picks, and the persistent batch-1 layer */
-    return (strcmp(backend, "wgmma") == 0 ? 14 : 8) + (split ? 10 : 0);
+    /* each T <= MJ_MMA_PERSISTENT_MAX_TOKENS twice: as the launcher picks, and the persistent
+     * decode layer (auto 1, expert-parallel 1 and 3; split 1 and 2, and the 3 of k = 8, 6) */
+    _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 3 && MJ_MMA_PERSISTENT_MAX_TOKENS < 5, "the count below");
+    return (strcmp(backend, "wgmma") == 0 ? 15 : 9) + (split ? 11 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,

@@ -46,7 +46,7 @@ enum {
     MJ_MMA_K_GEMM2_FINALIZE_T1,      /* after the routed GEMM1 (k = MJ_MMA_T1_SLOTS, GEMM2 not
                                         split): GEMM2 and finalize in one kernel */
     MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW, /* the same with MJ_MMA_T1_SHALLOW_STAGES (k = 6) */
-    MJ_MMA_K_DECODE_RESET,         /* the persistent batch-1 layer: zero its sync words, then */
+    MJ_MMA_K_DECODE_RESET,         /* the persistent decode layer: zero its sync words, then */
     MJ_MMA_K_DECODE_PERSISTENT,    /* route, GEMM1, GEMM2 and finalize in one grid */
     MJ_MMA_NUM_KERNELS
 };
@@ -89,11 +89,19 @@ enum {
 #define MJ_MMA_T1_STAGES 9
 #define MJ_MMA_T1_SHALLOW_STAGES 6
 
-/* Batch 1, routing not precomputed: the persistent layer (decode_persistent.cuh) instead of the
- * routed GEMM1 and the GEMM2 (+ finalize) after it: one grid of MJ_MMA_DECODE_BLOCKS_PER_SM
- * blocks per SM takes GEMM1 and then GEMM2 tiles from a queue, so no grid boundary stalls the
- * weight stream. Its sync words live in ws_counts (the routed path counts nothing there): the
- * queue, a count per row tile, a count per 64 columns of out. */
+/* Up to MJ_MMA_PERSISTENT_MAX_TOKENS tokens, routing not precomputed: the persistent layer
+ * (decode_persistent.cuh) instead of the chain (batch 1: the routed GEMM1 and the GEMM2 (+
+ * finalize) after it; 2..16: the fused routing kernel, GEMM1, GEMM2, finalize): one grid of
+ * MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM routes, then takes GEMM1 and then GEMM2 tiles from a
+ * queue, so no grid boundary stalls the weight stream. Its sync words live in ws_counts (these
+ * batches count nothing there): the queue, a count per row tile, a count per 64 columns of out.
+ * Why 4 tokens: forced against the chain on the H200 (wgmma, µs, one round mirrored), B = 2:
+ * Mixtral-8x7B 281.5 -> 272.2, Qwen3-30B-A3B 49.0 -> 46.2, Qwen3-235B-A22B 146.8 -> 147.4,
+ * DeepSeek-V3 318.8 -> 315.8, Nemotron 69.8 -> 65.2; B = 4: 497.9 -> 484.2, 77.6 -> 76.3,
+ * 265.4 -> 268.1, 618.8 -> 616.7, 116.5 -> 115.6; B = 8 lost at four of the five (+1.1 to
+ * +4.3 %: the blocks route 8 tokens before their first load, where the chain's one routing
+ * kernel overlaps GEMM1's launch). */
+#define MJ_MMA_PERSISTENT_MAX_TOKENS 4 /* <= MJ_MMA_SMALL_BT: one row tile per expert */
 #define MJ_MMA_DECODE_BLOCKS_PER_SM 2 /* what MJ_MMA_SMALL_SMEM leaves resident on sm_90 */
 #define MJ_MMA_DECODE_RESET_THREADS 128
 #define MJ_MMA_DECODE_SYNC_WORDS(max_tiles, H) (1 + (max_tiles) + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
@@ -174,14 +182,16 @@ static inline int mj_mma_decode_persistent_splits(long long inter)
     return s;
 }
 
-/* Whether batch 1 takes the persistent layer (routing not precomputed): when the GEMM1 tiles of
- * the routed experts (routed = min(k, E_local) of them, ceil(I / columns per tile) each) are
+/* Whether a batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS takes the persistent layer (routing
+ * not precomputed): when the GEMM1 tiles of the routed experts (routed = min(T·k, E_local) of
+ * them, ceil(I / columns per tile) each) are
  * more than the device holds at once (MJ_MMA_DECODE_BLOCKS_PER_SM per SM). The chain's GEMM1
  * then runs in waves whose boundaries leave the weight stream idle, which the persistent grid
  * fills with GEMM2 tiles; in one wave there is nothing to fill, and the chain's one-kernel GEMM2
  * + finalize wins. Measured on the H200 (wgmma, B = 1, µs, chain -> persistent): Qwen3-30B-A3B
  * (192 tiles on 264 slots) 25.9 -> 30.6, Nemotron (174) 35.3 -> 46.2; Qwen3-235B-A22B (384),
- * DeepSeek-V3 (512) and Mixtral-8x7B (896) in docs/PERFORMANCE.md (the split rule above). */
+ * DeepSeek-V3 (512) and Mixtral-8x7B (896) in docs/PERFORMANCE.md (the split rule above). From
+ * two tokens every model shape has more than one wave (Qwen3-30B: 16 x 24 tiles). */
 static inline int mj_mma_decode_persistent(long long routed, long long inter, int gated, int sms)
 {
     const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
