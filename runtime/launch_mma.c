@@ -102,14 +102,13 @@ static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t 
     return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : k == 6 ? MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW : -1;
 }
 
-/* A decode batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS with routing not precomputed may take
- * the persistent layer (templates/decode_persistent.cuh): where the routed experts' GEMM1 tiles
- * outnumber the blocks the device holds at once (mj_mma_decode_persistent, common/mma_params.h),
- * or always / never under mj_launch_set_decode_mode. Returns its GEMM2 K splits, or 0 for the
- * chain of kernels. */
-static int persistent_case(int64_t T, int small, int precomputed)
+/* A decode batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS on the small path, with routing not
+ * precomputed (ids that may repeat an expert in a token are not tiled there), may take the
+ * persistent layer (templates/decode_persistent.cuh). */
+static int persistent_case(const moejit_spec *spec, const moejit_moe_args *args)
 {
-    return T >= 1 && T <= MJ_MMA_PERSISTENT_MAX_TOKENS && small && !precomputed;
+    return args->num_tokens >= 1 && args->num_tokens <= MJ_MMA_PERSISTENT_MAX_TOKENS &&
+           spec->routing != MJ_ROUTING_PRECOMPUTED && mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL;
 }
 
 static _Atomic int g_decode_mode = -1; /* MJ_DECODE_*; -1 until $MOEJIT_DECODE is read */
@@ -130,11 +129,12 @@ int mj_launch_decode_mode(void)
 
 void mj_launch_set_decode_mode(int mode) { g_decode_mode = mode; }
 
+/* It runs where the routed experts' GEMM1 tiles outnumber the blocks the device holds at once
+ * (mj_mma_decode_persistent, common/mma_params.h), or always / never under
+ * mj_launch_set_decode_mode: its GEMM2 K splits, or 0 for the chain of kernels. */
 int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms)
 {
-    if (!persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
-                         spec->routing == MJ_ROUTING_PRECOMPUTED))
-        return 0;
+    if (!persistent_case(spec, args)) return 0;
     const int mode = mj_launch_decode_mode();
     if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
@@ -149,9 +149,7 @@ int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_ar
 static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args)
 {
     const int chain = mj_launch_mma_gemm2_splits(spec, args);
-    if (!persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
-                         spec->routing == MJ_ROUTING_PRECOMPUTED))
-        return chain;
+    if (!persistent_case(spec, args)) return chain;
     const int p = mj_mma_decode_persistent_splits(args->inter);
     return p > chain ? p : chain;
 }
@@ -170,8 +168,7 @@ static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int 
     /* the persistent decode layer keeps its sync words where the counters are (it counts
      * nothing there): the region grows to hold them where E_local is small against H */
     size_t extra = 0;
-    if (persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
-                        spec->routing == MJ_ROUTING_PRECOMPUTED)) {
+    if (persistent_case(spec, args)) {
         const int64_t e_local = mj_launch_local_experts(args);
         const size_t words = (size_t)MJ_MMA_DECODE_SYNC_WORDS(
                                  mj_simt_max_tiles(args->num_tokens * args->topk, MJ_MMA_SMALL_BT, (int)e_local),
@@ -301,8 +298,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent or "
                                                     "chain; got \"%s\"", getenv("MOEJIT_DECODE"));
     f->persistent_splits = 0;
-    if (persistent_case(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
-                        spec->routing == MJ_ROUTING_PRECOMPUTED)) {
+    if (persistent_case(spec, args)) {
         CUdevice dev;
         int sms = 0;
         CUresult r = d->cuCtxGetDevice(&dev);
