@@ -1,14 +1,14 @@
 // This file contains the persistent decode layer of batches up to MJ_MMA_PERSISTENT_MAX_TOKENS
-// (common/mma_params.h): one grid does the routing, every
-// GEMM1 tile, every GEMM2 tile and the finalize, its blocks taking work items from a queue in
-// ws_counts, so that no kernel boundary (a grid's last wave draining while the next grid's
-// blocks wait) stands between GEMM1 and GEMM2 and the weight stream never pauses.
+// (common/mma_params.h): one grid does the routing, every GEMM1 tile, every GEMM2 tile and the
+// finalize, its blocks taking work items from a queue in ws_counts, so that no kernel boundary
+// (a grid's last wave draining while the next grid's blocks wait) stands between GEMM1 and
+// GEMM2 and the weight stream never pauses.
 //
-// Why: at a few tokens the layer is a stream of the routed experts' weights, and at T = 1 the chain of two
-// grids lost 9-17 µs of it (ncu, H200: Qwen3-235B-A22B's GEMM1, 432 blocks on 264 slots,
-// 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp). Here a block that finishes its last
-// GEMM1 item takes a GEMM2 item at once and streams its W2 rows while other blocks finish
-// GEMM1.
+// Why: at a few tokens the layer is a stream of the routed experts' weights, and at T = 1 the
+// chain of two grids lost 9-17 µs of it (ncu, H200: Qwen3-235B-A22B's GEMM1, 432 blocks on 264
+// slots, 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp); at 2-4 tokens the chain adds a
+// routing kernel. Here a block that finishes its last GEMM1 item takes a GEMM2 item at once and
+// streams its W2 rows while other blocks finish GEMM1.
 //
 //   routing  every block routes the batch itself (route.cuh, a warp per token) into shared
 //            memory: the pairs' local ids and weights, the row list (pairs grouped by expert)
