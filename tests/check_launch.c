@@ -619,11 +619,11 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     moejit_spec_destroy(s);
 }
 
-/* The status of a batch-1 forward of spec text (Qwen3-30B's shape) on the fake device. */
-static moejit_status batch1_forward_status(const char *text)
+/* The status of a forward of spec text on T tokens of Qwen3-30B's shape on the fake device. */
+static moejit_status qwen3_30b_forward_status(const char *text, int64_t T)
 {
     moejit_spec *s = spec_of(text);
-    moejit_moe_args a = args_for(s, 1, 2048, 768, 128, 8);
+    moejit_moe_args a = args_for(s, T, 2048, 768, 128, 8);
     size_t bytes = 0;
     ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
     mj_driver d;
@@ -840,7 +840,7 @@ START_TEST(moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_t
 {
     setenv("MOEJIT_DECODE", "fast", 1);
     mj_launch_set_decode_mode(-1);
-    ck_assert_int_eq(batch1_forward_status(WGMMA), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(qwen3_30b_forward_status(WGMMA, 1), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "MOEJIT_DECODE"));
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "\"fast\""));
     ck_assert_int_eq(n_tc_recs, 0);
@@ -980,28 +980,21 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
     ck_assert_uint_eq(tc_box_rows[1], 128);
     /* a device that cannot keep one cluster resident: refused naming the field and the way out;
      * a failing query names the call */
-    moejit_spec *s = spec_of(WGMMA ",tile=pair");
-    moejit_moe_args a = args_for(s, 4096, 2048, 768, 128, 8);
-    size_t bytes = 0;
-    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
-    mj_driver d;
-    mj_module m;
-    tc_setup(&d, &m);
     tc_clusters = 0;
-    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL), MOEJIT_ERR_CUDA);
+    ck_assert_int_eq(qwen3_30b_forward_status(WGMMA ",tile=pair", 4096), MOEJIT_ERR_CUDA);
     ck_assert_msg(strstr(moejit_last_error(), "tile: this device cannot keep one cluster of 2 CTAs") &&
                       strstr(moejit_last_error(), "tile=large or tall"),
                   "%s", moejit_last_error());
     ck_assert_int_eq(n_tc_recs, 0); /* nothing was launched */
     tc_clusters = -1;
-    ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL), MOEJIT_ERR_CUDA);
+    ck_assert_int_eq(qwen3_30b_forward_status(WGMMA ",tile=pair", 4096), MOEJIT_ERR_CUDA);
     ck_assert_msg(strstr(moejit_last_error(), "cuOccupancyMaxActiveClusters(pair GEMM)"), "%s", moejit_last_error());
     ck_assert_int_eq(n_tc_recs, 0);
     tc_clusters = 66;
-    moejit_spec_destroy(s);
     /* mma has no pair path */
-    s = spec_of(MMA ",tile=pair");
-    a = args_for(s, 64, 2048, 768, 128, 8);
+    moejit_spec *s = spec_of(MMA ",tile=pair");
+    moejit_moe_args a = args_for(s, 64, 2048, 768, 128, 8);
+    size_t bytes = 0;
     ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_ERR_UNSUPPORTED);
     ck_assert_str_eq(moejit_last_error(), "tile: backend mma knows auto, large, small; got pair");
     moejit_spec_destroy(s);
@@ -1056,7 +1049,7 @@ START_TEST(moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable)
 {
     if (!pdl_env_testable()) return;
     setenv("MOEJIT_PDL", "yes", 1);
-    ck_assert_int_eq(batch1_forward_status(MMA), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(qwen3_30b_forward_status(MMA, 1), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(moejit_last_error(),
                      "MOEJIT_PDL: must be 1 (the default: every kernel), inner (all but a forward's first "
                      "kernel) or 0 (none); got \"yes\"");
