@@ -199,7 +199,7 @@ test-asan: all $(ASAN_CHECK_BINS)
 test-gpu: all $(GPU_BIN)
 	$(TEST_ENV) $(GPU_BIN)
 	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
-	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --batches 1,64,512,4096; \
+	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --batches 1,2,64,512,4096; \
 	else echo "no CUDA device: skipping the tensor-core backend checks"; fi
 
 run: all
