@@ -80,11 +80,24 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args)
+/* The forward's GEMM path, looked up once per forward (the tuning table takes a lock): the
+ * helpers below take it; AUTO for an empty batch, which launches nothing. */
+static int forward_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
-    if (args->num_tokens == 0 || mj_launch_mma_path(spec, args) != MJ_MMA_PATH_SMALL) return 1;
+    return args->num_tokens == 0 ? MJ_MMA_PATH_AUTO : mj_launch_mma_path(spec, args);
+}
+
+/* The chain's decode GEMM2 K splits on path `path`. */
+static int gemm2_splits_at(const moejit_moe_args *args, int path)
+{
+    if (path != MJ_MMA_PATH_SMALL) return 1;
     return mj_mma_small_gemm2_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW), args->num_tokens, (int)args->topk,
                                      (int)args->num_experts, (int)mj_launch_local_experts(args), args->inter);
+}
+
+int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    return gemm2_splits_at(args, forward_path(spec, args));
 }
 
 /* The one-kernel GEMM2 + finalize of batch 1 (common/mma_params.h), from what the forward
@@ -105,10 +118,10 @@ static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t 
 /* A decode batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS on the small path, with routing not
  * precomputed (ids that may repeat an expert in a token are not tiled there), may take the
  * persistent layer (templates/decode_persistent.cuh). */
-static int persistent_case(const moejit_spec *spec, const moejit_moe_args *args)
+static int persistent_case(const moejit_spec *spec, const moejit_moe_args *args, int path)
 {
     return args->num_tokens >= 1 && args->num_tokens <= MJ_MMA_PERSISTENT_MAX_TOKENS &&
-           spec->routing != MJ_ROUTING_PRECOMPUTED && mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL;
+           spec->routing != MJ_ROUTING_PRECOMPUTED && path == MJ_MMA_PATH_SMALL;
 }
 
 static _Atomic int g_decode_mode = -1; /* MJ_DECODE_*; -1 until $MOEJIT_DECODE is read */
@@ -132,9 +145,9 @@ void mj_launch_set_decode_mode(int mode) { g_decode_mode = mode; }
 /* It runs where the routed experts' GEMM1 tiles outnumber the blocks the device holds at once
  * (mj_mma_decode_persistent, common/mma_params.h), or always / never under
  * mj_launch_set_decode_mode: its GEMM2 K splits, or 0 for the chain of kernels. */
-int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *args, int path, int sms)
 {
-    if (!persistent_case(spec, args)) return 0;
+    if (!persistent_case(spec, args, path)) return 0;
     const int mode = mj_launch_decode_mode();
     if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
@@ -144,12 +157,17 @@ int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_ar
     return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
 }
 
+int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+{
+    return decode_persistent_at(spec, args, forward_path(spec, args), sms);
+}
+
 /* The y copies the workspace holds: the chain's K splits, or where it may run the persistent
  * layer's if more (whether it runs depends on the device: the workspace must not). */
-static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args)
+static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args, int path)
 {
-    const int chain = mj_launch_mma_gemm2_splits(spec, args);
-    if (!persistent_case(spec, args)) return chain;
+    const int chain = gemm2_splits_at(args, path);
+    if (!persistent_case(spec, args, path)) return chain;
     const int p = mj_mma_decode_persistent_splits(args->inter);
     return p > chain ? p : chain;
 }
@@ -161,14 +179,16 @@ int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
                      mj_launch_local_experts(args), args->num_experts) >= 0;
 }
 
-/* The workspace of the tensor-core layers: y in the dtype, 2 bytes (fp16 and bf16 are their
- * only dtypes), or a split decode GEMM2's fp32 partial sums (templates/finalize.cuh). */
-static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int splits, mj_ws_layout *w)
+/* The workspace of the tensor-core layers on path `path`: y in the dtype, 2 bytes (fp16 and
+ * bf16 are their only dtypes), or a split decode GEMM2's fp32 partial sums
+ * (templates/finalize.cuh), as many copies as workspace_splits says. */
+static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int path, mj_ws_layout *w)
 {
+    const int splits = workspace_splits(spec, args, path);
     /* the persistent decode layer keeps its sync words where the counters are (it counts
      * nothing there): the region grows to hold them where E_local is small against H */
     size_t extra = 0;
-    if (persistent_case(spec, args)) {
+    if (persistent_case(spec, args, path)) {
         const int64_t e_local = mj_launch_local_experts(args);
         const size_t words = (size_t)MJ_MMA_DECODE_SYNC_WORDS(
                                  mj_simt_max_tiles(args->num_tokens * args->topk, MJ_MMA_SMALL_BT, (int)e_local),
@@ -189,7 +209,7 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
     if (st == MOEJIT_OK) st = check_spec(l, spec);
     if (st != MOEJIT_OK) return st;
     mj_ws_layout w;
-    tc_layout(spec, args, workspace_splits(spec, args), &w);
+    tc_layout(spec, args, forward_path(spec, args), &w);
     *bytes = w.total;
     return MOEJIT_OK;
 }
@@ -289,8 +309,9 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
     if (st != MOEJIT_OK) return st;
 
+    const int path = forward_path(spec, args);
     mj_ws_layout w;
-    tc_layout(spec, args, workspace_splits(spec, args), &w);
+    tc_layout(spec, args, path, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     /* a few tokens: the persistent layer or the chain (its rule needs the device's SM count) */
@@ -298,7 +319,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent or "
                                                     "chain; got \"%s\"", getenv("MOEJIT_DECODE"));
     f->persistent_splits = 0;
-    if (persistent_case(spec, args)) {
+    if (persistent_case(spec, args, path)) {
         CUdevice dev;
         int sms = 0;
         CUresult r = d->cuCtxGetDevice(&dev);
@@ -306,9 +327,9 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuDeviceGetAttribute(multiprocessor count)");
         if (sms < 1) return mj_fail(MOEJIT_ERR_CUDA, "cuDeviceGetAttribute(multiprocessor count): reported %d", sms);
         f->sms = sms;
-        f->persistent_splits = mj_launch_mma_decode_persistent(spec, args, sms);
+        f->persistent_splits = decode_persistent_at(spec, args, path, sms);
     }
-    const int splits = f->persistent_splits ? f->persistent_splits : mj_launch_mma_gemm2_splits(spec, args);
+    const int splits = f->persistent_splits ? f->persistent_splits : gemm2_splits_at(args, path);
     const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
     if (m->n_kernels < n_kernels)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
@@ -320,7 +341,6 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->precomputed = spec->routing == MJ_ROUTING_PRECOMPUTED;
     /* tall only for a backend that has it: check_spec refuses a forced one, and the heuristic
      * and the tuning table (its parser) name it only for such a backend */
-    const int path = mj_launch_mma_path(spec, args);
     f->small = path == MJ_MMA_PATH_SMALL;
     f->tall = path == MJ_MMA_PATH_TALL;
     f->pair = path == MJ_MMA_PATH_PAIR;
