@@ -123,11 +123,10 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
     for (int i = tid; i < pairs; i += MJ_MMA_SMALL_THREADS) {
         const int e = s.ids[i];
         if (e < 0) continue;
-        int pos = 0, below = 0, rows = 0, tile = 0;
+        int pos = 0, rows = 0, tile = 0;
         for (int j = 0; j < pairs; ++j) {
             const int ej = s.ids[j];
             if (ej < 0) continue;
-            below += ej < e;
             rows += ej == e;
             pos += ej < e || (ej == e && j < i);
             tile += s.first[j] && ej < e;
@@ -135,7 +134,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
         s.rows[pos] = i;
         if (s.first[i]) {
             s.tile_expert[tile] = e;
-            s.tile_row0[tile] = below;
+            s.tile_row0[tile] = pos; // the first pair's position: the pairs of lower experts
             s.tile_rows[tile] = rows;
         }
     }
