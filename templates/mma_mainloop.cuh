@@ -239,10 +239,10 @@ struct MmaMainloop {
     };
 
     // run, but B's rows are read only once gate() has returned (a Gate with kWaits = true,
-    // called by every thread; it synchronises the block): the prologue's A chunks (the weights, on the decode path) are
-    // requested first, then the gate waits for whatever produces B (decode_persistent.cuh:
-    // the GEMM1 tiles of an expert's intermediate), then the prologue's B chunks follow as
-    // one more commit group per stage. The k loop's wait_group(kStages - 2) still finds tile
+    // called by every thread; it synchronises the block): the prologue's A chunks (the
+    // weights, on the decode path) are requested first, then the gate waits for whatever
+    // produces B (decode_persistent.cuh: the GEMM1 tiles of an expert's intermediate), then
+    // the prologue's B chunks follow as one more commit group per stage. The k loop's wait_group(kStages - 2) still finds tile
     // kt complete: the groups before it are the kStages - 1 A groups, then B groups 0..kt
     // (or, past the prologue, the loop's own); nothing drains the pipeline. With NoGate the
     // A and B chunks of a stage are one group, as they always were.
