@@ -409,7 +409,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     if (f->persistent_splits) {
         /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM after the
          * kernel that zeroes its sync words (templates/decode_persistent.cuh) */
-        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_MMA_SMALL_SMEM,
+        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_MMA_DECODE_SMEM,
                                     m->kernels[MJ_MMA_K_DECODE_PERSISTENT], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
         void *pp[] = {&f->p};
@@ -419,7 +419,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         if (st != MOEJIT_OK) return st;
         return mj_launch_kernel(d, m, MJ_MMA_K_DECODE_PERSISTENT, "mj_decode_persistent",
                                 (unsigned)(f->sms * MJ_MMA_DECODE_BLOCKS_PER_SM), 1, MJ_MMA_SMALL_THREADS,
-                                MJ_MMA_SMALL_SMEM, stream, pp, pdl_inner);
+                                MJ_MMA_DECODE_SMEM, stream, pp, pdl_inner);
     }
     const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
                                        : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM

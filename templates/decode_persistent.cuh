@@ -19,9 +19,12 @@
 //            b slowest (C1 = ceil(I / intermediate columns per tile)); then n·S·C2 GEMM2
 //            tiles (b, split, 64 columns of out) of mma_gemm2.cuh's small path (S: the K
 //            splits of the layout, C2 = ceil(H / 64)); n = routed local experts
-//   order    a GEMM2 item of tile b waits (its gate, after its first W2 stages are requested:
-//            mma_mainloop.cuh, run_gated) until all C1 GEMM1 items of b have finished; they
-//            precede every GEMM2 item in the queue, so each was taken by a running block
+//   order    a GEMM2 item (b, split) waits (its gate, after its first W2 stages are requested:
+//            mma_mainloop.cuh, run_gated) until the GEMM1 items of b that write its K range
+//            have finished (a count per row tile and split: the expert-major GEMM1 order
+//            finishes an expert's first splits first, so their GEMM2 items need not wait for
+//            its last GEMM1 items); they precede every GEMM2 item in the queue, so each was
+//            taken by a running block
 //            before the waiting one took its item, and the lowest unfinished item can always
 //            run: no deadlock whatever the grid size or how many blocks are resident
 //   finalize the block that finishes the last of column tile c's n·S GEMM2 items sums out's
@@ -32,8 +35,9 @@
 // same K splits (its own rule picks them: common/mma_params.h), and every rerun the same.
 //
 // The sync words (MJ_MMA_DECODE_SYNC_WORDS, common/mma_params.h) are zeroed by mj_decode_reset,
-// the forward's first kernel: [0] the queue's next item, [1, 1 + max_tiles) the finished GEMM1
-// items per row tile, then one count of finished GEMM2 items per 64-column tile of out.
+// the forward's first kernel: [0] the queue's next item, [1, 1 + max_tiles · MJ_MMA_DECODE_SPLIT_MAX)
+// the finished GEMM1 items per row tile and GEMM2 K split (b · S + split), then one count of
+// finished GEMM2 items per 64-column tile of out.
 #pragma once
 
 #include "act.cuh"
@@ -41,6 +45,7 @@
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
+#include "decode_route.cuh"
 #include "finalize.cuh"
 #include "mma_gemm1_act.cuh"
 #include "mma_gemm2.cuh"
@@ -101,8 +106,11 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
     const int T = static_cast<int>(p.num_tokens), pairs = static_cast<int>(p.num_pairs);
     int *const queue = reinterpret_cast<int *>(p.ws_counts);
     int *const gemm1_done = queue + 1;
-    int *const gemm2_done = gemm1_done + p.max_tiles;
+    int *const gemm2_done = gemm1_done + p.max_tiles * MJ_MMA_DECODE_SPLIT_MAX;
 
+    // Placed while the forward before drains (mj_decode_reset lets this grid launch before it
+    // waits itself): the first loads are requested into L2 meanwhile.
+    prefetch_decode_inputs<kRouting, kLogits>(p, E, H);
     grid_dep_enter(); // mj_decode_reset zeroed the sync words (and the stream's earlier work is done)
     if (tid == 0) s.next = atomicAdd(queue, 1); // its round trip overlaps the routing
     for (int t = warp; t < T; t += kWarps)
@@ -152,8 +160,12 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             out[c] = from_float<D>(0.0f);
         return;
     }
-    const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1;
+    const int splits = p.gemm2_splits > 1 ? p.gemm2_splits : 1; // <= MJ_MMA_DECODE_SPLIT_MAX
     const int c1 = (I + kCols1 - 1) / kCols1, c2 = (H + BW - 1) / BW;
+    // GEMM1 item c writes intermediate columns [c·kCols1, (c+1)·kCols1), inside one K split of
+    // GEMM2 (a split is whole k tiles, a multiple of kCols1): its count is that split's.
+    const int split_k = gemm2_split_k(I, splits);
+    static_assert(MJ_MMA_BK % kCols1 == 0, "a GEMM1 item's columns lie in one GEMM2 K split");
     const int items1 = n * c1, items = items1 + n * splits * c2;
 
     for (;;) {
@@ -165,15 +177,19 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
         if (item < items1) {
             const int b = item / c1;
             const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
-            gemm1_act_small<D, kAct>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], item % c1);
+            const int c = item % c1;
+            gemm1_act_small<D, kAct, MJ_MMA_DECODE_STAGES>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
             __threadfence(); // this thread's intermediate stores, before the count
             __syncthreads();
-            if (tid == 0) atomicAdd(gemm1_done + b, 1);
+            if (tid == 0) atomicAdd(gemm1_done + b * splits + c * kCols1 / split_k, 1);
         } else {
             const int j = item - items1, b = j / (splits * c2), split = j / c2 % splits, col = j % c2;
             const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
-            gemm2_small_tile<D>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
-                                WaitForCount{gemm1_done + b, c1});
+            // its gate: the GEMM1 items of b that write its K range (none if the range is empty)
+            const int first1 = split * split_k / kCols1;
+            const int end1 = min(c1, ((split + 1) * split_k + kCols1 - 1) / kCols1);
+            gemm2_small_tile<D, MJ_MMA_DECODE_STAGES>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
+                                WaitForCount{gemm1_done + b * splits + split, max(end1 - first1, 0)});
             __threadfence(); // this thread's y stores, before the count
             __syncthreads();
             if (tid == 0) s.finalizes = atomicAdd(gemm2_done + col, 1) == n * splits - 1;
@@ -191,9 +207,14 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
 
 // The forward's first kernel before decode_persistent: zeroes its sync words once every
 // kernel the stream ran before (a previous forward's persistent grid among them) is done.
+// It lets decode_persistent launch before it waits, so that grid's blocks are placed as the
+// forward before drains and prefetch their inputs there; they wait for this grid's end before
+// anything else, and this grid is one block, already resident, so none of it can be crowded
+// out by them.
 __device__ __forceinline__ void decode_reset(const mj_layer_params &p, int H)
 {
-    grid_dep_enter();
+    grid_dep_launch();
+    grid_dep_wait();
     int *const words = reinterpret_cast<int *>(p.ws_counts);
     const int n = MJ_MMA_DECODE_SYNC_WORDS(p.max_tiles, H);
     for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) words[i] = 0;

@@ -18,6 +18,7 @@
 // read them after griddepcontrol.wait, i.e. after this grid has completed.
 #pragma once
 
+#include "common/grid_dep.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
 #include "common/types.cuh"
@@ -29,6 +30,24 @@ namespace mj {
 static_assert(MJ_MMA_ROUTED_GEMM1_MAX_TOKENS <= MJ_MMA_SMALL_BT,
               "one row tile per routed expert needs T <= the small path's row tile");
 static_assert(MJ_SIMT_MAX_EXPERTS / 32 <= 32, "one warp scans the routed-expert bitmask, a word per lane");
+
+// Before its wait, a decode layer's first kernel requests into L2 what its blocks read first:
+// the routing's inputs (the router logits, deepseek_v3's bias; or the precomputed ids and
+// weights) and the T tokens' rows of x (16-bit: the tensor-core dtypes). common/grid_dep.cuh
+// says why this is safe before the wait.
+template <Routing kRouting, Dtype kLogits>
+__device__ __forceinline__ void prefetch_decode_inputs(const mj_layer_params &p, int E, int H)
+{
+    const long long T = p.num_tokens;
+    if constexpr (kRouting == Routing::precomputed) {
+        prefetch_l2_spread(p.topk_ids, p.num_pairs * 4);
+        prefetch_l2_spread(p.topk_weights, p.num_pairs * 4);
+    } else {
+        prefetch_l2_spread(p.router_logits, T * E * (kLogits == Dtype::fp32 ? 4 : 2));
+        if constexpr (kRouting == Routing::deepseek_v3) prefetch_l2_spread(p.routing_bias, E * 4ll);
+    }
+    prefetch_l2_spread(p.x, T * H * 2);
+}
 
 // Shared memory of a block that routes for itself.
 struct DecodeRouting {

@@ -115,7 +115,7 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
 // tile col_tile. The entry kernels (tc_layer_stages.cuh) map a 1-D grid to the two, row
 // tiles fastest: the CTAs of one weight tile run side by side, so an expert's weight tile
 // comes from DRAM once however many token tiles it has.
-template <Dtype D, int kAct>
+template <Dtype D, int kAct, int kStages = MJ_MMA_SMALL_STAGES>
 __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const ActParams &act, int H,
                                                 int I, int k, unsigned char *smem, const RowTile &tile,
                                                 const int *rows, int col_tile)
@@ -123,8 +123,9 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     constexpr bool kGated = act_is_gated(kAct);
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     constexpr int kCols = kGated ? BW / 2 : BW;
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, BW / 16, 1, 1, 2>;
-    static_assert(Main::kSmemBytes == MJ_MMA_SMALL_SMEM, "host and device must agree on shared memory");
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, kStages, BW / 16, 1, 1, 2>;
+    static_assert(Main::kSmemBytes == MJ_MMA_SMALL_STAGE_BYTES * kStages,
+                  "host and device must agree on shared memory");
 
     const int j0 = col_tile * kCols;
     const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);

@@ -66,12 +66,18 @@ __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int
         }
 }
 
-// K split `split` of a decode GEMM2 over I: whole k tiles [k0, k0 + klen) of every row
-// (klen <= 0: a zero partial sum).
-__device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, int *k0, int *klen)
+// The K splits of a decode GEMM2 over I: split `split` takes whole k tiles [k0, k0 + klen) of
+// every row (klen <= 0: a zero partial sum); every split but the last has gemm2_split_k
+// elements.
+__device__ __forceinline__ int gemm2_split_k(int I, int splits)
 {
     const int k_tiles = (I + MJ_MMA_BK - 1) / MJ_MMA_BK;
-    const int k_per = (k_tiles + splits - 1) / splits * MJ_MMA_BK;
+    return (k_tiles + splits - 1) / splits * MJ_MMA_BK;
+}
+
+__device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, int *k0, int *klen)
+{
+    const int k_per = gemm2_split_k(I, splits);
     *k0 = split * k_per;
     *klen = I - *k0 < k_per ? I - *k0 : k_per;
 }
@@ -80,13 +86,15 @@ __device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, 
 // intermediate rows, K split `split` of p.gemm2_splits; rows: the tile's pair indices (where
 // y goes); gate: the mainloop's (mma_mainloop.cuh: run_gated), which the persistent decode
 // kernel uses to wait for the tile's intermediate.
-template <Dtype D, class Gate>
+template <Dtype D, int kStages, class Gate>
 __device__ __forceinline__ void gemm2_small_tile(const mj_layer_params &p, int H, int I, unsigned char *smem,
                                                  const RowTile &tile, const int *rows, int h0, int split, Gate gate)
 {
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
-    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, MJ_MMA_SMALL_STAGES, BW / 16, 1, 1, 2>;
+    using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, kStages, BW / 16, 1, 1, 2>;
     static_assert(Main::BK == MJ_MMA_BK, "gemm2_split_range splits in k tiles of MJ_MMA_BK");
+    static_assert(Main::kSmemBytes == MJ_MMA_SMALL_STAGE_BYTES * kStages,
+                  "host and device must agree on shared memory");
     int k0, klen;
     gemm2_split_range(I, p.gemm2_splits > 1 ? p.gemm2_splits : 1, split, &k0, &klen);
 
@@ -132,8 +140,9 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
     const int rest = bid / p.max_tiles;
     RowTile tile;
     if (!find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
-    gemm2_small_tile<D>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
-                        (rest % col_tiles) * MJ_MMA_SMALL_BW, rest / col_tiles, typename Main::NoGate{});
+    gemm2_small_tile<D, MJ_MMA_SMALL_STAGES>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
+                                             (rest % col_tiles) * MJ_MMA_SMALL_BW, rest / col_tiles,
+                                             typename Main::NoGate{});
 }
 
 // ---- batch 1: GEMM2 and finalize in one kernel ----------------------------------------------

@@ -115,8 +115,10 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
-    mj::grid_dep_wait(); // the forward's first kernel: waits for what the stream ran before
     using namespace mj::tc_layer;
+    mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
+                                                       dim<kPinnedHidden>(p.hidden));
+    mj::grid_dep_wait(); // the forward's first kernel: waits for what the stream ran before
     __shared__ mj::DecodeRouting routing;
     const int bid = static_cast<int>(blockIdx.x);
     const int b = bid % p.max_tiles, col_tile = bid / p.max_tiles;
@@ -167,8 +169,10 @@ mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 {
-    mj::grid_dep_enter();
     using namespace mj::tc_layer;
+    mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
+                                                       dim<kPinnedHidden>(p.hidden));
+    mj::grid_dep_enter();
     static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS <= MJ_SIMT_OFFSETS_THREADS / 32,
                   "the fused routing kernel routes one token per warp");
     constexpr int kMaxPairs = MJ_MMA_FUSED_ROUTE_MAX_TOKENS * MJ_SIMT_MAX_TOPK;

@@ -45,4 +45,22 @@ __device__ __forceinline__ void grid_dep_enter()
     grid_dep_launch();
 }
 
+// The one thing a kernel does with its inputs before its wait: requests their lines
+// [base, base + bytes) into L2, spread over the grid (each line by one thread of one block).
+// A prefetch returns no value, so it cannot observe a write still in flight: L2 is where
+// global memory is coherent, and a later store by the kernel before updates the line there;
+// it only turns the read after the wait into an L2 hit. Used by the decode layers' first
+// routing kernels, whose blocks are resident while the kernel before them drains: the router
+// logits and the tokens' rows of x are the first loads on their critical path (a DRAM miss
+// each when the forward before streamed its weights through L2).
+__device__ __forceinline__ void prefetch_l2_spread(unsigned long long base, long long bytes)
+{
+    if (base == 0 || bytes <= 0) return;
+    const unsigned long long first = base & ~127ull;
+    const long long lines = static_cast<long long>((base + bytes - first + 127) / 128);
+    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < lines; i += threads)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(first + 128ull * static_cast<unsigned long long>(i)));
+}
+
 } // namespace mj

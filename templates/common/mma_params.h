@@ -94,7 +94,7 @@ enum {
  * finalize) after it; 2..16: the fused routing kernel, GEMM1, GEMM2, finalize): one grid of
  * MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM routes, then takes GEMM1 and then GEMM2 tiles from a
  * queue, so no grid boundary stalls the weight stream. Its sync words live in ws_counts (these
- * batches count nothing there): the queue, a count per row tile, a count per 64 columns of out.
+ * batches count nothing there): the queue, a count per row tile and GEMM2 K split, a count per 64 columns of out.
  * Why 4 tokens: forced against the chain on the H200 (wgmma, µs, one round mirrored), B = 2:
  * Mixtral-8x7B 281.5 -> 272.2, Qwen3-30B-A3B 49.0 -> 46.2, Qwen3-235B-A22B 146.8 -> 147.4,
  * DeepSeek-V3 318.8 -> 315.8, Nemotron 69.8 -> 65.2; B = 4: 497.9 -> 484.2, 77.6 -> 76.3,
@@ -102,9 +102,16 @@ enum {
  * +4.3 %: the blocks route 8 tokens before their first load, where the chain's one routing
  * kernel overlaps GEMM1's launch). */
 #define MJ_MMA_PERSISTENT_MAX_TOKENS 4 /* <= MJ_MMA_SMALL_BT: one row tile per expert */
-#define MJ_MMA_DECODE_BLOCKS_PER_SM 2 /* what MJ_MMA_SMALL_SMEM leaves resident on sm_90 */
+/* Its blocks per SM and their pipeline depth (MJ_MMA_DECODE_SMEM: two fit an sm_90 SM). More,
+ * shallower blocks hold as many bytes in flight per SM and cut the tiles' tail, but lost on the
+ * H200 (wgmma, µs against 2 x 9 stages, one round mirrored): 3 x 6 and 3 x 7 stages +2.9 to +3.9 %
+ * at B = 1 on Qwen3-235B-A22B and DeepSeek-V3, +7.7 % on Qwen3-30B-A3B at B = 2; 4 x 5 and
+ * 5 x 4 +2.3 to +4.0 % at B = 1. Only Qwen3-235B at B = 2 and 4 gained (-1.5 %, -2.2 % at 3 x 7). */
+#define MJ_MMA_DECODE_BLOCKS_PER_SM 2
+#define MJ_MMA_DECODE_STAGES 9
 #define MJ_MMA_DECODE_RESET_THREADS 128
-#define MJ_MMA_DECODE_SYNC_WORDS(max_tiles, H) (1 + (max_tiles) + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
+#define MJ_MMA_DECODE_SYNC_WORDS(max_tiles, H)                                                            \
+    (1 + (max_tiles) * MJ_MMA_DECODE_SPLIT_MAX + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
 /* Its GEMM2 tiles are split along K into runs of about MJ_MMA_DECODE_SPLIT_K elements (the
  * power of two nearest I / MJ_MMA_DECODE_SPLIT_K, at most MJ_MMA_DECODE_SPLIT_MAX), so that the
  * GEMM2 tiles a late expert's GEMM1 gates are short. Measured on the H200 (wgmma, B = 1, µs,
@@ -131,10 +138,12 @@ enum {
  * raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first. Both fit the 99 KiB per
  * block of sm_86/sm_89/sm_120. */
 #define MJ_MMA_LARGE_SMEM (MJ_MMA_LARGE_STAGES * (MJ_MMA_LARGE_BM + MJ_MMA_LARGE_BN) * MJ_MMA_BK * 2)
-#define MJ_MMA_SMALL_SMEM (MJ_MMA_SMALL_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
-#define MJ_MMA_T1_SMEM (MJ_MMA_T1_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
-#define MJ_MMA_T1_SHALLOW_SMEM (MJ_MMA_T1_SHALLOW_STAGES * (MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
-#if MJ_MMA_LARGE_SMEM > 101376 || MJ_MMA_SMALL_SMEM > 101376 || MJ_MMA_T1_SMEM > 101376
+#define MJ_MMA_SMALL_STAGE_BYTES ((MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
+#define MJ_MMA_SMALL_SMEM (MJ_MMA_SMALL_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
+#define MJ_MMA_DECODE_SMEM (MJ_MMA_DECODE_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
+#define MJ_MMA_T1_SMEM (MJ_MMA_T1_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
+#define MJ_MMA_T1_SHALLOW_SMEM (MJ_MMA_T1_SHALLOW_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
+#if MJ_MMA_LARGE_SMEM > 101376 || MJ_MMA_SMALL_SMEM > 101376 || MJ_MMA_T1_SMEM > 101376 || MJ_MMA_DECODE_SMEM > 101376
 #error "the mma GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
 #endif
 
