@@ -66,9 +66,10 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
  *   MJ_PDL_INNER  "inner": every kernel but the forward's first (the A/B switch of the
  *                 benchmarks for the above)
  *   MJ_PDL_OFF    "0": none (an escape hatch for a driver or tool that mishandles PDL)
- * Every kernel executes griddepcontrol.wait before it touches an input or the workspace,
- * so the three are the same computation. Another value is an error naming the variable,
- * on every forward. */
+ * Every kernel executes griddepcontrol.wait before it touches the workspace or an input that
+ * the kernels before it may still be writing (templates/common/grid_dep.cuh says what little
+ * comes before), so the three are the same computation. Another value is an error naming
+ * the variable, on every forward. */
 enum { MJ_PDL_OFF = 0, MJ_PDL_INNER = 1, MJ_PDL_ALL = 2 };
 moejit_status mj_launch_pdl_mode(int *mode);
 

@@ -33,9 +33,9 @@
  * On sm_90 and newer every kernel is a programmatic dependent launch: its blocks become
  * resident while the previous kernel's last blocks still run (hiding the launch of each of
  * the chain's kernels: 2-13 us per decode forward on the H200), and each waits in
- * griddepcontrol.wait before it reads or writes anything an input or the chain holds
- * (templates/common/grid_dep.cuh), so the forward still computes on what the stream ran
- * before it. MOEJIT_PDL=inner launches the forward's first kernel plainly, MOEJIT_PDL=0
+ * griddepcontrol.wait before it reads or writes anything the chain holds or an input the
+ * stream may still be writing (templates/common/grid_dep.cuh), so the forward still computes
+ * on what the stream ran before it. MOEJIT_PDL=inner launches the forward's first kernel plainly, MOEJIT_PDL=0
  * every kernel (launch_common.h).
  *
  * Paths: small (decode, mma's swapped-operand GEMMs), large, and for wgmma tall (256 x 128
@@ -111,8 +111,8 @@ int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *a
  * its slots here (fewer rows per block again), keep GEMM2 and finalize. */
 static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t k, int64_t e_local, int64_t experts)
 {
-    if (T != 1 || !small || precomputed || splits != 1 || e_local != experts) return -1;
-    return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : k == 6 ? MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW : -1;
+    if (!small || precomputed || !MJ_MMA_T1_GEMM2_FINALIZE(T, splits, k, e_local, experts)) return -1;
+    return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW;
 }
 
 /* A decode batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS on the small path, with routing not

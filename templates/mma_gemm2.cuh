@@ -18,8 +18,19 @@
 #include "common/types.cuh"
 #include "mma_mainloop.cuh"
 #include "permute.cuh"
+#include "route.cuh"
 
 namespace mj {
+
+// The gate of the batch-1 GEMM2 + finalize (mma_mainloop.cuh, run_gated): the block requests
+// its first W2 stages, then waits in griddepcontrol.wait for GEMM1 (and so everything before
+// it) and lets the next kernel launch, then requests the intermediate. Its blocks are placed
+// once every GEMM1 block has passed its own wait, so the layer's inputs are complete by then:
+// a block may read them (the router logits) before its wait.
+struct GridDepGate {
+    static constexpr bool kWaits = true;
+    __device__ __forceinline__ void operator()() const { grid_dep_enter(); }
+};
 
 // Two adjacent fp32 outputs, one 8-byte store (types.cuh brings no toolkit vector types).
 struct alignas(8) Float2 {
@@ -161,11 +172,20 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
 // of MMAs over k as gemm2_small's for that (W2 row, intermediate row) (mma_mainloop.cuh), and
 // the sum below is finalize_token's (slots in order, fmaf, other ranks' slots skipped, rounded
 // once): out is bit for bit the three-kernel layer's.
+//
+// The block routes the token itself (route.cuh, as GEMM1's blocks did: the same ids and
+// weights) before its wait, and requests its first W2 stages (GridDepGate): the routed GEMM1
+// lets this grid launch as soon as its own blocks have waited (MJ_MMA_T1_GEMM2_FINALIZE), so
+// these blocks take the SMs GEMM1 leaves free and stream W2 while GEMM1 runs; only the
+// intermediate waits for GEMM1. Measured on the H200 (wgmma, B = 1, own-process A/B, µs):
+// Qwen3-30B-A3B 26.1 -> 25.4, Nemotron 35.7 -> 35.0; the same with GEMM1 triggering after its
+// mainloop (as before): 27.0 and 37.0 (the routing then delays the W2 stream).
 // k <= kSlots: the launcher takes this kernel for k = 8 or 6 only (runtime/launch_mma.c,
 // t1_kernel; tests/check_launch.c holds it to that), so slots index kSlots entries. kStages:
 // MJ_MMA_T1_STAGES or MJ_MMA_T1_SHALLOW_STAGES, kSmem its shared memory (common/mma_params.h).
-template <Dtype D, int kStages, int kSmem>
-__device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int H, int I, int k, unsigned char *smem)
+template <Dtype D, int kStages, int kSmem, Routing kRouting, Dtype kLogits, int kMaxE>
+__device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int H, int I, int E, int k,
+                                                  const GroupRouting &gr, unsigned char *smem)
 {
     constexpr int BW = MJ_MMA_SMALL_BW, BT = MJ_MMA_SMALL_BT;
     constexpr int kSlots = MJ_MMA_T1_SLOTS, kCols = BW / kSlots;
@@ -173,33 +193,44 @@ __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int 
     static_assert(kSlots <= MJ_MMA_SMALL_THREADS && kCols <= MJ_MMA_SMALL_THREADS, "one thread per slot, per column");
     using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, BW, BT, kStages, BW / 16, 1, 1, 2>;
     static_assert(Main::kSmemBytes == kSmem, "host and device must agree on shared memory");
-    __shared__ int tile_expert[kSlots]; // local expert of tile b, or -1
-    __shared__ int slot_tile[kSlots];   // tile of slot j's expert, or -1 (another rank's)
+    __shared__ int slot_id[kSlots];     // slot j's local expert, or -1 (another rank's)
     __shared__ float slot_weight[kSlots];
+    __shared__ int tile_expert[kSlots]; // local expert of tile b, or -1
+    __shared__ int slot_tile[kSlots];   // tile of slot j's expert, or -1
     __shared__ float ys[kSlots][kCols]; // tile b's dot products for the block's columns
 
     const int h0 = static_cast<int>(blockIdx.x) * kCols;
-    const int tiles = p.max_tiles < kSlots ? p.max_tiles : kSlots;
-    const TileEntry *table = reinterpret_cast<const TileEntry *>(p.ws_tiles);
-    auto expert_of = [&](int b) -> int { return b < tiles ? table[b].expert : -1; };
     const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter);
     const u16 *w2 = reinterpret_cast<const u16 *>(p.w2);
-
-    grid_dep_enter(); // GEMM1 wrote the tile table, the row list, the routing and inter
     const int tid = static_cast<int>(threadIdx.x);
+
+    // Tile b is the b-th smallest routed local expert (decode_route.cuh): at T = 1 no expert
+    // is routed twice, so slot j's tile is the number of routed local experts below its own.
+    if (tid < kWarp)
+        route_token<kRouting, kLogits, kMaxE>(p, 0, E, k, tid, gr, nullptr, slot_id, false, slot_weight);
+    __syncthreads();
     if (tid < kSlots) {
-        tile_expert[tid] = expert_of(tid);
-        slot_weight[tid] = tid < k ? reinterpret_cast<const float *>(p.ws_weights)[tid] : 0.0f;
+        tile_expert[tid] = -1;
+        if (tid >= k) slot_id[tid] = -1, slot_weight[tid] = 0.0f;
     }
+    __syncthreads();
+    if (tid < k) {
+        const int e = slot_id[tid];
+        int below = 0;
+        for (int j = 0; j < k; ++j) below += slot_id[j] >= 0 && slot_id[j] < e;
+        slot_tile[tid] = e >= 0 ? below : -1;
+        if (e >= 0) tile_expert[below] = e;
+    }
+    __syncthreads();
     auto a_row = [&](int r) -> const u16 * {
-        const int e = expert_of(r / kCols), h = h0 + r % kCols;
+        const int e = tile_expert[r / kCols], h = h0 + r % kCols;
         return e >= 0 && h < H ? w2 + (static_cast<i64>(e) * H + h) * I : nullptr;
     };
     auto b_row = [&](int n) -> const u16 * {
-        return n < kSlots && expert_of(n) >= 0 ? inter + static_cast<i64>(n) * I : nullptr; // row0 = n
+        return n < kSlots && tile_expert[n] >= 0 ? inter + static_cast<i64>(n) * I : nullptr; // row0 = n
     };
     typename Main::Acc acc;
-    Main::run(smem, a_row, b_row, I, acc); // its barriers publish tile_expert and slot_weight
+    Main::run_gated(smem, a_row, b_row, I, acc, GridDepGate{});
 
     // keep the wanted products: accumulator (row r, column n) with n == r / kCols
 #pragma unroll
@@ -209,13 +240,6 @@ __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int 
             const int r = Main::a_index(0, q / 2), n = Main::b_index(nf, q % 2);
             if (n == r / kCols) ys[n][r % kCols] = to_float<D>(from_float<D>(acc.c[0][nf][q])); // as y is stored
         }
-    if (tid < kSlots) { // slot j's tile: its expert's rank among the routed ones
-        int tile = -1;
-        const int e = tid < k ? reinterpret_cast<const int *>(p.ws_ids)[tid] : -1;
-        for (int b = 0; b < kSlots && e >= 0; ++b)
-            if (tile_expert[b] == e) tile = b;
-        slot_tile[tid] = tile;
-    }
     __syncthreads();
     if (tid < kCols && h0 + tid < H) {
         float sum = 0.0f;

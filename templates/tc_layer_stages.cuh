@@ -111,7 +111,8 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 
 // The decode layer's first kernel at T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS (not precomputed
 // routing): every block routes the batch itself and derives its row tile (decode_route.cuh),
-// so the layer is three launches: this, mj_gemm2_small, mj_finalize.
+// so the layer is three launches: this, mj_gemm2_small, mj_finalize (or two: this and
+// mj_gemm2_finalize_t1).
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
@@ -119,6 +120,12 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
     mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedHidden>(p.hidden));
     mj::grid_dep_wait(); // the forward's first kernel: waits for what the stream ran before
+    // Before the batch-1 GEMM2 + finalize, whose blocks route for themselves and stream W2
+    // before their wait (mma_gemm2.cuh), that grid may launch at once; before mj_gemm2_small,
+    // only after the mainloop (mma_gemm1_act.cuh says why).
+    if (MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk), p.num_local_experts,
+                                 dim<kPinnedExperts>(p.num_experts)))
+        mj::grid_dep_launch();
     __shared__ mj::DecodeRouting routing;
     const int bid = static_cast<int>(blockIdx.x);
     const int b = bid % p.max_tiles, col_tile = bid / p.max_tiles;
@@ -147,16 +154,20 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
-    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM>(
-        p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+    const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
+    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE>(
+        p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
+        dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
-    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM>(
-        p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+    const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
+    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE>(
+        p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
+        dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
 
 // One block of 512 threads: the decode prologue in one launch. Counts, scatter cursors, row

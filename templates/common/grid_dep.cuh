@@ -17,7 +17,13 @@
 //                       still needs; it only fills SMs as this kernel's last wave drains.
 //                       The decode GEMM1 calls it after its mainloop instead, so that the
 //                       decode GEMM2's few long blocks are spread over the SMs rather than
-//                       stacked on the first ones to free up (mma_gemm1_act.cuh).
+//                       stacked on the first ones to free up (mma_gemm1_act.cuh); the routed
+//                       GEMM1 before the batch-1 GEMM2 + finalize right after its wait.
+//
+// Before its wait a kernel may only (a) request lines into L2 (prefetch_l2_spread below), and
+// (b) read the layer's inputs where the kernel before it passes its own wait before it lets
+// this one launch (then the inputs' producers have completed): the batch-1 GEMM2 + finalize
+// routes the token and requests its W2 stages there (mma_gemm2.cuh: GridDepGate).
 //
 // Before sm_90 both are empty (and the launcher does not use the attribute).
 #pragma once

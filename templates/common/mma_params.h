@@ -88,6 +88,11 @@ enum {
 #define MJ_MMA_T1_SLOTS 8
 #define MJ_MMA_T1_STAGES 9
 #define MJ_MMA_T1_SHALLOW_STAGES 6
+/* Whether the routed GEMM1 (T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS) is followed by that kernel:
+ * one rule for the launcher (runtime/launch_mma.c: t1_kernel) and the routed GEMM1, which
+ * then lets it launch at once (tc_layer_stages.cuh); splits <= 1: GEMM2 not split. */
+#define MJ_MMA_T1_GEMM2_FINALIZE(T, splits, k, e_local, experts)                                            \
+    ((T) == 1 && (splits) <= 1 && (e_local) == (experts) && ((k) == MJ_MMA_T1_SLOTS || (k) == 6))
 
 /* Up to MJ_MMA_PERSISTENT_MAX_TOKENS tokens, routing not precomputed: the persistent layer
  * (decode_persistent.cuh) instead of the chain (batch 1: the routed GEMM1 and the GEMM2 (+
