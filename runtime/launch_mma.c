@@ -35,8 +35,8 @@
  * the chain's kernels: 2-13 us per decode forward on the H200), and each waits in
  * griddepcontrol.wait before it reads or writes anything the chain holds or an input the
  * stream may still be writing (templates/common/grid_dep.cuh), so the forward still computes
- * on what the stream ran before it. MOEJIT_PDL=inner launches the forward's first kernel plainly, MOEJIT_PDL=0
- * every kernel (launch_common.h).
+ * on what the stream ran before it. MOEJIT_PDL=inner launches the forward's first kernel
+ * plainly, MOEJIT_PDL=0 every kernel (launch_common.h).
  *
  * Paths: small (decode, mma's swapped-operand GEMMs), large, and for wgmma tall (256 x 128
  * prefill tiles with their own expert-offsets kernel, appended to the kernel table:
