@@ -142,6 +142,9 @@ $(BUILD)/tests/check_%: $(BUILD)/obj/tests/check_%.o $(call obj,$(BUILD),$(TEST_
 $(BUILD)/asan/tests/check_%: $(BUILD)/asan/obj/tests/check_%.o $(call obj,$(BUILD)/asan,$(TEST_LIB_SRCS)) $(ASAN_LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
+# check_bench_floor tests a module of the CLI (tools/bench_floor.c): linked in beside the suite.
+$(BUILD)/tests/check_bench_floor: $(BUILD)/obj/tools/bench_floor.o
+$(BUILD)/asan/tests/check_bench_floor: $(BUILD)/asan/obj/tools/bench_floor.o
 $(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS)) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """This file contains the join of `moejit bench layer --json` rows with bench/torch_baseline.py
-rows by (shape, batch): one Markdown table with moejit's time, TB/s, TFLOP/s, fraction of the
-floor, the mean SM clock and board power over moejit's timed replays ("-" where the bench had
-no NVML), the torch time and the speedup (torch µs / moejit µs), optionally appended to a file
-(docs/PERFORMANCE.md) under a heading with date, commit and device.
+rows by (shape, batch): one Markdown table with moejit's time, the experts its input sets route
+to (and E_act under uniform routing), TB/s, TFLOP/s, fraction of the floor, the mean SM clock
+and board power over moejit's timed replays ("-" where the bench had no NVML), the torch time
+and the speedup (torch µs / moejit µs), optionally appended to a file (docs/PERFORMANCE.md)
+under a heading with date, commit and device.
 
 Usage: python3 bench/merge.py MOEJIT.json TORCH.json [--append FILE] [--commit SHA]
 """
@@ -24,15 +25,18 @@ def load(path):
 
 def table(moejit, torch_rows):
     base = {(r["shape"], r["batch"]): r for r in torch_rows}
-    out = ["| shape | B | backend | path | µs | TB/s (weights) | TFLOP/s | floor µs | of floor | SM MHz, W | torch µs | speedup | check |",
-           "|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+    out = ["| shape | B | backend | path | µs | experts read (uniform) | TB/s (weights) | TFLOP/s | floor µs | of floor "
+           "| SM MHz, W | torch µs | speedup | check |",
+           "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r in moejit:
         t = base.get((r["shape"], r["batch"]))
         tus = f'{t["us"]:.1f}' if t else "-"
         sp = f'{t["us"] / r["us"]:.2f}×' if t else "-"
         clk = f'{r["sm_mhz"]:.0f}, {r["power_w"]:.0f}' if r.get("clock_samples") else "-"
+        # rows of benches before e_read counted the uniform E_act as read
+        read = r.get("e_read", r["e_act"])
         out.append(f'| {r["shape"]} | {r["batch"]} | {r["backend"]} | {r["path"]} | {r["us"]:.1f} | '
-                   f'{r["tbps"]:.2f} | {r["tflops"]:.1f} | {r["floor_us"]:.1f} | {100 * r["frac_floor"]:.1f}% | '
+                   f'{read:.2f} ({r["e_act"]:.2f}) | {r["tbps"]:.2f} | {r["tflops"]:.1f} | {r["floor_us"]:.1f} | {100 * r["frac_floor"]:.1f}% | '
                    f'{clk} | {tus} | {sp} | {r["check"]} |')
     return "\n".join(out) + "\n"
 
@@ -55,7 +59,8 @@ def main():
             f.write("Method: whole layer by CUDA-graph replay, median, rotating input sets (8 below B=1024, "
                     f"else 4), bf16, renormalize routing on seeded uniform logits; torch {tv} baseline = "
                     "top-k/softmax, argsort, gather, torch._grouped_mm ×2, activation, weighted index_add_, "
-                    "graph-captured; floor = max(W / 4.48 TB/s, F / 790 TFLOP/s).\n\n")
+                    "graph-captured; floor = max(W / 4.48 TB/s, F / 790 TFLOP/s), W on the experts the input "
+                    "sets route to (their mean; E_act under uniform routing in brackets).\n\n")
             f.write(text)
 
 

@@ -6,9 +6,11 @@
  * each timed backend with simt on the same inputs (and with the float64 CPU reference on
  * small shapes, every activation, both GEMM paths).
  *
- * Floor (perf-targets.md): E_act = E·(1 − (1 − k/E)^B) experts touched under uniform routing,
- * W = E_act·(rows1 + I)·H·2 bytes, F = 2·B·k·(rows1 + I)·H, floor = max(W / bw, F / peak)
- * with the ceilings measured on the lent H200 (4.48 TB/s read stream, 790 TFLOP/s bf16).
+ * Floor (perf-targets.md, bench_floor.h): W = E_read·(rows1 + I)·H·2 bytes, where E_read is the
+ * number of experts the timed input sets route to (averaged over the sets; E_act = E·(1 −
+ * (1 − k/E)^B) under uniform routing is reported beside it), F = 2·B·k·(rows1 + I)·H,
+ * floor = max(W / bw, F / peak) with the ceilings measured on the lent H200 (4.48 TB/s read
+ * stream, 790 TFLOP/s bf16).
  * Routing: renormalize on fp32 logits drawn uniform in [-2, 2) from a seeded hash (seeded
  * uniform routing), also for DeepSeek-V3 (whose own deepseek_v3 routing mma does not take).
  */
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_floor.h"
 #include "bench_layer.h"
 #include "bench_layer_run.h"
 #include "cli.h"
@@ -158,21 +161,9 @@ static int parse_word_list(const char *opt, const char *value, const char **out,
 
 /* ---- the floor ------------------------------------------------------------------------------- */
 
-typedef struct metrics {
-    double e_act, weight_bytes, flops, floor_us;
-} metrics;
-
-static metrics metrics_of(const model_shape *s, int gated, long long B, const options *o)
+static bench_floor floor_of(const model_shape *s, int gated, long long B, double e_read, const options *o)
 {
-    metrics m;
-    const double E = s->experts, k = s->topk, H = s->hidden, I = s->inter;
-    const double rows = (gated ? 2.0 : 1.0) * I + I;
-    m.e_act = E * (1.0 - pow(1.0 - k / E, (double)B));
-    m.weight_bytes = m.e_act * rows * H * 2.0;
-    m.flops = 2.0 * (double)B * k * rows * H;
-    double t_bw = m.weight_bytes / (o->bw * 1e12), t_fl = m.flops / (o->peak * 1e12);
-    m.floor_us = 1e6 * (t_bw > t_fl ? t_bw : t_fl);
-    return m;
+    return bench_floor_of(s->hidden, s->inter, s->experts, s->topk, gated, B, e_read, o->bw, o->peak);
 }
 
 /* ---- device buffers of one shape ----------------------------------------------------------- */
@@ -223,6 +214,29 @@ static moejit_status run_once(const mj_gpu *g, const bench_layer *L, const model
     if (st == MOEJIT_OK) st = bench_layer_forward(g, L, &a, b->ws, b->ws_bytes, stream);
     if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
     if (st == MOEJIT_OK) st = mj_gpu_download_values(g, out, n, MJ_DTYPE_BF16, host);
+    return st;
+}
+
+/* The experts the timed forwards of B tokens read: each rotated set's distinct experts
+ * (bench_floor.h), averaged over the sets, from the logits downloaded as the layer sees them. */
+static moejit_status experts_read(const mj_gpu *g, const model_shape *s, long long B, const shape_bufs *b,
+                                  double *mean)
+{
+    const size_t n = (size_t)B * (size_t)s->experts;
+    float *lg = malloc((n ? n : 1) * sizeof *lg);
+    if (!lg) return MOEJIT_ERR_OUT_OF_MEMORY;
+    moejit_status st = MOEJIT_OK;
+    long long total = 0;
+    for (int set = 0; set < b->sets && st == MOEJIT_OK; set++) {
+        int e = 0;
+        st = mj_gpu_download_values(g, b->logits + (size_t)set * b->logits_set * 4, n, MJ_DTYPE_FP32, lg);
+        if (st == MOEJIT_OK) st = bench_routed_experts(lg, B, s->experts, s->topk, &e);
+        total += e;
+    }
+    free(lg);
+    *mean = (double)total / b->sets;
+    if (st != MOEJIT_OK) cli_error("bench layer: %s B=%lld: counting the routed experts: %s", s->name, B,
+                                   moejit_last_error());
     return st;
 }
 
@@ -541,7 +555,7 @@ typedef struct row {
     long long batch;
     char backend[16], path[24], check[48], note[64];
     double us, spread;
-    metrics m;
+    bench_floor m;
     gpu_clocks clocks; /* the GPU over the timed replays (no samples: no NVML) */
 } row;
 
@@ -698,6 +712,8 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     for (int bi = 0; bi < o->n_batches && st == MOEJIT_OK; bi++) {
         const long long B = o->batch[bi];
         const size_t n_out = (size_t)B * (size_t)s->hidden;
+        double e_read = 0.0;
+        if (o->time) st = experts_read(g, s, B, &b, &e_read);
         int ref_ok = 0;
         if (o->check) {
             st = run_once(g, &v[simt_ref].layer, s, B, &b, b.out, h_ref, stream);
@@ -748,13 +764,13 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
                 break;
             }
             snprintf(r->note, sizeof r->note, "%s", note);
-            r->m = metrics_of(s, gated, B, o);
+            r->m = floor_of(s, gated, B, e_read, o);
             char clock[64];
             printf("time  %-16s B=%-6lld %-10s path %-5s %10.1f us  %6.2f TB/s  %7.1f TFLOP/s  floor %8.1f us "
-                   "(%5.1f%%)  spread %.0f%%  SM %s\n",
+                   "(%5.1f%%)  experts %.2f (uniform %.2f)  spread %.0f%%  SM %s\n",
                    s->name, B, v[i].label, r->path, r->us, r->m.weight_bytes / r->us * 1e-6,
-                   r->m.flops / r->us * 1e-6, r->m.floor_us, 100.0 * r->m.floor_us / r->us, 100.0 * r->spread,
-                   clock_text(&r->clocks, clock, sizeof clock));
+                   r->m.flops / r->us * 1e-6, r->m.floor_us, 100.0 * r->m.floor_us / r->us, r->m.e_read,
+                   r->m.e_uniform, 100.0 * r->spread, clock_text(&r->clocks, clock, sizeof clock));
             fflush(stdout);
             (*n_rows)++;
         }
@@ -770,14 +786,16 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
 
 static void print_table(FILE *f, const row *rows, int n)
 {
-    fprintf(f, "| shape | B | backend | path | µs | TB/s (weights) | TFLOP/s | floor µs | of floor | SM clock | check |\n");
-    fprintf(f, "|---|---:|---|---|---:|---:|---:|---:|---:|---|---|\n");
+    fprintf(f, "| shape | B | backend | path | µs | experts read (uniform) | TB/s (weights) | TFLOP/s | floor µs | "
+               "of floor | SM clock | check |\n");
+    fprintf(f, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         char clock[64];
-        fprintf(f, "| %s | %lld | %s | %s | %.1f | %.2f | %.1f | %.1f | %.1f%% | %s | %s |\n", r->shape->name,
-                r->batch, r->backend, r->path, r->us, r->m.weight_bytes / r->us * 1e-6, r->m.flops / r->us * 1e-6,
-                r->m.floor_us, 100.0 * r->m.floor_us / r->us, clock_text(&r->clocks, clock, sizeof clock), r->check);
+        fprintf(f, "| %s | %lld | %s | %s | %.1f | %.2f (%.2f) | %.2f | %.1f | %.1f | %.1f%% | %s | %s |\n",
+                r->shape->name, r->batch, r->backend, r->path, r->us, r->m.e_read, r->m.e_uniform,
+                r->m.weight_bytes / r->us * 1e-6, r->m.flops / r->us * 1e-6, r->m.floor_us,
+                100.0 * r->m.floor_us / r->us, clock_text(&r->clocks, clock, sizeof clock), r->check);
     }
 }
 
@@ -792,11 +810,11 @@ static int write_json(const options *o, const row *rows, int n, const mj_gpu *g)
         const row *r = &rows[i];
         fprintf(f,
                 "{\"source\":\"moejit\",\"device\":\"%s\",\"shape\":\"%s\",\"batch\":%lld,\"backend\":\"%s\","
-                "\"path\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"e_act\":%.3f,\"weight_bytes\":%.0f,\"flops\":%.0f,"
+                "\"path\":\"%s\",\"us\":%.3f,\"spread\":%.4f,\"e_act\":%.3f,\"e_read\":%.3f,\"weight_bytes\":%.0f,\"flops\":%.0f,"
                 "\"floor_us\":%.3f,\"tbps\":%.4f,\"tflops\":%.3f,\"frac_floor\":%.4f,\"check\":\"%s\","
                 "\"capture\":\"%s\",\"clock_samples\":%d,\"sm_mhz\":%.0f,\"sm_mhz_min\":%d,\"sm_mhz_max\":%d,"
                 "\"power_w\":%.1f,\"clock_reasons\":%llu}\n",
-                g->name, r->shape->name, r->batch, r->backend, r->path, r->us, r->spread, r->m.e_act,
+                g->name, r->shape->name, r->batch, r->backend, r->path, r->us, r->spread, r->m.e_uniform, r->m.e_read,
                 r->m.weight_bytes, r->m.flops, r->m.floor_us, r->m.weight_bytes / r->us * 1e-6,
                 r->m.flops / r->us * 1e-6, r->m.floor_us / r->us, r->check, *r->note ? "relaxed" : "global",
                 r->clocks.samples, r->clocks.sm_mhz, r->clocks.sm_mhz_min, r->clocks.sm_mhz_max, r->clocks.power_w,
@@ -819,7 +837,8 @@ static int append_markdown(const options *o, const row *rows, int n, const mj_gp
             g->name);
     fprintf(f, "Method: whole layer (route → finalize) by CUDA-graph replay, median of the replays, %s "
                "input sets rotated; bf16; renormalize routing on seeded uniform fp32 logits; floor = "
-               "max(W / %.2f TB/s, F / %.0f TFLOP/s), W on the E_act experts touched.\n\n",
+               "max(W / %.2f TB/s, F / %.0f TFLOP/s), W on the experts the timed input sets route to (their "
+               "mean over the sets; E_act = E·(1 − (1 − k/E)^B) under uniform routing in brackets).\n\n",
             o->rotate > 0 ? "N" : "4-8", o->bw, o->peak);
     print_table(f, rows, n);
     return fclose(f) == 0 ? 0 : -1;

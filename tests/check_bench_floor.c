@@ -1,0 +1,100 @@
+/*
+ * This file contains the tests of tools/bench_floor.c: the roofline floor `moejit bench layer`
+ * reports against, and the count of the experts a benchmark input set routes to (the bytes
+ * the floor and the TB/s column are computed on).
+ */
+#include <check.h>
+#include <math.h>
+
+#include "../tools/bench_floor.h"
+#include "lib/check_main.h"
+
+START_TEST(uniform_count_is_the_expected_distinct_experts)
+{
+    ck_assert_double_eq_tol(bench_uniform_experts(8, 2, 1), 2.0, 1e-12);
+    ck_assert_double_eq_tol(bench_uniform_experts(8, 2, 2), 3.5, 1e-12); /* 8·(1 − 0.75²) */
+    ck_assert_double_eq_tol(bench_uniform_experts(128, 8, 1), 8.0, 1e-12);
+    ck_assert_double_eq_tol(bench_uniform_experts(8, 8, 5), 8.0, 1e-12);
+    ck_assert_double_eq(bench_uniform_experts(8, 2, 0), 0.0);
+}
+END_TEST
+
+START_TEST(routed_count_is_the_distinct_selected_experts)
+{
+    /* E = 8, k = 2: token 0 takes {3, 5}, token 1 {5, 1}, token 2 {3, 5} again */
+    const float lg[3 * 8] = {
+        0, 0, 0, 4, 0, 3, 0, 0, /* */
+        0, 2, 0, 0, 0, 5, 0, 0, /* */
+        -1, -1, -1, 7, -1, 6, -1, -1,
+    };
+    int n = -1;
+    ck_assert_int_eq(bench_routed_experts(lg, 1, 8, 2, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(bench_routed_experts(lg, 2, 8, 2, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(bench_routed_experts(lg, 3, 8, 2, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(bench_routed_experts(lg, 0, 8, 2, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+START_TEST(routed_count_breaks_ties_to_the_lower_id)
+{
+    /* all logits equal: the kernels take experts 0 and 1, so two tokens read two experts */
+    const float lg[2 * 4] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int n = -1;
+    ck_assert_int_eq(bench_routed_experts(lg, 2, 4, 2, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, 2);
+    /* k = E: every expert */
+    ck_assert_int_eq(bench_routed_experts(lg, 1, 4, 4, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, 4);
+}
+END_TEST
+
+START_TEST(routed_count_rejects_shapes_the_routing_does_not_take)
+{
+    const float lg[4] = {0, 1, 2, 3};
+    int n = -1;
+    ck_assert_int_eq(bench_routed_experts(lg, 1, 4, 5, &n), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(bench_routed_experts(lg, 1, 4, 0, &n), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(bench_routed_experts(lg, 1, 0, 1, &n), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(bench_routed_experts(lg, -1, 4, 1, &n), MOEJIT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(floor_is_bandwidth_or_compute_bound)
+{
+    /* Mixtral-8x7B at B = 1: two experts' W1 (2I x H) and W2 (H x I) in bf16 over 4.48 TB/s */
+    bench_floor f = bench_floor_of(4096, 14336, 8, 2, 1, 1, 2.0, 4.48, 790.0);
+    ck_assert_double_eq_tol(f.weight_bytes, 2.0 * 3 * 14336 * 4096 * 2, 0.5);
+    ck_assert_double_eq_tol(f.floor_us, f.weight_bytes / 4.48e6, 1e-9);
+    ck_assert_double_eq_tol(f.e_uniform, 2.0, 1e-12);
+    ck_assert_double_eq(f.e_read, 2.0);
+    /* the bytes follow the experts read, not the uniform count */
+    bench_floor g = bench_floor_of(4096, 14336, 8, 2, 1, 2, 3.75, 4.48, 790.0);
+    ck_assert_double_eq_tol(g.e_uniform, 3.5, 1e-12);
+    ck_assert_double_eq_tol(g.weight_bytes / f.weight_bytes, 3.75 / 2.0, 1e-12);
+    /* ungated (relu2): W1 has I rows; at 16384 tokens the floor is the FLOPs' */
+    bench_floor h = bench_floor_of(2688, 1856, 128, 6, 0, 16384, 128.0, 4.48, 790.0);
+    ck_assert_double_eq_tol(h.flops, 2.0 * 16384 * 6 * 2 * 1856 * 2688, 1.0);
+    ck_assert_double_eq_tol(h.floor_us, h.flops / 790e6, 1e-9);
+    ck_assert(h.floor_us > h.weight_bytes / 4.48e6);
+}
+END_TEST
+
+static Suite *bench_floor_suite(void)
+{
+    Suite *s = suite_create("bench_floor");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, uniform_count_is_the_expected_distinct_experts);
+    tcase_add_test(tc, routed_count_is_the_distinct_selected_experts);
+    tcase_add_test(tc, routed_count_breaks_ties_to_the_lower_id);
+    tcase_add_test(tc, routed_count_rejects_shapes_the_routing_does_not_take);
+    tcase_add_test(tc, floor_is_bandwidth_or_compute_bound);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(bench_floor_suite)
