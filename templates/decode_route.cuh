@@ -15,7 +15,8 @@
 // What the rest of the chain reads is published once: the blocks of the first column tile
 // write their tile's entry of ws_tiles (expert −1 past the real tiles) and its rows of
 // ws_rows, for GEMM2; block 0 writes ws_ids and ws_weights, for finalize. GEMM2 and finalize
-// read them after griddepcontrol.wait, i.e. after this grid has completed.
+// read them after griddepcontrol.wait, i.e. after this grid has completed. Before the batch-1
+// GEMM2 + finalize (mma_gemm2.cuh), which routes the token itself, nothing is published.
 #pragma once
 
 #include "common/grid_dep.cuh"

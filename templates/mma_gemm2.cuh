@@ -206,13 +206,10 @@ __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int 
 
     // Tile b is the b-th smallest routed local expert (decode_route.cuh): at T = 1 no expert
     // is routed twice, so slot j's tile is the number of routed local experts below its own.
+    // Only slots j < k are read (the launcher takes this kernel for k <= kSlots).
+    if (tid < kSlots) tile_expert[tid] = -1; // tiles past the routed experts have no rows
     if (tid < kWarp)
         route_token<kRouting, kLogits, kMaxE>(p, 0, E, k, tid, gr, nullptr, slot_id, false, slot_weight);
-    __syncthreads();
-    if (tid < kSlots) {
-        tile_expert[tid] = -1;
-        if (tid >= k) slot_id[tid] = -1, slot_weight[tid] = 0.0f;
-    }
     __syncthreads();
     if (tid < k) {
         const int e = slot_id[tid];

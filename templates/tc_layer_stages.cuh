@@ -123,17 +123,19 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
     // Before the batch-1 GEMM2 + finalize, whose blocks route for themselves and stream W2
     // before their wait (mma_gemm2.cuh), that grid may launch at once; before mj_gemm2_small,
     // only after the mainloop (mma_gemm1_act.cuh says why).
-    if (MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk), p.num_local_experts,
-                                 dim<kPinnedExperts>(p.num_experts)))
-        mj::grid_dep_launch();
+    const bool t1 = MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk),
+                                             p.num_local_experts, dim<kPinnedExperts>(p.num_experts));
+    if (t1) mj::grid_dep_launch();
     __shared__ mj::DecodeRouting routing;
     const int bid = static_cast<int>(blockIdx.x);
     const int b = bid % p.max_tiles, col_tile = bid / p.max_tiles;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::RowTile tile;
+    // The tile table and the routing are published for mj_gemm2_small and mj_finalize; the
+    // batch-1 GEMM2 + finalize reads neither (it routes for itself), so then nothing is written.
     if (!mj::route_decode_tile<kRouting, kLogitsDtype, kMaxE>(p, dim<kPinnedExperts>(p.num_experts),
-                                                              dim<kPinnedTopk>(p.topk), gr, b, col_tile == 0,
-                                                              bid == 0, routing, &tile))
+                                                              dim<kPinnedTopk>(p.topk), gr, b, col_tile == 0 && !t1,
+                                                              bid == 0 && !t1, routing, &tile))
         return;
     mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
                                           dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
