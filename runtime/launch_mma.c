@@ -23,8 +23,9 @@
  * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
  * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
- * too (two launches: t1_kernel below). At T <= 4 where GEMM1 would run in more than one wave,
- * the whole layer is instead one persistent grid after a kernel that zeroes its sync words
+ * too (two launches: t1_kernel below). At T <= 4 where GEMM1 would run in more than one wave
+ * (and at T <= 8 where the shape suits it: mj_mma_decode_persistent_shape), the whole layer
+ * is instead one persistent grid after a kernel that zeroes its sync words
  * (mj_launch_mma_decode_persistent; its sync words live in the counters region). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
@@ -143,7 +144,8 @@ int mj_launch_decode_mode(void)
 void mj_launch_set_decode_mode(int mode) { g_decode_mode = mode; }
 
 /* It runs where the routed experts' GEMM1 tiles outnumber the blocks the device holds at once
- * (mj_mma_decode_persistent, common/mma_params.h), or always / never under
+ * (mj_mma_decode_persistent, common/mma_params.h) and, past 4 tokens, the shape suits it
+ * (mj_mma_decode_persistent_shape), or always / never under
  * mj_launch_set_decode_mode: its GEMM2 K splits, or 0 for the chain of kernels. */
 static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *args, int path, int sms)
 {
@@ -153,7 +155,8 @@ static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
     const int64_t routed = pairs < e_local ? pairs : e_local;
     const int take = mode == MJ_DECODE_PERSISTENT ||
-                     mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms);
+                     (mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms) &&
+                      mj_mma_decode_persistent_shape(args->num_tokens, args->hidden, args->inter));
     return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
 }
 

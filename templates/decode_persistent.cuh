@@ -6,7 +6,7 @@
 //
 // Why: at a few tokens the layer is a stream of the routed experts' weights, and at T = 1 the
 // chain of two grids lost 9-17 µs of it (ncu, H200: Qwen3-235B-A22B's GEMM1, 432 blocks on 264
-// slots, 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp); at 2-4 tokens the chain adds a
+// slots, 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp); at 2-8 tokens the chain adds a
 // routing kernel. Here a block that finishes its last GEMM1 item takes a GEMM2 item at once and
 // streams its W2 rows while other blocks finish GEMM1.
 //

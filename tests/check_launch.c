@@ -667,17 +667,24 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(tc_attr_smem, 92160);
         ck_assert_int_eq(n_tc_maps, 0);
     }
-    /* T = 2..16: route_fused_small, gemm1/gemm2 small (max tiles 3 + 40 at T = 5: 24 x 43 and
-     * 32 x 43), finalize; the fused kernel counts in shared memory, so still no memset */
+    /* T = 2..16 in the chain: route_fused_small, gemm1/gemm2 small (max tiles 3 + 40 at T = 5:
+     * 24 x 43 and 32 x 43), finalize; the fused kernel counts in shared memory, so still no
+     * memset (Qwen3-30B takes the persistent layer up to 8 tokens unless told: below) */
     static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 1},
                                          {7, 24 * 43, 1, 128, 92160, -1, 1},
                                          {8, 32 * 43, 1, 128, 92160, -1, 1},
                                          {5, 5, 4, 128, 0, -1, 1}};
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 5, 2048, 768, 128, 8, 0, 0, 0);
         expect_launches(specs[i], want, 4);
         ck_assert_int_eq(memset_count, 0);
     }
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    tc_forward(MMA, 5, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
+    tc_forward(MMA, 9, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[0].kernel, 9); /* past MJ_MMA_PERSISTENT_MAX_TOKENS: the chain */
     /* T = 2: 16 x 24 GEMM1 tiles outnumber 264 blocks: the persistent layer, or told otherwise
      * the fused routing kernel and the chain */
     tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
@@ -776,9 +783,15 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 8 * 131072);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
     ck_assert_int_eq(tc_splits, 8);
-    tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 131072);
+    /* at T = 8 (the persistent layer's 8 copies of y: 8 x 16 x 4096 x 4 bytes) */
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
+    tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 8 * 262144);
     ck_assert_int_eq(tc_splits, 1);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9); /* GEMM2 after the fused routing and GEMM1 */
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 8 * 262144);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
+    ck_assert_int_eq(tc_splits, 8);
 }
 END_TEST
 
@@ -800,11 +813,27 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
     moejit_moe_args a = args_for(sp, 1, 4096, 14336, 8, 2);
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 448), 0); /* 896 tiles in one wave of 2 x 448 */
-    a.num_tokens = 4; /* up to MJ_MMA_PERSISTENT_MAX_TOKENS */
+    a.num_tokens = 8; /* up to MJ_MMA_PERSISTENT_MAX_TOKENS: a GEMM1 tile (k 4096) <= 4 x a GEMM2 tile's (1792) */
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
-    a.num_tokens = 5;
+    a.num_tokens = 9;
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 0);
+    /* Qwen3-235B: from 5 tokens its GEMM1 tiles (k 4096) outlast 4 of its GEMM2 tiles (768) */
+    moejit_moe_args q = args_for(sp, 4, 4096, 1536, 128, 8);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
+    q.num_tokens = 5;
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 0);
+    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT); /* unless told */
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
     moejit_spec_destroy(sp);
+    /* the shape rule itself: Qwen3-30B (2048 vs 768), Nemotron (2688 vs 960) take 5..8 tokens;
+     * DeepSeek-V3 (7168 vs 1024) keeps the chain; every shape takes 1..4 */
+    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 2048, 768), 1);
+    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 2688, 1856), 1);
+    ck_assert_int_eq(mj_mma_decode_persistent_shape(5, 7168, 2048), 0);
+    ck_assert_int_eq(mj_mma_decode_persistent_shape(4, 7168, 2048), 1);
+    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 3072, 768), 1); /* the bound is inclusive */
+    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 3080, 768), 0);
     /* Qwen3-30B (8 x 24 tiles: one wave) keeps the chain, unless told */
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED);

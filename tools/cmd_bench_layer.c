@@ -462,7 +462,7 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
 }
 
 /* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
- * itself; every T <= 4 also on the persistent decode layer, forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
+ * itself; every T <= MJ_MMA_PERSISTENT_MAX_TOKENS also on the persistent decode layer, forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
  * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
  * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
@@ -478,9 +478,9 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
 static int reference_runs(const char *backend, int split)
 {
     /* each T <= MJ_MMA_PERSISTENT_MAX_TOKENS twice: as the launcher picks, and the persistent
-     * decode layer (auto 1, expert-parallel 1 and 3; split 1 and 2, and the 3 of k = 8, 6) */
-    _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 3 && MJ_MMA_PERSISTENT_MAX_TOKENS < 5, "the count below");
-    return (strcmp(backend, "wgmma") == 0 ? 15 : 9) + (split ? 11 : 0);
+     * decode layer (auto 1 and 5, expert-parallel 1 and 3; split 1 and 2, and the 3 of k = 8, 6) */
+    _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 5 && MJ_MMA_PERSISTENT_MAX_TOKENS < 37, "the count below");
+    return (strcmp(backend, "wgmma") == 0 ? 16 : 10) + (split ? 11 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,

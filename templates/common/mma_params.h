@@ -100,13 +100,22 @@ enum {
  * MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM routes, then takes GEMM1 and then GEMM2 tiles from a
  * queue, so no grid boundary stalls the weight stream. Its sync words live in ws_counts (these
  * batches count nothing there): the queue, a count per row tile and GEMM2 K split, a count per 64 columns of out.
- * Why 4 tokens: forced against the chain on the H200 (wgmma, µs, one round mirrored), B = 2:
- * Mixtral-8x7B 281.5 -> 272.2, Qwen3-30B-A3B 49.0 -> 46.2, Qwen3-235B-A22B 146.8 -> 147.4,
- * DeepSeek-V3 318.8 -> 315.8, Nemotron 69.8 -> 65.2; B = 4: 497.9 -> 484.2, 77.6 -> 76.3,
- * 265.4 -> 268.1, 618.8 -> 616.7, 116.5 -> 115.6; B = 8 lost at four of the five (+1.1 to
- * +4.3 %: the blocks route 8 tokens before their first load, where the chain's one routing
- * kernel overlaps GEMM1's launch). */
-#define MJ_MMA_PERSISTENT_MAX_TOKENS 4 /* <= MJ_MMA_SMALL_BT: one row tile per expert */
+ * Up to MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS it runs at every shape (where the GEMM1 tiles
+ * outnumber the resident blocks: mj_mma_decode_persistent), forced against the chain on the
+ * H200 (wgmma, µs, one round mirrored), B = 2: Mixtral-8x7B 281.5 -> 272.2, Qwen3-30B-A3B
+ * 49.0 -> 46.2, Qwen3-235B-A22B 146.8 -> 147.4, DeepSeek-V3 318.8 -> 315.8, Nemotron 69.8 ->
+ * 65.2; B = 4: 497.9 -> 484.2, 77.6 -> 76.3, 265.4 -> 268.1, 618.8 -> 616.7, 116.5 -> 115.6.
+ * From 5 tokens only where a GEMM1 tile is at most 4 times as long as a GEMM2 tile
+ * (mj_mma_decode_persistent_shape): with more tokens the chain's kernel boundaries weigh less
+ * and the persistent layer's own weakness more, the GEMM2 tiles of the experts whose GEMM1
+ * tiles ran last waiting for them (docs/PERFORMANCE.md, twelfth session: the trace); against
+ * main with the bit-set row list (two runs each, µs), B = 6 / 8: Qwen3-30B-A3B (H 2048, GEMM2
+ * tile k 768) 101.4 -> 98.4 / 122.2 -> 119.3, Nemotron (2688, 960) 156.9 -> 153.0 / 194.9 ->
+ * 191.3, Mixtral-8x7B (4096, 1792) 567.9 -> 550.0 / 606.9 -> 598.0; Qwen3-235B-A22B (4096,
+ * 768) 359.5 -> 363.6 / 432.1 -> 439.7 and DeepSeek-V3 (7168, 1024) 878.8 -> 879.5 / 1098.8
+ * -> 1101.3 keep the chain. (Before the bit-set row list, B = 8 lost at four of the five.) */
+#define MJ_MMA_PERSISTENT_MAX_TOKENS 8 /* <= MJ_MMA_SMALL_BT: one row tile per expert */
+#define MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS 4
 /* Its blocks per SM and their pipeline depth (MJ_MMA_DECODE_SMEM: two fit an sm_90 SM). More,
  * shallower blocks hold as many bytes in flight per SM and cut the tiles' tail, but lost on the
  * H200 (wgmma, µs against 2 x 9 stages, one round mirrored): 3 x 6 and 3 x 7 stages +2.9 to +3.9 %
@@ -210,6 +219,17 @@ static inline int mj_mma_decode_persistent(long long routed, long long inter, in
 {
     const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
     return routed * ((inter + cols - 1) / cols) > (long long)sms * MJ_MMA_DECODE_BLOCKS_PER_SM;
+}
+
+/* ... and, above MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS tokens, whether the shape suits it (see
+ * MJ_MMA_PERSISTENT_MAX_TOKENS): a GEMM1 tile's k (hidden) at most 4 times a GEMM2 tile's (the
+ * persistent split's K range, decode_persistent.cuh: gemm2_split_k). */
+static inline int mj_mma_decode_persistent_shape(long long tokens, long long hidden, long long inter)
+{
+    if (tokens <= MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS) return 1;
+    const long long splits = mj_mma_decode_persistent_splits(inter);
+    const long long split_k = ((inter + MJ_MMA_BK - 1) / MJ_MMA_BK + splits - 1) / splits * MJ_MMA_BK;
+    return hidden <= 4 * split_k;
 }
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
