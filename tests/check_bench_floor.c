@@ -9,6 +9,14 @@
 #include "../tools/bench_floor.h"
 #include "lib/check_main.h"
 
+/* bench_routed_experts succeeds on (B, E, k) and counts `want` experts */
+static void routed_is(const float *lg, long long B, int E, int k, int want)
+{
+    int n = -1;
+    ck_assert_int_eq(bench_routed_experts(lg, B, E, k, &n), MOEJIT_OK);
+    ck_assert_int_eq(n, want);
+}
+
 START_TEST(uniform_count_is_the_expected_distinct_experts)
 {
     ck_assert_double_eq_tol(bench_uniform_experts(8, 2, 1), 2.0, 1e-12);
@@ -27,15 +35,10 @@ START_TEST(routed_count_is_the_distinct_selected_experts)
         0, 2, 0, 0, 0, 5, 0, 0, /* */
         -1, -1, -1, 7, -1, 6, -1, -1,
     };
-    int n = -1;
-    ck_assert_int_eq(bench_routed_experts(lg, 1, 8, 2, &n), MOEJIT_OK);
-    ck_assert_int_eq(n, 2);
-    ck_assert_int_eq(bench_routed_experts(lg, 2, 8, 2, &n), MOEJIT_OK);
-    ck_assert_int_eq(n, 3);
-    ck_assert_int_eq(bench_routed_experts(lg, 3, 8, 2, &n), MOEJIT_OK);
-    ck_assert_int_eq(n, 3);
-    ck_assert_int_eq(bench_routed_experts(lg, 0, 8, 2, &n), MOEJIT_OK);
-    ck_assert_int_eq(n, 0);
+    routed_is(lg, 1, 8, 2, 2);
+    routed_is(lg, 2, 8, 2, 3);
+    routed_is(lg, 3, 8, 2, 3);
+    routed_is(lg, 0, 8, 2, 0);
 }
 END_TEST
 
@@ -43,12 +46,8 @@ START_TEST(routed_count_breaks_ties_to_the_lower_id)
 {
     /* all logits equal: the kernels take experts 0 and 1, so two tokens read two experts */
     const float lg[2 * 4] = {1, 1, 1, 1, 1, 1, 1, 1};
-    int n = -1;
-    ck_assert_int_eq(bench_routed_experts(lg, 2, 4, 2, &n), MOEJIT_OK);
-    ck_assert_int_eq(n, 2);
-    /* k = E: every expert */
-    ck_assert_int_eq(bench_routed_experts(lg, 1, 4, 4, &n), MOEJIT_OK);
-    ck_assert_int_eq(n, 4);
+    routed_is(lg, 2, 4, 2, 2);
+    routed_is(lg, 1, 4, 4, 4); /* k = E: every expert */
 }
 END_TEST
 
