@@ -462,7 +462,8 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
 }
 
 /* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
- * itself; every T <= MJ_MMA_PERSISTENT_MAX_TOKENS also on the persistent decode layer, forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
+ * itself; every T <= MJ_MMA_PERSISTENT_MAX_TOKENS also on the persistent decode layer,
+ * forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
  * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
  * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
