@@ -80,11 +80,7 @@ __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int
 // The K splits of a decode GEMM2 over I: split `split` takes whole k tiles [k0, k0 + klen) of
 // every row (klen <= 0: a zero partial sum); every split but the last has gemm2_split_k
 // elements.
-__device__ __forceinline__ int gemm2_split_k(int I, int splits)
-{
-    const int k_tiles = (I + MJ_MMA_BK - 1) / MJ_MMA_BK;
-    return (k_tiles + splits - 1) / splits * MJ_MMA_BK;
-}
+__device__ __forceinline__ int gemm2_split_k(int I, int splits) { return MJ_MMA_GEMM2_SPLIT_K(I, splits); }
 
 __device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, int *k0, int *klen)
 {

@@ -134,6 +134,11 @@ enum {
  * DeepSeek-V3 (2048) 174.3 | 170.2, 168.4, 180.9, 210.5. */
 #define MJ_MMA_DECODE_SPLIT_K 1024
 #define MJ_MMA_DECODE_SPLIT_MAX 8
+/* The K range of each split but the last when `splits` split a GEMM2 over `inter` columns:
+ * whole k tiles of MJ_MMA_BK (one rule for the kernels, mma_gemm2.cuh: gemm2_split_k, and
+ * the launcher's shape rule, mj_mma_decode_persistent_shape). */
+#define MJ_MMA_GEMM2_SPLIT_K(inter, splits) \
+    ((((inter) + MJ_MMA_BK - 1) / MJ_MMA_BK + (splits) - 1) / (splits) * MJ_MMA_BK)
 
 /* ---- the two GEMM paths ------------------------------------------------------------------- */
 #define MJ_MMA_BK 64 /* k per stage: 128-byte smem rows, 8 x 16-byte chunks, XOR swizzle */
@@ -228,8 +233,7 @@ static inline int mj_mma_decode_persistent_shape(long long tokens, long long hid
 {
     if (tokens <= MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS) return 1;
     const long long splits = mj_mma_decode_persistent_splits(inter);
-    const long long split_k = ((inter + MJ_MMA_BK - 1) / MJ_MMA_BK + splits - 1) / splits * MJ_MMA_BK;
-    return hidden <= 4 * split_k;
+    return hidden <= 4 * MJ_MMA_GEMM2_SPLIT_K(inter, splits);
 }
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
