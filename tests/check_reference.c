@@ -700,6 +700,52 @@ START_TEST(fp8_per_tensor_intermediate_shares_one_scale_across_tokens)
 }
 END_TEST
 
+/* a = x (identity, W1 = W2 = the 2x2 unit matrix): out is a after bf16 and e4m3. a[0] lies
+ * 2^-20 above the bf16 midpoint 8.71875 between 8.6875 and 8.75, a[1] = 1. */
+START_TEST(fp8_amax_on_a_rounding_midpoint_has_two_sides)
+{
+    moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
+    static const float unit[4] = {1, 0, 0, 1};
+    float x[2] = {(float)(8.71875 * (1.0 + 0x1p-20)), 1.0f};
+    const int32_t ids[1] = {0};
+    const float wt[1] = {1.0f};
+    mj_ref_layer L = {.num_tokens = 1, .hidden = 2, .inter = 2, .num_experts = 1, .topk = 1, .act = a,
+                      .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16, .x = x, .topk_ids = ids,
+                      .topk_weights = wt, .w1 = unit, .w2 = unit};
+    const unsigned f = MJ_REF_ROUND_ACT | MJ_REF_QUANT_ACT;
+    static const mj_ref_act_quant modes[2] = {MJ_REF_AQ_FP8_TENSOR, MJ_REF_AQ_FP8_TOKEN};
+    for (int m = 0; m < 2; m++) {
+        L.act_quant = modes[m];
+        x[0] = (float)(8.71875 * (1.0 + 0x1p-20));
+        double out[2], low[2], high[2];
+        int64_t amb = -1;
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, &amb), MOEJIT_OK);
+        ck_assert_int_eq(amb, 1);
+        /* nearest: a[0] -> 8.75, scale 8.75/448 = 5/256 exactly: 448 -> 8.75; 1 -> 51.2 -> 52 */
+        ck_assert_double_eq(out[0], 8.75);
+        ck_assert_double_eq(out[1], 52.0 * 5.0 / 256.0);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, high, f | MJ_REF_AMAX_HIGH, &amb), MOEJIT_OK);
+        ck_assert_double_eq(high[0], out[0]);
+        ck_assert_double_eq(high[1], out[1]);
+        /* the low side: amax 8.6875, so the stored 8.75 saturates at 448 and 1 -> 51.57 -> 52 */
+        double s = mj_ref_fp8_scale(8.6875);
+        ck_assert_double_ne(s, 5.0 / 256.0);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, low, f | MJ_REF_AMAX_LOW, &amb), MOEJIT_OK);
+        ck_assert_double_eq(low[0], 448.0 * s);
+        ck_assert_double_eq(low[1], 52.0 * s);
+        /* 8.7 is nowhere near a midpoint: one side, and the flags change nothing */
+        x[0] = 8.7f;
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, &amb), MOEJIT_OK);
+        ck_assert_int_eq(amb, 0);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, low, f | MJ_REF_AMAX_LOW, &amb), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, high, f | MJ_REF_AMAX_HIGH, &amb), MOEJIT_OK);
+        ck_assert_mem_eq(low, out, sizeof out);
+        ck_assert_mem_eq(high, out, sizeof out);
+    }
+    moejit_activation_destroy(a);
+}
+END_TEST
+
 START_TEST(fp8_block_mode_scales_each_128_elements_of_x_apart)
 {
     /* H = 256: x[0] = 448 in block 0, x[128] = 0.3 in block 1; W1 reads x[128] alone. Per
@@ -861,6 +907,7 @@ static Suite *reference_suite(void)
     suite_add_tcase(s, layer);
     TCase *fp8 = tcase_create("fp8 replay");
     tcase_add_test(fp8, fp8_replay_quantizes_x_per_token_and_ideal_does_not);
+    tcase_add_test(fp8, fp8_amax_on_a_rounding_midpoint_has_two_sides);
     tcase_add_test(fp8, fp8_per_tensor_intermediate_shares_one_scale_across_tokens);
     tcase_add_test(fp8, fp8_block_mode_scales_each_128_elements_of_x_apart);
     suite_add_tcase(s, fp8);

@@ -69,6 +69,7 @@ typedef struct suite {
 typedef struct result {
     double err, err_replay; /* worst against the ideal and the replay reference */
     double err_p90;         /* fp8: worst 90th-percentile token replay error (0 otherwise) */
+    int amax_side;          /* fp8: cases that passed against a side of an ambiguous amax */
     char why[1536]; /* empty when passed */
 } result;
 

@@ -151,6 +151,49 @@ static int judge(const moejit_spec *sp, const float *out, const double *ideal, c
     return -1;
 }
 
+/* judge() against the replay, and where that fails and the reference found a dynamic scale
+ * of a whose amax sits on a rounding midpoint of the dtype (*ambiguous groups, see
+ * MJ_REF_AMAX_SLACK), against each side's replay: the kernel's fp32 GEMM1 may round that one
+ * value either way, and an amax one step of the dtype apart moves every value of its group
+ * by the scale's ~0.5 % (seed 1796090809257086, fuzz #2: replay error 5.07e-2 against the
+ * float64 side, 1.9e-3 against the H200's). The verdict is the first of them that passes,
+ * with its errors; if none does, the replay's own failure. */
+static int verdict(const suite *S, const moejit_spec *sp, const mj_ref_layer *L, int64_t ambiguous,
+                   const float *out, const double *ideal, const double *replay, int64_t T, int64_t H, result *r,
+                   const char *where)
+{
+    result first = {0};
+    if (!judge(sp, out, ideal, replay, T, H, &first, where) || !ambiguous) {
+        r->err = fmax(r->err, first.err);
+        r->err_replay = fmax(r->err_replay, first.err_replay);
+        r->err_p90 = fmax(r->err_p90, first.err_p90);
+        snprintf(r->why, sizeof r->why, "%s", first.why);
+        return *first.why ? -1 : 0;
+    }
+    double *side = malloc(sizeof(double) * (size_t)(T * H + 1));
+    static const unsigned sides[2] = {MJ_REF_AMAX_LOW, MJ_REF_AMAX_HIGH};
+    for (int i = 0; side && i < 2; i++) {
+        result v = {0};
+        if (mj_ref_forward(L, S->threads, NULL, side, replay_flags_of(sp) | sides[i]))
+            break;
+        if (!judge(sp, out, ideal, side, T, H, &v, where)) {
+            r->err = fmax(r->err, v.err);
+            r->err_replay = fmax(r->err_replay, v.err_replay);
+            r->err_p90 = fmax(r->err_p90, v.err_p90);
+            r->amax_side++;
+            free(side);
+            return 0;
+        }
+    }
+    free(side);
+    r->err = fmax(r->err, first.err);
+    r->err_replay = fmax(r->err_replay, first.err_replay);
+    r->err_p90 = fmax(r->err_p90, first.err_p90);
+    snprintf(r->why, sizeof r->why, "%.1450s (and against both sides of its %lld ambiguous amax groups)", first.why,
+             (long long)ambiguous);
+    return -1;
+}
+
 /* A tiny xorshift for the model's perturbation signs (independent of the inputs' stream). */
 static uint64_t xorshift(uint64_t *s)
 {
@@ -242,7 +285,8 @@ static int execute(const suite *S, const entry *e, const gcase *gc, result *r, f
         goto done;
     }
     mj_ref_layer L = case_layer(&c);
-    if (mj_ref_forward(&L, S->threads, ideal, replay, replay_flags_of(e->spec))) {
+    int64_t ambiguous = 0;
+    if (mj_ref_forward_ex(&L, S->threads, ideal, replay, replay_flags_of(e->spec), &ambiguous)) {
         snprintf(r->why, sizeof r->why, "%s: reference: %s", where, moejit_last_error());
         goto done;
     }
@@ -281,7 +325,7 @@ static int execute(const suite *S, const entry *e, const gcase *gc, result *r, f
                      where, i, i / (size_t)H, (double)out[i]);
             goto done;
         }
-    if (judge(e->spec, out, ideal, replay, T, H, r, where))
+    if (verdict(S, e->spec, &L, ambiguous, out, ideal, replay, T, H, r, where))
         goto done;
     if (!S->dry) {
         moejit_status st;
@@ -414,7 +458,8 @@ void run_control(const suite *S, const entry *e, const gcase *gc, const mutation
         L.w1 = c.alt_w1;
         L.w2 = c.alt_w2;
     }
-    if (!ref || !rep || mj_ref_forward(&L, S->threads, ref, rep, replay_flags_of(e->spec))) {
+    int64_t ambiguous = 0;
+    if (!ref || !rep || mj_ref_forward_ex(&L, S->threads, ref, rep, replay_flags_of(e->spec), &ambiguous)) {
         snprintf(detail, sizeof detail, "reference: %s", ref && rep ? moejit_last_error() : "out of memory");
         report(t, 0, what, detail);
         free(rep);
@@ -424,7 +469,7 @@ void run_control(const suite *S, const entry *e, const gcase *gc, const mutation
         memset(out, 0, sizeof(float) * n);
     /* the suite's whole verdict (every bar) must reject it */
     result v = {0};
-    int rejected = judge(e->spec, out, ref, rep, gc->s.T, gc->s.H, &v, "") != 0;
+    int rejected = verdict(S, e->spec, &L, ambiguous, out, ref, rep, gc->s.T, gc->s.H, &v, "") != 0;
     if (rejected)
         snprintf(detail, sizeof detail, "rejected%s", v.why);
     else

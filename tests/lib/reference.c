@@ -344,7 +344,9 @@ typedef struct work {
     unsigned flags;
     int amax_pass;            /* 1: only the replay's a, for its per-tensor amax */
     double x_scale, a_scale;  /* per-tensor fp8 scales, resolved (0 when not per-tensor) */
-    double amax;              /* amax_pass: max |a| over this range */
+    double amax;              /* amax_pass: max |a| over this range (as the flags choose) */
+    double amax_low, amax_high; /* amax_pass: the same with the slack down and up */
+    int64_t ambiguous;        /* row and block groups of a whose two sides differ */
     moejit_status status;
     char message[512];
 } work;
@@ -393,6 +395,45 @@ static void quantize_row(mj_ref_act_quant mode, double *v, int64_t n, double ten
     }
 }
 
+/* The amax of a group of a's values: of the stored (rounded) values, and of the unrounded
+ * ones pre[] moved down and up by the slack before the same rounding (round: the flags'
+ * ROUND_ACT). Rounding is monotonic, so *low <= *mid <= *high. */
+static void amax_sides(const double *stored, const double *pre, int64_t n, unsigned flags, mj_dtype dt,
+                       double *low, double *mid, double *high)
+{
+    double l = 0.0, m = 0.0, h = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double u = fabs(pre[i]);
+        m = fmax(m, fabs(stored[i]));
+        l = fmax(l, fabs(round_if(u * (1.0 - MJ_REF_AMAX_SLACK), flags, MJ_REF_ROUND_ACT, dt)));
+        h = fmax(h, fabs(round_if(u * (1.0 + MJ_REF_AMAX_SLACK), flags, MJ_REF_ROUND_ACT, dt)));
+    }
+    *low = l;
+    *mid = m;
+    *high = h;
+}
+
+/* The amax the flags choose among a group's three. */
+static double amax_chosen(unsigned flags, double low, double mid, double high)
+{
+    return (flags & MJ_REF_AMAX_LOW) ? low : (flags & MJ_REF_AMAX_HIGH) ? high : mid;
+}
+
+/* quantize_row for a's rows and blocks (dynamic scales per group), each group's scale from
+ * the amax the flags choose; counts the groups whose two sides differ. */
+static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pre, int64_t n, unsigned flags,
+                              mj_dtype dt, int64_t *ambiguous)
+{
+    int64_t group = mode == MJ_REF_AQ_FP8_BLOCK ? MJ_REF_FP8_BLOCK : n;
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        int64_t len = g0 + group < n ? group : n - g0;
+        double lo, mid, hi;
+        amax_sides(v + g0, pre + g0, len, flags, dt, &lo, &mid, &hi);
+        *ambiguous += lo != hi;
+        mj_ref_fp8_fake_quant(v + g0, len, len, mj_ref_fp8_scale(amax_chosen(flags, lo, mid, hi)));
+    }
+}
+
 static void *forward_range(void *arg)
 {
     work *wk = arg;
@@ -407,13 +448,13 @@ static void *forward_range(void *arg)
     int do_replay = wk->replay != NULL || wk->amax_pass;
     int quant = L->act_quant != MJ_REF_AQ_NONE;
     int qx = quant && (wk->flags & MJ_REF_QUANT_X), qa = quant && (wk->flags & MJ_REF_QUANT_ACT);
-    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 2 * rows + 2 * I + 2 * H + 2 * k));
+    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 2 * rows + 3 * I + 2 * H + 2 * k));
     if (!buf) {
         wk->status = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "reference: out of memory");
         goto fail;
     }
     double *xd = buf, *xq = xd + H, *fc1 = xq + H, *fc1r = fc1 + rows, *a = fc1r + rows, *ar = a + I;
-    double *y = ar + I, *yr = y + H, *w = yr + H;
+    double *apre = ar + I, *y = apre + I, *yr = y + H, *w = yr + H;
     int32_t ids[MJ_REF_MAX_TOPK];
 
     for (int64_t t = wk->t0; t < wk->t1; t++) {
@@ -456,15 +497,23 @@ static void *forward_range(void *arg)
                     a[i] = mj_ref_act_apply(&p, 0.0, fc1[i]);
                     ar[i] = mj_ref_act_apply(&p, 0.0, fc1r[i]);
                 }
+                apre[i] = ar[i];
                 ar[i] = round_if(ar[i], wk->flags, MJ_REF_ROUND_ACT, L->dtype);
             }
             if (wk->amax_pass) {
-                for (int64_t i = 0; i < I; i++)
-                    wk->amax = fmax(wk->amax, fabs(ar[i]));
+                double lo, mid, hi;
+                amax_sides(ar, apre, I, wk->flags, L->dtype, &lo, &mid, &hi);
+                wk->amax = fmax(wk->amax, mid);
+                wk->amax_low = fmax(wk->amax_low, lo);
+                wk->amax_high = fmax(wk->amax_high, hi);
                 continue;
             }
-            if (qa && do_replay)
-                quantize_row(L->act_quant, ar, I, wk->a_scale);
+            if (qa && do_replay) {
+                if (L->act_quant == MJ_REF_AQ_FP8_TENSOR)
+                    quantize_row(L->act_quant, ar, I, wk->a_scale);
+                else
+                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, &wk->ambiguous);
+            }
             for (int64_t h = 0; h < H; h++) {
                 double b2 = L->b2 ? (double)L->b2[le * H + h] : 0.0;
                 if (do_ideal) {
@@ -489,8 +538,9 @@ fail:
 }
 
 /* Runs forward_range over the tokens split in `threads` ranges (proto is copied into each);
- * returns the first failure, and the max of the ranges' amax in *amax. */
-static moejit_status run_ranges(const work *proto, int threads, double *amax)
+ * returns the first failure, and the ranges' results summed into *sum (amax: the max of
+ * each side; ambiguous: the total). */
+static moejit_status run_ranges(const work *proto, int threads, work *sum)
 {
     int64_t T = proto->L->num_tokens;
     work wk[64];
@@ -512,20 +562,28 @@ static moejit_status run_ranges(const work *proto, int threads, double *amax)
     forward_range(&wk[0]);
     for (int i = 1; i <= started; i++)
         pthread_join(tid[i], NULL);
-    double m = 0.0;
     for (int i = 0; i < threads; i++) {
         if (wk[i].status)
             return mj_fail(wk[i].status, "%s", wk[i].message);
-        m = fmax(m, wk[i].amax);
+        sum->amax = fmax(sum->amax, wk[i].amax);
+        sum->amax_low = fmax(sum->amax_low, wk[i].amax_low);
+        sum->amax_high = fmax(sum->amax_high, wk[i].amax_high);
+        sum->ambiguous += wk[i].ambiguous;
     }
-    if (amax)
-        *amax = m;
     return MOEJIT_OK;
 }
 
 moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                              unsigned replay_flags)
 {
+    return mj_ref_forward_ex(L, threads, ideal, replay, replay_flags, NULL);
+}
+
+moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *ideal, double *replay,
+                                unsigned replay_flags, int64_t *ambiguous)
+{
+    if (ambiguous)
+        *ambiguous = 0;
     moejit_status st = mj_ref_validate(L);
     if (st)
         return st;
@@ -539,7 +597,8 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
         threads = T > 0 ? (int)T : 1;
     if (threads > 64)
         threads = 64;
-    work proto = {L, 0, 0, ideal, replay, replay_flags, 0, 0.0, 0.0, 0.0, MOEJIT_OK, ""};
+    work proto = {L, 0, 0, ideal, replay, replay_flags, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, MOEJIT_OK, ""};
+    work sum = proto;
     if (replay && L->act_quant == MJ_REF_AQ_FP8_TENSOR) {
         /* a dynamic per-tensor scale needs the whole tensor's amax before any row is
          * quantized: x's is a scan; a's takes a first pass through GEMM1 and the activation */
@@ -554,11 +613,15 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
         if ((replay_flags & MJ_REF_QUANT_ACT) && !(proto.a_scale > 0.0)) {
             work pass = proto;
             pass.amax_pass = 1;
-            double amax = 0.0;
-            if ((st = run_ranges(&pass, threads, &amax)))
+            if ((st = run_ranges(&pass, threads, &sum)))
                 return st;
-            proto.a_scale = mj_ref_fp8_scale(amax);
+            sum.ambiguous = sum.amax_low != sum.amax_high;
+            proto.a_scale = mj_ref_fp8_scale(amax_chosen(replay_flags, sum.amax_low, sum.amax, sum.amax_high));
         }
     }
-    return run_ranges(&proto, threads, NULL);
+    if ((st = run_ranges(&proto, threads, &sum)))
+        return st;
+    if (ambiguous)
+        *ambiguous = sum.ambiguous;
+    return MOEJIT_OK;
 }

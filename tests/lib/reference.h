@@ -35,8 +35,21 @@ typedef enum mj_ref_round {
     MJ_REF_ROUND_ACT = 1u << 1, /* the activation output a, stored once before GEMM2 */
     MJ_REF_ROUND_Y = 1u << 2,   /* each expert's y (after b2) stored before the weighted sum */
     MJ_REF_QUANT_X = 1u << 3,   /* x quantized to e4m3 per act_quant before GEMM1 */
-    MJ_REF_QUANT_ACT = 1u << 4  /* a (after ROUND_ACT, if set) quantized to e4m3 before GEMM2 */
+    MJ_REF_QUANT_ACT = 1u << 4, /* a (after ROUND_ACT, if set) quantized to e4m3 before GEMM2 */
+    /* With QUANT_ACT and ROUND_ACT, a dynamic scale of a (per tensor, row or block) from the
+     * amax of the group's values rounded to the dtype after moving each unrounded |a| down
+     * (AMAX_LOW) or up (AMAX_HIGH) by MJ_REF_AMAX_SLACK: the two sides of an amax whose
+     * unrounded value lies within the slack of a rounding midpoint of the dtype, where the
+     * kernel's fp32 GEMM1 may land on either side (mj_ref_forward_ex counts such groups). */
+    MJ_REF_AMAX_LOW = 1u << 5,
+    MJ_REF_AMAX_HIGH = 1u << 6
 } mj_ref_round;
+
+/* Relative distance from a rounding midpoint of the dtype within which an unrounded amax
+ * counts as ambiguous: fp32 GEMM1 accumulation and the activation's few-ulp fp32 functions
+ * stay far inside it (2^-22 on the case that showed it: 8.718751188 in float64, rounded to
+ * bf16 8.75, while the H200 stored 8.6875). */
+#define MJ_REF_AMAX_SLACK 0x1p-16
 
 /* The replay of the simt kernels of issue 2: a is stored once in bf16/fp16. */
 #define MJ_REF_REPLAY_SIMT ((unsigned)MJ_REF_ROUND_ACT)
@@ -143,5 +156,11 @@ moejit_status mj_ref_validate(const mj_ref_layer *L);
  * depend on the thread count (tokens are split, never sums). */
 moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                              unsigned replay_flags);
+/* mj_ref_forward, and in *ambiguous (may be NULL) the number of dynamic scale groups of a
+ * (a per-tensor scale is one group; rows and blocks each one) whose amax differs between
+ * MJ_REF_AMAX_LOW and MJ_REF_AMAX_HIGH: where it is 0 those flags change nothing. The
+ * ideal pass ignores both flags. */
+moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *ideal, double *replay,
+                                unsigned replay_flags, int64_t *ambiguous);
 
 #endif
