@@ -41,12 +41,24 @@ int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
  * GEMM2 K splits when the forward runs it, else 0 (the chain of kernels); mma and wgmma specs,
  * valid shape. */
 int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms);
+/* ... and, where it runs, whether in its shallow blocks (mj_decode_persistent_shallow, 3 per
+ * SM; common/mma_params.h: mj_mma_decode_persistent_shallow), else 0. */
+int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms);
 /* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS: MJ_DECODE_AUTO (the rule),
- * _PERSISTENT or _CHAIN (always / never
- * the persistent one). The process starts with $MOEJIT_DECODE (auto, persistent, chain; any
- * other value fails every mma and wgmma forward, naming it); the benchmark's float64 cases set
- * the mode to run both layers; setting -1 reads $MOEJIT_DECODE again (tests). */
-enum { MJ_DECODE_AUTO = 0, MJ_DECODE_PERSISTENT, MJ_DECODE_CHAIN, MJ_DECODE_INVALID /* a bad $MOEJIT_DECODE */ };
+ * _PERSISTENT or _CHAIN (always / never the persistent one), _PERSISTENT_DEEP or
+ * _PERSISTENT_SHALLOW (always the persistent one, in its 2 x 9-stage or 3 x 6-stage blocks per
+ * SM; _PERSISTENT and _AUTO pick those by their rule). The process starts with
+ * $MOEJIT_DECODE (auto, persistent, persistent_deep, persistent_shallow, chain; any other
+ * value fails every mma and wgmma forward, naming it); the benchmark's float64 cases set the
+ * mode to run every layer; setting -1 reads $MOEJIT_DECODE again (tests). */
+enum {
+    MJ_DECODE_AUTO = 0,
+    MJ_DECODE_PERSISTENT,
+    MJ_DECODE_CHAIN,
+    MJ_DECODE_PERSISTENT_DEEP,
+    MJ_DECODE_PERSISTENT_SHALLOW,
+    MJ_DECODE_INVALID /* a bad $MOEJIT_DECODE */
+};
 int mj_launch_decode_mode(void);
 void mj_launch_set_decode_mode(int mode);
 
@@ -85,6 +97,7 @@ typedef struct mj_mma_forward {
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     int persistent_splits; /* the persistent decode layer's GEMM2 K splits, or 0 (the chain) */
+    int persistent_shallow; /* it runs in its shallow blocks (mj_launch_mma_decode_shallow) */
     int sms;               /* the device's SMs (set where persistent_splits was decided) */
     mj_layer_params p;
 } mj_mma_forward;

@@ -134,6 +134,8 @@ int mj_launch_decode_mode(void)
         const char *v = getenv("MOEJIT_DECODE");
         mode = !v || !*v || strcmp(v, "auto") == 0 ? MJ_DECODE_AUTO
              : strcmp(v, "persistent") == 0         ? MJ_DECODE_PERSISTENT
+             : strcmp(v, "persistent_deep") == 0    ? MJ_DECODE_PERSISTENT_DEEP
+             : strcmp(v, "persistent_shallow") == 0 ? MJ_DECODE_PERSISTENT_SHALLOW
              : strcmp(v, "chain") == 0              ? MJ_DECODE_CHAIN
                                                     : MJ_DECODE_INVALID;
         g_decode_mode = mode;
@@ -154,7 +156,8 @@ static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *
     if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
     const int64_t routed = pairs < e_local ? pairs : e_local;
-    const int take = mode == MJ_DECODE_PERSISTENT ||
+    const int take = mode == MJ_DECODE_PERSISTENT || mode == MJ_DECODE_PERSISTENT_DEEP ||
+                     mode == MJ_DECODE_PERSISTENT_SHALLOW ||
                      (mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms) &&
                       mj_mma_decode_persistent_shape(args->num_tokens, args->hidden, args->inter));
     return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
@@ -163,6 +166,25 @@ static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *
 int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms)
 {
     return decode_persistent_at(spec, args, forward_path(spec, args), sms);
+}
+
+/* Where the persistent layer runs: its shallow blocks where the GEMM1 tiles make 1.5 rounds
+ * of them (mj_mma_decode_persistent_shallow) on an SM of 228 KiB (sm_90a, sm_100a: three
+ * blocks of 60 KiB stages and ~7 KiB of routing fit; measured on sm_90a only), or as told. */
+static int decode_shallow_at(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+{
+    const int mode = mj_launch_decode_mode();
+    if (mode == MJ_DECODE_PERSISTENT_SHALLOW || mode == MJ_DECODE_PERSISTENT_DEEP)
+        return mode == MJ_DECODE_PERSISTENT_SHALLOW;
+    if (spec->arch != MJ_ARCH_SM90A && spec->arch != MJ_ARCH_SM100A) return 0;
+    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
+    const int64_t routed = pairs < e_local ? pairs : e_local;
+    return mj_mma_decode_persistent_shallow(routed, args->inter, moejit_activation_is_gated(&spec->act), sms);
+}
+
+int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+{
+    return decode_persistent_at(spec, args, forward_path(spec, args), sms) ? decode_shallow_at(spec, args, sms) : 0;
 }
 
 /* The y copies the workspace holds: the chain's K splits, or where it may run the persistent
@@ -319,9 +341,11 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     /* a few tokens: the persistent layer or the chain (its rule needs the device's SM count) */
     if (mj_launch_decode_mode() == MJ_DECODE_INVALID)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent or "
-                                                    "chain; got \"%s\"", getenv("MOEJIT_DECODE"));
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent, "
+                                                    "persistent_deep, persistent_shallow or chain; got \"%s\"",
+                       getenv("MOEJIT_DECODE"));
     f->persistent_splits = 0;
+    f->persistent_shallow = 0;
     if (persistent_case(spec, args, path)) {
         CUdevice dev;
         int sms = 0;
@@ -331,6 +355,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         if (sms < 1) return mj_fail(MOEJIT_ERR_CUDA, "cuDeviceGetAttribute(multiprocessor count): reported %d", sms);
         f->sms = sms;
         f->persistent_splits = decode_persistent_at(spec, args, path, sms);
+        f->persistent_shallow = f->persistent_splits && decode_shallow_at(spec, args, sms);
     }
     const int splits = f->persistent_splits ? f->persistent_splits : gemm2_splits_at(args, path);
     const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
@@ -410,19 +435,23 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
                                      : MJ_MMA_K_EXPERT_OFFSETS;
     CUresult r;
     if (f->persistent_splits) {
-        /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM after the
-         * kernel that zeroes its sync words (templates/decode_persistent.cuh) */
-        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_MMA_DECODE_SMEM,
-                                    m->kernels[MJ_MMA_K_DECODE_PERSISTENT], dev);
+        /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM (or its shallow
+         * kernel's MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM) after the kernel that zeroes its sync
+         * words (templates/decode_persistent.cuh) */
+        const int shallow = f->persistent_shallow;
+        const int kernel = shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW : MJ_MMA_K_DECODE_PERSISTENT;
+        const int smem = shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
+        const int per_sm = shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
+        r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, m->kernels[kernel], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
         void *pp[] = {&f->p};
         const int pdl_first = f->programmatic == MJ_PDL_ALL, pdl_inner = f->programmatic != MJ_PDL_OFF;
         moejit_status st = mj_launch_kernel(d, m, MJ_MMA_K_DECODE_RESET, "mj_decode_reset", 1, 1,
                                             MJ_MMA_DECODE_RESET_THREADS, 0, stream, pp, pdl_first);
         if (st != MOEJIT_OK) return st;
-        return mj_launch_kernel(d, m, MJ_MMA_K_DECODE_PERSISTENT, "mj_decode_persistent",
-                                (unsigned)(f->sms * MJ_MMA_DECODE_BLOCKS_PER_SM), 1, MJ_MMA_SMALL_THREADS,
-                                MJ_MMA_DECODE_SMEM, stream, pp, pdl_inner);
+        return mj_launch_kernel(d, m, kernel, shallow ? "mj_decode_persistent_shallow" : "mj_decode_persistent",
+                                (unsigned)(f->sms * per_sm), 1, MJ_MMA_SMALL_THREADS, (unsigned)smem, stream, pp,
+                                pdl_inner);
     }
     const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
                                        : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM

@@ -95,7 +95,8 @@ struct PersistentDecode {
     int finalizes;           // this block sums its GEMM2 item's columns
 };
 
-template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK>
+// kStages: MJ_MMA_DECODE_STAGES or MJ_MMA_DECODE_SHALLOW_STAGES (the pipeline depth of every tile).
+template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages>
 __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, const ActParams &act, int H, int I,
                                                   int E, int k, const GroupRouting &gr, unsigned char *smem)
 {
@@ -213,7 +214,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             const int b = item / c1;
             const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
             const int c = item % c1;
-            gemm1_act_small<D, kAct, MJ_MMA_DECODE_STAGES>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
+            gemm1_act_small<D, kAct, kStages>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
             __threadfence(); // this thread's intermediate stores, before the count
             __syncthreads();
             if (tid == 0) atomicAdd(gemm1_done + b * splits + c * kCols1 / split_k, 1);
@@ -223,7 +224,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             // its gate: the GEMM1 items of b that write its K range (none if the range is empty)
             const int first1 = split * split_k / kCols1;
             const int end1 = min(c1, ((split + 1) * split_k + kCols1 - 1) / kCols1);
-            gemm2_small_tile<D, MJ_MMA_DECODE_STAGES>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
+            gemm2_small_tile<D, kStages>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
                                 WaitForCount{gemm1_done + b * splits + split, max(end1 - first1, 0)});
             __threadfence(); // this thread's y stores, before the count
             __syncthreads();

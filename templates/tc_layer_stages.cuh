@@ -217,12 +217,29 @@ mj_decode_reset(const __grid_constant__ mj_layer_params p)
     mj::decode_reset(p, dim<kPinnedHidden>(p.hidden));
 }
 
+namespace mj {
+namespace tc_layer {
+template <int kStages>
+__device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p)
+{
+    const GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
+    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages>(
+        p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
+        dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
+}
+} // namespace tc_layer
+} // namespace mj
+
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
-    using namespace mj::tc_layer;
-    const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
-    mj::decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK>(
-        p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
-        dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
+    mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
+}
+
+// The same with MJ_MMA_DECODE_SHALLOW_STAGES, MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM blocks per SM
+// (common/mma_params.h: mj_mma_decode_persistent_shallow says where).
+extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
+{
+    mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_SHALLOW_STAGES>(p);
 }

@@ -681,8 +681,8 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(memset_count, 0);
     }
     mj_launch_set_decode_mode(MJ_DECODE_AUTO);
-    tc_forward(MMA, 5, 2048, 768, 128, 8, 0, 0, 0);
-    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
+    tc_forward(MMA, 5, 2048, 768, 128, 8, 0, 0, 0); /* 40 x 24 GEMM1 tiles: the shallow blocks */
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT_SHALLOW);
     tc_forward(MMA, 9, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[0].kernel, 9); /* past MJ_MMA_PERSISTENT_MAX_TOKENS: the chain */
     /* T = 2: 16 x 24 GEMM1 tiles outnumber 264 blocks: the persistent layer, or told otherwise
@@ -798,9 +798,13 @@ END_TEST
 START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks)
 {
     /* Mixtral at T = 1 on 132 SMs: 2 x 448 GEMM1 tiles > 264 blocks: the reset kernel, then
-     * one grid of 2 blocks per SM with the small GEMMs' shared memory; its GEMM2 split in 8 */
+     * one grid of 2 blocks per SM with the small GEMMs' shared memory (448 tiles per expert
+     * outnumber even 3 blocks per SM: not the shallow blocks); its GEMM2 split in 8 */
     static const tc_launch_rec want[] = {{MJ_MMA_K_DECODE_RESET, 1, 1, MJ_MMA_DECODE_RESET_THREADS, 0, -1, 1},
                                          {MJ_MMA_K_DECODE_PERSISTENT, 264, 1, 128, 92160, -1, 1}};
+    static const tc_launch_rec want_shallow[] = {
+        {MJ_MMA_K_DECODE_RESET, 1, 1, MJ_MMA_DECODE_RESET_THREADS, 0, -1, 1},
+        {MJ_MMA_K_DECODE_PERSISTENT_SHALLOW, 396, 1, 128, 61440, -1, 1}};
     const char *const specs[] = {MMA, WGMMA};
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 8 * 32768);
@@ -808,6 +812,18 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
         ck_assert_int_eq(tc_splits, 8);
         ck_assert_int_eq(memset_count, 0); /* the reset kernel zeroes the sync words */
         ck_assert_int_eq(tc_attr_smem, 92160);
+    }
+    /* told: the shallow blocks, 3 per SM with 6 stages of the small GEMMs' 10 KiB */
+    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
+    tc_forward(WGMMA, 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 8 * 32768);
+    expect_launches("mixtral shallow", want_shallow, 2);
+    ck_assert_int_eq(tc_attr_smem, 61440);
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    /* Qwen3-235B at T = 2 (16 x 48 GEMM1 tiles: 1.9 rounds of 3 x 132) takes them by the rule */
+    for (int i = 0; i < 2; i++) {
+        tc_forward(specs[i], 2, 4096, 1536, 128, 8, 0, 0, 0);
+        expect_launches(specs[i], want_shallow, 2);
+        ck_assert_int_eq(tc_splits, 2);
     }
     moejit_spec *sp = spec_of(WGMMA);
     moejit_moe_args a = args_for(sp, 1, 4096, 14336, 8, 2);
@@ -824,8 +840,43 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 0);
     mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT); /* unless told */
     ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
+    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
+    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    /* its blocks: Qwen3-235B at T = 1 (8 x 48 = 384 GEMM1 tiles, under 1.5 rounds of 3 x 132)
+     * the deep ones, at T = 2 (16 x 48) the shallow ones; as told either way */
+    q.num_tokens = 1;
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 0);
+    q.num_tokens = 2;
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 1);
+    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_DEEP);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 0);
+    q.num_tokens = 1;
+    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 1);
+    mj_launch_set_decode_mode(MJ_DECODE_CHAIN); /* no persistent layer: no blocks of it */
+    q.num_tokens = 2;
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 0);
     mj_launch_set_decode_mode(MJ_DECODE_AUTO);
     moejit_spec_destroy(sp);
+    /* ... on an SM of 228 KiB only (three blocks of 60 + 7 KiB): sm_86's runs the deep ones */
+    moejit_spec *s86 = spec_of("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_86");
+    moejit_moe_args q86 = args_for(s86, 2, 4096, 1536, 128, 8);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(s86, &q86, 132), 2);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(s86, &q86, 132), 0);
+    moejit_spec_destroy(s86);
+    /* the rule itself: at least 1.5 rounds of 3 blocks per SM (2 x tiles >= 9 x SMs) */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 1536, 1, 132), 0);  /* 384 tiles */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(16, 1536, 1, 132), 1); /* 768 */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(12, 1856, 0, 132), 0); /* ungated: 12 x 29 */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(24, 1856, 0, 132), 1); /* 24 x 29 */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(2, 297 * 32, 1, 132), 1); /* 594: inclusive */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(1, 593 * 32, 1, 132), 0);
+    /* ... unless one expert's tiles alone outnumber the 396 blocks (Mixtral-8x7B: 448) */
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 14336, 1, 132), 0);
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 395 * 32, 1, 132), 1);
+    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 396 * 32, 1, 132), 0);
     /* the shape rule itself: Qwen3-30B (2048 vs 768), Nemotron (2688 vs 960) take 5..8 tokens;
      * DeepSeek-V3 (7168 vs 1024) keeps the chain; every shape takes 1..4 */
     ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 2048, 768), 1);

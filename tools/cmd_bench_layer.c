@@ -283,15 +283,17 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
 
 /* "small", "large", "tall", "pair" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
  * K, "small/t1" for batch 1's one-kernel GEMM2 + finalize, "small/p" or "small/p8" for the
- * persistent decode layer (its GEMM2 split in 8) on a device of sms SMs; "-" for simt. */
+ * persistent decode layer (its GEMM2 split in 8) on a device of sms SMs, "small/ps" or
+ * "small/p8s" in its shallow blocks; "-" for simt. */
 static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sms, char *buf, size_t n)
 {
     snprintf(buf, n, "-");
     if (spec->backend != MJ_BACKEND_MMA && spec->backend != MJ_BACKEND_WGMMA) return;
     const char *name = mj_mma_path_name(mj_launch_mma_path(spec, a));
     const int splits = mj_launch_mma_gemm2_splits(spec, a), persistent = mj_launch_mma_decode_persistent(spec, a, sms);
-    if (persistent > 1) snprintf(buf, n, "%s/p%d", name, persistent);
-    else if (persistent) snprintf(buf, n, "%s/p", name);
+    const char *shallow = mj_launch_mma_decode_shallow(spec, a, sms) ? "s" : "";
+    if (persistent > 1) snprintf(buf, n, "%s/p%d%s", name, persistent, shallow);
+    else if (persistent) snprintf(buf, n, "%s/p%s", name, shallow);
     else if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
     else if (mj_launch_mma_t1_fused(spec, a)) snprintf(buf, n, "%s/t1", name); /* GEMM2 finalizes */
     else snprintf(buf, n, "%s", name);
@@ -397,7 +399,10 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
                 act, T, path);
         ok = 0;
     }
-    if (want_splits == -2 && !mj_launch_mma_decode_persistent(L->spec, &a, g->sms)) {
+    /* -2: the persistent layer, in the block shape the decode mode names (if it names one) */
+    const int mode = mj_launch_decode_mode();
+    if (want_splits == -2 && (!mj_launch_mma_decode_persistent(L->spec, &a, g->sms) ||
+                              (mode == MJ_DECODE_PERSISTENT_SHALLOW) != mj_launch_mma_decode_shallow(L->spec, &a, g->sms))) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s not the persistent decode layer  FAIL\n", dtype,
                 act, T, path);
         ok = 0;
@@ -450,9 +455,12 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
         for (int i = 0; i < n_ts; i++) {
             failed += !reference_run(g, &L, act, dtype, ts[i], I, k, want_splits, ep_local, log);
             if (ts[i] > MJ_MMA_PERSISTENT_MAX_TOKENS) continue;
-            /* and the persistent decode layer, which layers this small take only when told */
+            /* and the persistent decode layer, which layers this small take only when told, in
+             * both of its block shapes (2 x 9 stages per SM, and the shallow 3 x 6) */
             const int mode = mj_launch_decode_mode();
-            mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT);
+            mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_DEEP);
+            failed += !reference_run(g, &L, act, dtype, ts[i], I, k, -2, ep_local, log);
+            mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
             failed += !reference_run(g, &L, act, dtype, ts[i], I, k, -2, ep_local, log);
             mj_launch_set_decode_mode(mode);
         }
@@ -478,10 +486,11 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
  * column chunk 264 of 1024 columns wide. Returns the number of failed runs. */
 static int reference_runs(const char *backend, int split)
 {
-    /* each T <= MJ_MMA_PERSISTENT_MAX_TOKENS twice: as the launcher picks, and the persistent
-     * decode layer (auto 1 and 5, expert-parallel 1 and 3; split 1 and 2, and the 3 of k = 8, 6) */
+    /* each T <= MJ_MMA_PERSISTENT_MAX_TOKENS three times: as the launcher picks, and the
+     * persistent decode layer's two block shapes (auto 1 and 5, expert-parallel 1 and 3; split 1
+     * and 2, and the 3 of k = 8, 6) */
     _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 5 && MJ_MMA_PERSISTENT_MAX_TOKENS < 37, "the count below");
-    return (strcmp(backend, "wgmma") == 0 ? 16 : 10) + (split ? 11 : 0);
+    return (strcmp(backend, "wgmma") == 0 ? 20 : 14) + (split ? 16 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,

@@ -48,13 +48,14 @@ enum {
     MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW, /* the same with MJ_MMA_T1_SHALLOW_STAGES (k = 6) */
     MJ_MMA_K_DECODE_RESET,         /* the persistent decode layer: zero its sync words, then */
     MJ_MMA_K_DECODE_PERSISTENT,    /* route, GEMM1, GEMM2 and finalize in one grid */
+    MJ_MMA_K_DECODE_PERSISTENT_SHALLOW, /* the same, more blocks of fewer stages */
     MJ_MMA_NUM_KERNELS
 };
 #define MJ_MMA_KERNEL_NAME_LIST                                                                 \
     "mj_route", "mj_expert_offsets", "mj_scatter", "mj_gemm1_act", "mj_gemm2", "mj_finalize", \
         "mj_expert_offsets_small", "mj_gemm1_act_small", "mj_gemm2_small", "mj_route_fused_small", \
         "mj_gemm1_act_small_routed", "mj_gemm2_finalize_t1", \
-        "mj_gemm2_finalize_t1_shallow", "mj_decode_reset", "mj_decode_persistent"
+        "mj_gemm2_finalize_t1_shallow", "mj_decode_reset", "mj_decode_persistent", "mj_decode_persistent_shallow"
 
 /* Decode: at most this many tokens (one warp each in a block of MJ_SIMT_OFFSETS_THREADS)
  * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
@@ -123,6 +124,22 @@ enum {
  * 5 x 4 +2.3 to +4.0 % at B = 1. Only Qwen3-235B at B = 2 and 4 gained (-1.5 %, -2.2 % at 3 x 7). */
 #define MJ_MMA_DECODE_BLOCKS_PER_SM 2
 #define MJ_MMA_DECODE_STAGES 9
+/* ... except where its GEMM1 tiles make at least 1.5 rounds of 3 blocks per SM
+ * (mj_mma_decode_persistent_shallow): then 3 blocks of 6 stages per SM (as many stages in
+ * flight per SM, a finer grain at the end of GEMM1). On the H200 (wgmma, forced persistent,
+ * two rounds mirrored, µs, 2 x 9 -> 3 x 6; docs/validation/2026-12-01-s13-persistent-s6b3-ab.log):
+ * taken, Qwen3-235B-A22B B = 2, 3, 4 143.7 -> 141.7, 204.3 -> 201.3, 257.4 -> 252.5 (744, 1104,
+ * 1421 tiles), Qwen3-30B-A3B B = 4, 8 73.0 -> 70.8, 119.3 -> 117.2, Nemotron B = 4 111.2 ->
+ * 109.3, DeepSeek-V3 B = 2, 4 311.5 -> 311.6, 596.5 -> 594.3, Mixtral-8x7B B = 2, 4, 8 270.9 ->
+ * 271.4, 472.0 -> 472.8, 598.1 -> 600.5; not taken (one round or less of the 3 x 132 blocks):
+ * Qwen3-235B B = 1 (384 tiles) 79.7 -> 80.0, Qwen3-30B B = 2 (375) 43.9 -> 45.1, Nemotron B = 2
+ * (337) 62.4 -> 64.8, and DeepSeek-V3 B = 1 (512: 1.3 rounds) +3.8 % in the eleventh session.
+ * The rule against 2 x 9 everywhere (auto, one round mirrored, µs;
+ * docs/validation/2026-12-01-s13-persistent-shallow-rule-ab.log): Qwen3-235B B = 2, 3, 4 -1.3,
+ * -1.7, -1.9 %, Qwen3-30B B = 4, 6, 8 -2.8, -2.0, -2.1 %, Nemotron B = 4, 6, 8 -1.7, -1.6, -1.1 %,
+ * DeepSeek-V3 B = 2, 4 -0.3, -0.5 %; the rest (deep by the rule) within +-0.3 %. */
+#define MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM 3
+#define MJ_MMA_DECODE_SHALLOW_STAGES 6
 #define MJ_MMA_DECODE_RESET_THREADS 128
 #define MJ_MMA_DECODE_SYNC_WORDS(max_tiles, H)                                                            \
     (1 + (max_tiles) * MJ_MMA_DECODE_SPLIT_MAX + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
@@ -160,6 +177,7 @@ enum {
 #define MJ_MMA_SMALL_STAGE_BYTES ((MJ_MMA_SMALL_BW + MJ_MMA_SMALL_BT) * MJ_MMA_BK * 2)
 #define MJ_MMA_SMALL_SMEM (MJ_MMA_SMALL_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
 #define MJ_MMA_DECODE_SMEM (MJ_MMA_DECODE_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
+#define MJ_MMA_DECODE_SHALLOW_SMEM (MJ_MMA_DECODE_SHALLOW_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
 #define MJ_MMA_T1_SMEM (MJ_MMA_T1_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
 #define MJ_MMA_T1_SHALLOW_SMEM (MJ_MMA_T1_SHALLOW_STAGES * MJ_MMA_SMALL_STAGE_BYTES)
 #if MJ_MMA_LARGE_SMEM > 101376 || MJ_MMA_SMALL_SMEM > 101376 || MJ_MMA_T1_SMEM > 101376 || MJ_MMA_DECODE_SMEM > 101376
@@ -224,6 +242,18 @@ static inline int mj_mma_decode_persistent(long long routed, long long inter, in
 {
     const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
     return routed * ((inter + cols - 1) / cols) > (long long)sms * MJ_MMA_DECODE_BLOCKS_PER_SM;
+}
+
+/* Whether the persistent layer runs its shallow blocks (MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM of
+ * MJ_MMA_DECODE_SHALLOW_STAGES, see there): where the routed experts' GEMM1 tiles make at least
+ * 1.5 rounds of that many blocks per SM, and one expert's tiles alone do not outnumber them
+ * (Mixtral-8x7B's 448 per expert: +0.2 to +0.5 % at 2 to 8 tokens, where many experts' groups
+ * of 24 to 64 tiles gained). */
+static inline int mj_mma_decode_persistent_shallow(long long routed, long long inter, int gated, int sms)
+{
+    const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
+    const long long per_expert = (inter + cols - 1) / cols, blocks = (long long)sms * MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM;
+    return per_expert < blocks && 2 * routed * per_expert >= 3 * blocks;
 }
 
 /* ... and, above MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS tokens, whether the shape suits it (see

@@ -117,7 +117,7 @@
 
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
-    MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 15, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
+    MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 16, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
     MJ_WGMMA_K_GEMM1_ACT_TALL,
     MJ_WGMMA_K_GEMM2_TALL,
     MJ_WGMMA_K_GEMM1_ACT_PAIR, /* the pair path's GEMMs (clusters of two; offsets: the large ones) */
