@@ -12,7 +12,9 @@
  * floor = max(W / bw, F / peak) with the ceilings measured on the lent H200 (4.48 TB/s read
  * stream, 790 TFLOP/s bf16).
  * Routing: renormalize on fp32 logits drawn uniform in [-2, 2) from a seeded hash (seeded
- * uniform routing), also for DeepSeek-V3 (whose own deepseek_v3 routing mma does not take).
+ * uniform routing), also for DeepSeek-V3 (whose own deepseek_v3 routing mma does not take);
+ * each rotated input set has its own seed, so a (shape, B) row's inputs do not depend on the
+ * other batches of the command.
  */
 #include <getopt.h>
 #include <math.h>
@@ -708,8 +710,16 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     const uint64_t seed = 0x5eed0000ull + (uint64_t)(s - shapes) * 16;
     if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w1, nw1, MJ_DTYPE_BF16, seed + 1, 1.0f / sqrtf((float)s->hidden), stream);
     if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w2, nw2, MJ_DTYPE_BF16, seed + 2, 1.0f / sqrtf((float)s->inter), stream);
-    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.x, b.x_set * (size_t)b.sets, MJ_DTYPE_BF16, seed + 3, 1.0f, stream);
-    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.logits, b.logits_set * (size_t)b.sets, MJ_DTYPE_FP32, seed + 4, 2.0f, stream);
+    /* Each input set from its own seed, token-major, so that a batch of B reads the same B
+     * tokens of set i whatever the largest batch of the command (which sizes the sets): a row
+     * does not depend on the other batches it was run with. */
+    for (int set = 0; set < b.sets && st == MOEJIT_OK; set++) {
+        const uint64_t set_seed = seed + ((uint64_t)(set + 1) << 40);
+        st = bench_fill_run(g, fill, b.x + (size_t)set * b.x_set * 2, b.x_set, MJ_DTYPE_BF16, set_seed + 3, 1.0f, stream);
+        if (st == MOEJIT_OK)
+            st = bench_fill_run(g, fill, b.logits + (size_t)set * b.logits_set * 4, b.logits_set, MJ_DTYPE_FP32,
+                                set_seed + 4, 2.0f, stream);
+    }
     if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
 
     float *h_ref = NULL, *h_got = NULL, *h_again = NULL;
