@@ -38,7 +38,7 @@ python3 bench/merge.py "$OUT/moejit.json" "$OUT/torch.json" > "$OUT/merged.md" 2
 for c in /tmp/mj-cubins/*.cubin; do
   [ -f "$c" ] || continue
   cuobjdump --dump-sass "$c" > /tmp/mj.sass 2>&1
-  for f in mj_gemm1_act mj_gemm2 mj_gemm1_act_small mj_gemm1_act_small_routed mj_gemm2_small mj_gemm2_finalize_t1 mj_gemm2_finalize_t1_shallow mj_decode_persistent mj_gemm1_act_tall mj_gemm2_tall mj_gemm1_act_pair mj_gemm2_pair; do
+  for f in mj_gemm1_act mj_gemm2 mj_gemm1_act_small mj_gemm1_act_small_routed mj_gemm2_small mj_gemm2_finalize_t1 mj_gemm2_finalize_t1_shallow mj_decode_persistent mj_decode_persistent_shallow mj_gemm1_act_tall mj_gemm2_tall mj_gemm1_act_pair mj_gemm2_pair; do
     awk -v f="Function : $f\$" '$0 ~ f {p=1; next} /Function :/ {p=0} p' /tmp/mj.sass > /tmp/mj.fn
     [ -s /tmp/mj.fn ] || continue # the tall and pair GEMMs are wgmma's only
     printf '%s %-26s SASS lines %5d HMMA %3d HGMMA %3d LDSM %3d LDGSTS.128 %3d BAR %2d LDL/STL %d\n' \
