@@ -149,13 +149,19 @@ void mj_launch_set_decode_mode(int mode) { g_decode_mode = mode; }
  * (mj_mma_decode_persistent, common/mma_params.h) and, past 4 tokens, the shape suits it
  * (mj_mma_decode_persistent_shape), or always / never under
  * mj_launch_set_decode_mode: its GEMM2 K splits, or 0 for the chain of kernels. */
+/* The local experts a decode batch routes to at most: min(T·k, E_local). */
+static int64_t routed_bound(const moejit_moe_args *args)
+{
+    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
+    return pairs < e_local ? pairs : e_local;
+}
+
 static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *args, int path, int sms)
 {
     if (!persistent_case(spec, args, path)) return 0;
     const int mode = mj_launch_decode_mode();
     if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
-    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    const int64_t routed = pairs < e_local ? pairs : e_local;
+    const int64_t routed = routed_bound(args);
     const int take = mode == MJ_DECODE_PERSISTENT || mode == MJ_DECODE_PERSISTENT_DEEP ||
                      mode == MJ_DECODE_PERSISTENT_SHALLOW ||
                      (mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms) &&
@@ -177,9 +183,8 @@ static int decode_shallow_at(const moejit_spec *spec, const moejit_moe_args *arg
     if (mode == MJ_DECODE_PERSISTENT_SHALLOW || mode == MJ_DECODE_PERSISTENT_DEEP)
         return mode == MJ_DECODE_PERSISTENT_SHALLOW;
     if (spec->arch != MJ_ARCH_SM90A && spec->arch != MJ_ARCH_SM100A) return 0;
-    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    const int64_t routed = pairs < e_local ? pairs : e_local;
-    return mj_mma_decode_persistent_shallow(routed, args->inter, moejit_activation_is_gated(&spec->act), sms);
+    return mj_mma_decode_persistent_shallow(routed_bound(args), args->inter, moejit_activation_is_gated(&spec->act),
+                                            sms);
 }
 
 int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms)
@@ -433,6 +438,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
                         : tall       ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
                         : pair_order ? MJ_WGMMA_K_EXPERT_OFFSETS_PAIR
                                      : MJ_MMA_K_EXPERT_OFFSETS;
+    static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     CUresult r;
     if (f->persistent_splits) {
         /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM (or its shallow
@@ -446,12 +452,11 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
         void *pp[] = {&f->p};
         const int pdl_first = f->programmatic == MJ_PDL_ALL, pdl_inner = f->programmatic != MJ_PDL_OFF;
-        moejit_status st = mj_launch_kernel(d, m, MJ_MMA_K_DECODE_RESET, "mj_decode_reset", 1, 1,
+        moejit_status st = mj_launch_kernel(d, m, MJ_MMA_K_DECODE_RESET, names[MJ_MMA_K_DECODE_RESET], 1, 1,
                                             MJ_MMA_DECODE_RESET_THREADS, 0, stream, pp, pdl_first);
         if (st != MOEJIT_OK) return st;
-        return mj_launch_kernel(d, m, kernel, shallow ? "mj_decode_persistent_shallow" : "mj_decode_persistent",
-                                (unsigned)(f->sms * per_sm), 1, MJ_MMA_SMALL_THREADS, (unsigned)smem, stream, pp,
-                                pdl_inner);
+        return mj_launch_kernel(d, m, kernel, names[kernel], (unsigned)(f->sms * per_sm), 1, MJ_MMA_SMALL_THREADS,
+                                (unsigned)smem, stream, pp, pdl_inner);
     }
     const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
                                        : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM
@@ -481,7 +486,6 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
          MJ_SIMT_FINALIZE_THREADS, 0, params},
     };
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
-    static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     const int first = routed ? 3 : fused ? 2 : 0, last = t1 ? 4 : 5; /* t1: no finalize launch */
     for (int i = first; i <= last; i++) {
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
