@@ -719,29 +719,63 @@ START_TEST(fp8_amax_on_a_rounding_midpoint_has_two_sides)
         x[0] = (float)(8.71875 * (1.0 + 0x1p-20));
         double out[2], low[2], high[2];
         int64_t amb = -1;
-        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, &amb), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, &amb, NULL), MOEJIT_OK);
         ck_assert_int_eq(amb, 1);
         /* nearest: a[0] -> 8.75, scale 8.75/448 = 5/256 exactly: 448 -> 8.75; 1 -> 51.2 -> 52 */
         ck_assert_double_eq(out[0], 8.75);
         ck_assert_double_eq(out[1], 52.0 * 5.0 / 256.0);
-        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, high, f | MJ_REF_AMAX_HIGH, &amb), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, high, f | MJ_REF_AMAX_HIGH, &amb, NULL), MOEJIT_OK);
         ck_assert_double_eq(high[0], out[0]);
         ck_assert_double_eq(high[1], out[1]);
         /* the low side: amax 8.6875, so the stored 8.75 saturates at 448 and 1 -> 51.57 -> 52 */
         double s = mj_ref_fp8_scale(8.6875);
         ck_assert_double_ne(s, 5.0 / 256.0);
-        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, low, f | MJ_REF_AMAX_LOW, &amb), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, low, f | MJ_REF_AMAX_LOW, &amb, NULL), MOEJIT_OK);
         ck_assert_double_eq(low[0], 448.0 * s);
         ck_assert_double_eq(low[1], 52.0 * s);
         /* 8.7 is nowhere near a midpoint: one side, and the flags change nothing */
         x[0] = 8.7f;
-        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, &amb), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, &amb, NULL), MOEJIT_OK);
         ck_assert_int_eq(amb, 0);
-        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, low, f | MJ_REF_AMAX_LOW, &amb), MOEJIT_OK);
-        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, high, f | MJ_REF_AMAX_HIGH, &amb), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, low, f | MJ_REF_AMAX_LOW, &amb, NULL), MOEJIT_OK);
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, high, f | MJ_REF_AMAX_HIGH, &amb, NULL), MOEJIT_OK);
         ck_assert_mem_eq(low, out, sizeof out);
         ck_assert_mem_eq(high, out, sizeof out);
     }
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+/* The flip bound: a = x (identity, unit W1, W2), static a scale 1. a[0] = 17.0625 (1 + 2^-20)
+ * lies just above the bf16 midpoint of 17 and 17.125; the replay stores 17.125, which e4m3
+ * takes to 18 (step 2 in [16, 32)), while 17.0 would have gone to 16 (the tie, to even): the
+ * kernel may land 2 away, so out[0] may. a[1] = 1 is far from any midpoint: 0. */
+START_TEST(fp8_flip_bound_counts_a_value_on_a_midpoint_of_the_dtype)
+{
+    moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
+    static const float unit[4] = {1, 0, 0, 1};
+    float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 1.0f};
+    const int32_t ids[1] = {0};
+    const float wt[1] = {0.5f};
+    mj_ref_layer L = {.num_tokens = 1, .hidden = 2, .inter = 2, .num_experts = 1, .topk = 1, .act = a,
+                      .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16, .x = x, .topk_ids = ids,
+                      .topk_weights = wt, .w1 = unit, .w2 = unit, .act_quant = MJ_REF_AQ_FP8_TENSOR,
+                      .a_scale = 1.0};
+    const unsigned f = MJ_REF_ROUND_ACT | MJ_REF_QUANT_ACT;
+    double out[2], flip[2] = {-1, -1};
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, NULL, flip), MOEJIT_OK);
+    ck_assert_double_eq(out[0], 0.5 * 18.0);
+    ck_assert_double_eq(out[1], 0.5 * 1.0);
+    ck_assert_double_eq(flip[0], 0.5 * 2.0); /* the slot's weight times |W2| times the step */
+    ck_assert_double_eq(flip[1], 0.0);
+    /* 2^-10 above the midpoint is no flip the kernel's fp32 could make */
+    x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, NULL, flip), MOEJIT_OK);
+    ck_assert_double_eq(flip[0], 0.0);
+    /* without the activation's quantization nothing is amplified: no bound */
+    x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, MJ_REF_ROUND_ACT, NULL, flip), MOEJIT_OK);
+    ck_assert_double_eq(flip[0], 0.0);
     moejit_activation_destroy(a);
 }
 END_TEST
@@ -908,6 +942,7 @@ static Suite *reference_suite(void)
     TCase *fp8 = tcase_create("fp8 replay");
     tcase_add_test(fp8, fp8_replay_quantizes_x_per_token_and_ideal_does_not);
     tcase_add_test(fp8, fp8_amax_on_a_rounding_midpoint_has_two_sides);
+    tcase_add_test(fp8, fp8_flip_bound_counts_a_value_on_a_midpoint_of_the_dtype);
     tcase_add_test(fp8, fp8_per_tensor_intermediate_shares_one_scale_across_tokens);
     tcase_add_test(fp8, fp8_block_mode_scales_each_128_elements_of_x_apart);
     suite_add_tcase(s, fp8);

@@ -17,8 +17,9 @@
  *           routing, layout, bias, EP shard and shape.
  * Every case: outputs poisoned, every element finite, guard bytes intact, error within the
  * contract's bar against the float64 reference and a tighter bar against its replay of the
- * kernel's roundings (suite_case.c says which and why; where an fp8 scale's amax sits on a
- * rounding midpoint, against either side's replay, and the line says "amax side"), a
+ * kernel's roundings (suite_case.c says which and why; fp8: less what a value of the
+ * intermediate rounded to the other side of a midpoint could move each output, and where a
+ * scale's amax sits on one, against either side's replay: the line says "amax side"), a
  * bit-identical rerun with a different workspace poison; on failure the configuration is
  * printed as a --case line.
  *

@@ -347,6 +347,7 @@ typedef struct work {
     double amax;              /* amax_pass: max |a| over this range (as the flags choose) */
     double amax_low, amax_high; /* amax_pass: the same with the slack down and up */
     int64_t ambiguous;        /* row and block groups of a whose two sides differ */
+    double *flip;             /* [T, H] or NULL: the replay's flip bound (mj_ref_forward_ex) */
     moejit_status status;
     char message[512];
 } work;
@@ -422,7 +423,7 @@ static double amax_chosen(unsigned flags, double low, double mid, double high)
 /* quantize_row for a's rows and blocks (dynamic scales per group), each group's scale from
  * the amax the flags choose; counts the groups whose two sides differ. */
 static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pre, int64_t n, unsigned flags,
-                              mj_dtype dt, int64_t *ambiguous)
+                              mj_dtype dt, int64_t *ambiguous, double *scale)
 {
     int64_t group = mode == MJ_REF_AQ_FP8_BLOCK ? MJ_REF_FP8_BLOCK : n;
     for (int64_t g0 = 0; g0 < n; g0 += group) {
@@ -430,8 +431,29 @@ static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pr
         double lo, mid, hi;
         amax_sides(v + g0, pre + g0, len, flags, dt, &lo, &mid, &hi);
         *ambiguous += lo != hi;
-        mj_ref_fp8_fake_quant(v + g0, len, len, mj_ref_fp8_scale(amax_chosen(flags, lo, mid, hi)));
+        const double s = mj_ref_fp8_scale(amax_chosen(flags, lo, mid, hi));
+        for (int64_t i = g0; i < g0 + len; i++)
+            scale[i] = s;
+        mj_ref_fp8_fake_quant(v + g0, len, len, s);
     }
+}
+
+/* How far a quantized value of a may land from the replay's: where the unrounded value lies
+ * within MJ_REF_AMAX_SLACK of a rounding midpoint of the dtype, the kernel may store the other
+ * neighbour, and e4m3 then may take it one step (1/8 to 1/16 of the value) away; elsewhere 0.
+ * q: the replay's quantized value, s: its group's scale. */
+static double flip_delta(double pre, double q, double s, unsigned flags, mj_dtype dt)
+{
+    if (!(flags & MJ_REF_ROUND_ACT))
+        return 0.0;
+    const double r = mj_half_round_double(pre, dt), d = fabs(pre) * MJ_REF_AMAX_SLACK;
+    const double lo = mj_half_round_double(pre - d, dt), hi = mj_half_round_double(pre + d, dt);
+    const double alt = lo != r ? lo : hi;
+    if (alt == r)
+        return 0.0;
+    double qa = alt;
+    mj_ref_fp8_fake_quant(&qa, 1, 1, s);
+    return fabs(qa - q);
 }
 
 static void *forward_range(void *arg)
@@ -448,13 +470,13 @@ static void *forward_range(void *arg)
     int do_replay = wk->replay != NULL || wk->amax_pass;
     int quant = L->act_quant != MJ_REF_AQ_NONE;
     int qx = quant && (wk->flags & MJ_REF_QUANT_X), qa = quant && (wk->flags & MJ_REF_QUANT_ACT);
-    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 2 * rows + 3 * I + 2 * H + 2 * k));
+    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 2 * rows + 5 * I + 2 * H + 2 * k));
     if (!buf) {
         wk->status = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "reference: out of memory");
         goto fail;
     }
     double *xd = buf, *xq = xd + H, *fc1 = xq + H, *fc1r = fc1 + rows, *a = fc1r + rows, *ar = a + I;
-    double *apre = ar + I, *y = apre + I, *yr = y + H, *w = yr + H;
+    double *apre = ar + I, *ascale = apre + I, *delta = ascale + I, *y = delta + I, *yr = y + H, *w = yr + H;
     int32_t ids[MJ_REF_MAX_TOPK];
 
     for (int64_t t = wk->t0; t < wk->t1; t++) {
@@ -464,6 +486,7 @@ static void *forward_range(void *arg)
             xd[h] = xq[h] = L->x[t * H + h];
             if (oi) oi[h] = 0.0;
             if (orp) orp[h] = 0.0;
+            if (wk->flip && !wk->amax_pass) wk->flip[t * H + h] = 0.0;
         }
         if (qx && do_replay)
             quantize_row(L->act_quant, xq, H, wk->x_scale);
@@ -508,11 +531,26 @@ static void *forward_range(void *arg)
                 wk->amax_high = fmax(wk->amax_high, hi);
                 continue;
             }
+            int64_t flips = 0;
             if (qa && do_replay) {
-                if (L->act_quant == MJ_REF_AQ_FP8_TENSOR)
+                if (L->act_quant == MJ_REF_AQ_FP8_TENSOR) {
                     quantize_row(L->act_quant, ar, I, wk->a_scale);
-                else
-                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, &wk->ambiguous);
+                    for (int64_t i = 0; i < I; i++)
+                        ascale[i] = wk->a_scale;
+                } else {
+                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, &wk->ambiguous, ascale);
+                }
+                for (int64_t i = 0; wk->flip && i < I; i++) {
+                    delta[i] = flip_delta(apre[i], ar[i], ascale[i], wk->flags, L->dtype);
+                    flips += delta[i] != 0.0;
+                }
+            }
+            /* the flip bound: every output of this slot moves by at most w · Σ |W2[h, i]| δ_i */
+            for (int64_t h = 0; flips && h < H; h++) {
+                double b = 0.0;
+                for (int64_t i = 0; i < I; i++)
+                    b += fabs((double)W2[h * I + i]) * delta[i];
+                wk->flip[t * H + h] += fabs(w[j]) * b;
             }
             for (int64_t h = 0; h < H; h++) {
                 double b2 = L->b2 ? (double)L->b2[le * H + h] : 0.0;
@@ -576,11 +614,11 @@ static moejit_status run_ranges(const work *proto, int threads, work *sum)
 moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                              unsigned replay_flags)
 {
-    return mj_ref_forward_ex(L, threads, ideal, replay, replay_flags, NULL);
+    return mj_ref_forward_ex(L, threads, ideal, replay, replay_flags, NULL, NULL);
 }
 
 moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *ideal, double *replay,
-                                unsigned replay_flags, int64_t *ambiguous)
+                                unsigned replay_flags, int64_t *ambiguous, double *flip_bound)
 {
     if (ambiguous)
         *ambiguous = 0;
@@ -597,7 +635,8 @@ moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *idea
         threads = T > 0 ? (int)T : 1;
     if (threads > 64)
         threads = 64;
-    work proto = {L, 0, 0, ideal, replay, replay_flags, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, MOEJIT_OK, ""};
+    work proto = {L, 0, 0, ideal, replay, replay_flags, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, replay ? flip_bound : NULL,
+                  MOEJIT_OK, ""};
     work sum = proto;
     if (replay && L->act_quant == MJ_REF_AQ_FP8_TENSOR) {
         /* a dynamic per-tensor scale needs the whole tensor's amax before any row is

@@ -159,8 +159,11 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
 /* mj_ref_forward, and in *ambiguous (may be NULL) the number of dynamic scale groups of a
  * (a per-tensor scale is one group; rows and blocks each one) whose amax differs between
  * MJ_REF_AMAX_LOW and MJ_REF_AMAX_HIGH: where it is 0 those flags change nothing. The
- * ideal pass ignores both flags. */
+ * ideal pass ignores both flags. flip_bound ([T, H], may be NULL; with replay) receives how
+ * far each replay output may move where the kernel rounds a value of a to the other side of a
+ * midpoint of the dtype (unrounded within MJ_REF_AMAX_SLACK of it) and e4m3 then takes it a
+ * step further: Σ over the token's slots of |w| Σ_i |W2[h, i]| δ_i; 0 without QUANT_ACT. */
 moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *ideal, double *replay,
-                                unsigned replay_flags, int64_t *ambiguous);
+                                unsigned replay_flags, int64_t *ambiguous, double *flip_bound);
 
 #endif
