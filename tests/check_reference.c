@@ -700,18 +700,25 @@ START_TEST(fp8_per_tensor_intermediate_shares_one_scale_across_tokens)
 }
 END_TEST
 
-/* a = x (identity, W1 = W2 = the 2x2 unit matrix): out is a after bf16 and e4m3. a[0] lies
- * 2^-20 above the bf16 midpoint 8.71875 between 8.6875 and 8.75, a[1] = 1. */
+/* One token, one expert of weight *wt, H = I = 2, W1 = W2 = the unit matrix: with the identity
+ * activation, out = wt · a, a = x after the layer's roundings. */
+static mj_ref_layer unit_layer(const moejit_activation *act, const float *x, const int32_t *ids, const float *wt)
+{
+    static const float unit[4] = {1, 0, 0, 1};
+    return (mj_ref_layer){.num_tokens = 1, .hidden = 2, .inter = 2, .num_experts = 1, .topk = 1, .act = act,
+                          .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16, .x = x, .topk_ids = ids,
+                          .topk_weights = wt, .w1 = unit, .w2 = unit};
+}
+
+/* a = x (unit_layer): out is a after bf16 and e4m3. a[0] lies 2^-20 above the bf16 midpoint
+ * 8.71875 between 8.6875 and 8.75, a[1] = 1. */
 START_TEST(fp8_amax_on_a_rounding_midpoint_has_two_sides)
 {
     moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
-    static const float unit[4] = {1, 0, 0, 1};
     float x[2] = {(float)(8.71875 * (1.0 + 0x1p-20)), 1.0f};
     const int32_t ids[1] = {0};
     const float wt[1] = {1.0f};
-    mj_ref_layer L = {.num_tokens = 1, .hidden = 2, .inter = 2, .num_experts = 1, .topk = 1, .act = a,
-                      .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16, .x = x, .topk_ids = ids,
-                      .topk_weights = wt, .w1 = unit, .w2 = unit};
+    mj_ref_layer L = unit_layer(a, x, ids, wt);
     const unsigned f = MJ_REF_ROUND_ACT | MJ_REF_QUANT_ACT;
     static const mj_ref_act_quant modes[2] = {MJ_REF_AQ_FP8_TENSOR, MJ_REF_AQ_FP8_TOKEN};
     for (int m = 0; m < 2; m++) {
@@ -746,21 +753,19 @@ START_TEST(fp8_amax_on_a_rounding_midpoint_has_two_sides)
 }
 END_TEST
 
-/* The flip bound: a = x (identity, unit W1, W2), static a scale 1. a[0] = 17.0625 (1 + 2^-20)
+/* The flip bound: a = x (unit_layer), static a scale 1. a[0] = 17.0625 (1 + 2^-20)
  * lies just above the bf16 midpoint of 17 and 17.125; the replay stores 17.125, which e4m3
  * takes to 18 (step 2 in [16, 32)), while 17.0 would have gone to 16 (the tie, to even): the
  * kernel may land 2 away, so out[0] may. a[1] = 1 is far from any midpoint: 0. */
 START_TEST(fp8_flip_bound_counts_a_value_on_a_midpoint_of_the_dtype)
 {
     moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
-    static const float unit[4] = {1, 0, 0, 1};
     float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 1.0f};
     const int32_t ids[1] = {0};
     const float wt[1] = {0.5f};
-    mj_ref_layer L = {.num_tokens = 1, .hidden = 2, .inter = 2, .num_experts = 1, .topk = 1, .act = a,
-                      .routing = MJ_ROUTING_PRECOMPUTED, .dtype = MJ_DTYPE_BF16, .x = x, .topk_ids = ids,
-                      .topk_weights = wt, .w1 = unit, .w2 = unit, .act_quant = MJ_REF_AQ_FP8_TENSOR,
-                      .a_scale = 1.0};
+    mj_ref_layer L = unit_layer(a, x, ids, wt);
+    L.act_quant = MJ_REF_AQ_FP8_TENSOR;
+    L.a_scale = 1.0;
     const unsigned f = MJ_REF_ROUND_ACT | MJ_REF_QUANT_ACT;
     double out[2], flip[2] = {-1, -1};
     ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, NULL, flip), MOEJIT_OK);
