@@ -396,18 +396,27 @@ static void quantize_row(mj_ref_act_quant mode, double *v, int64_t n, double ten
     }
 }
 
+/* The two values a's store (the flags' ROUND_ACT) may give an unrounded u: u moved down and up
+ * by MJ_REF_AMAX_SLACK of |u|, each rounded; equal unless u lies that close to a midpoint. */
+static void slack_sides(double u, unsigned flags, mj_dtype dt, double *down, double *up)
+{
+    const double d = fabs(u) * MJ_REF_AMAX_SLACK;
+    *down = round_if(u - d, flags, MJ_REF_ROUND_ACT, dt);
+    *up = round_if(u + d, flags, MJ_REF_ROUND_ACT, dt);
+}
+
 /* The amax of a group of a's values: of the stored (rounded) values, and of the unrounded
- * ones pre[] moved down and up by the slack before the same rounding (round: the flags'
- * ROUND_ACT). Rounding is monotonic, so *low <= *mid <= *high. */
+ * ones pre[] on either side of slack_sides. Rounding is monotonic, so *low <= *mid <= *high. */
 static void amax_sides(const double *stored, const double *pre, int64_t n, unsigned flags, mj_dtype dt,
                        double *low, double *mid, double *high)
 {
     double l = 0.0, m = 0.0, h = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double u = fabs(pre[i]);
+        double down, up;
+        slack_sides(fabs(pre[i]), flags, dt, &down, &up);
         m = fmax(m, fabs(stored[i]));
-        l = fmax(l, fabs(round_if(u * (1.0 - MJ_REF_AMAX_SLACK), flags, MJ_REF_ROUND_ACT, dt)));
-        h = fmax(h, fabs(round_if(u * (1.0 + MJ_REF_AMAX_SLACK), flags, MJ_REF_ROUND_ACT, dt)));
+        l = fmax(l, down);
+        h = fmax(h, up);
     }
     *low = l;
     *mid = m;
@@ -446,9 +455,9 @@ static double flip_delta(double pre, double q, double s, unsigned flags, mj_dtyp
 {
     if (!(flags & MJ_REF_ROUND_ACT))
         return 0.0;
-    const double r = mj_half_round_double(pre, dt), d = fabs(pre) * MJ_REF_AMAX_SLACK;
-    const double lo = mj_half_round_double(pre - d, dt), hi = mj_half_round_double(pre + d, dt);
-    const double alt = lo != r ? lo : hi;
+    double lo, hi;
+    slack_sides(pre, flags, dt, &lo, &hi);
+    const double r = mj_half_round_double(pre, dt), alt = lo != r ? lo : hi;
     if (alt == r)
         return 0.0;
     double qa = alt;
