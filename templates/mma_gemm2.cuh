@@ -141,14 +141,19 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
 {
     using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_MMA_SMALL_STAGES,
                              MJ_MMA_SMALL_BW / 16, 1, 1, 2>;
-    // block -> (row tile, column tile, K split), the row tile fastest (as without splits)
+    // block -> (column tile, row tile, K split), the column tile fastest: the blocks resident at
+    // once read neighbouring 64-row slices of a few experts' W2, not one slice of every expert
+    // (H200, wgmma, against row tile fastest: Nemotron B = 64 -1.2 %, DeepSeek-V3 B = 64 -1.1 %,
+    // Qwen3-235B-A22B B = 64 -0.8 %, Mixtral B = 16/32 -0.4/-0.5 %, elsewhere within +-0.4 %;
+    // docs/PERFORMANCE.md, fourteenth session). The same tiles and MMA sequences either way: the
+    // same bits.
     const int bid = static_cast<int>(blockIdx.x);
     const int col_tiles = (H + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW;
-    const int rest = bid / p.max_tiles;
+    const int rest = bid / col_tiles;
     RowTile tile;
-    if (!find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
+    if (!find_row_tile<MJ_MMA_SMALL_BT>(p, rest % p.max_tiles, &tile)) return;
     gemm2_small_tile<D, MJ_MMA_SMALL_STAGES>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
-                                             (rest % col_tiles) * MJ_MMA_SMALL_BW, rest / col_tiles,
+                                             (bid % col_tiles) * MJ_MMA_SMALL_BW, rest / p.max_tiles,
                                              typename Main::NoGate{});
 }
 
