@@ -667,7 +667,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(tc_attr_smem, 92160);
         ck_assert_int_eq(n_tc_maps, 0);
     }
-    /* T = 2..16 in the chain: route_fused_small, gemm1/gemm2 small (max tiles 3 + 40 at T = 5:
+    /* T = 2..32 in the chain: route_fused_small, gemm1/gemm2 small (max tiles 3 + 40 at T = 5:
      * 24 x 43 and 32 x 43), finalize; the fused kernel counts in shared memory, so still no
      * memset (Qwen3-30B takes the persistent layer up to 8 tokens unless told: below) */
     static const tc_launch_rec want[] = {{9, 1, 1, 512, 0, -1, 1},
@@ -727,13 +727,19 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
     ck_assert_int_eq(n_tc_recs, 4);
     ck_assert_int_eq(tc_recs[0].kernel, 9);
     ck_assert_int_eq(tc_recs[1].kernel, 7);
-    /* T = 17: past the fused routing, still the small path: memset, route, offsets_small, scatter */
-    static const tc_launch_rec want17[] = {{0, 3, 1, 256, 0, -1, 1},        {6, 1, 1, 512, 0, -1, 1},
-                                           {2, 1, 1, 256, 0, -1, 1},        {7, 3288, 1, 128, 92160, -1, 1},
-                                           {8, 4384, 1, 128, 92160, -1, 1}, {5, 17, 4, 128, 0, -1, 1}};
+    /* T = 32: the fused routing kernel (two tokens per warp), still no memset */
     for (int i = 0; i < 2; i++) {
-        tc_forward(specs[i], 17, 2048, 768, 128, 8, 0, 0, 788992);
-        expect_launches(specs[i], want17, 6);
+        tc_forward(specs[i], 32, 2048, 768, 128, 8, 0, 0, 0);
+        ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
+        ck_assert_int_eq(memset_count, 0);
+    }
+    /* T = 33: past the fused routing, still the small path: memset, route, offsets_small, scatter */
+    static const tc_launch_rec want33[] = {{0, 5, 1, 256, 0, -1, 1},        {6, 1, 1, 512, 0, -1, 1},
+                                           {2, 1, 1, 256, 0, -1, 1},        {7, 24 * 145, 1, 128, 92160, -1, 1},
+                                           {8, 32 * 145, 1, 128, 92160, -1, 1}, {5, 33, 4, 128, 0, -1, 1}};
+    for (int i = 0; i < 2; i++) {
+        tc_forward(specs[i], 33, 2048, 768, 128, 8, 0, 0, 1511680);
+        expect_launches(specs[i], want33, 6);
         ck_assert_int_eq(memset_count, 33 * 128);
     }
 }

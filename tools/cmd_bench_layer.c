@@ -473,8 +473,8 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
 
 /* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
  * itself; every T <= MJ_MMA_PERSISTENT_MAX_TOKENS also on the persistent decode layer,
- * forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
- * path, fused routing kernel), T = 37 (small path), T = 300 (large path) under
+ * forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 and 24 (small
+ * path, fused routing kernel: one and two tokens per warp), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
  * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
  * per expert: one row tile each, so every cluster pairs two experts' tiles; 160: two each,
@@ -491,8 +491,10 @@ static int reference_runs(const char *backend, int split)
     /* each T <= MJ_MMA_PERSISTENT_MAX_TOKENS three times: as the launcher picks, and the
      * persistent decode layer's two block shapes (auto 1 and 5, expert-parallel 1 and 3; split 1
      * and 2, and the 3 of k = 8, 6) */
-    _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 5 && MJ_MMA_PERSISTENT_MAX_TOKENS < 37, "the count below");
-    return (strcmp(backend, "wgmma") == 0 ? 20 : 14) + (split ? 16 : 0);
+    _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 5 && MJ_MMA_PERSISTENT_MAX_TOKENS < 24, "the count below");
+    _Static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS >= 24 && MJ_MMA_FUSED_ROUTE_MAX_TOKENS < 37,
+                   "T = 24 takes the fused routing kernel, T = 37 the routing kernels");
+    return (strcmp(backend, "wgmma") == 0 ? 21 : 15) + (split ? 16 : 0);
 }
 
 static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *act,
@@ -500,10 +502,10 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
 {
     char text[560];
     /* the last auto T (4100: the wide finalize) with `split` only */
-    static const long long auto_ts[] = {1, 5, 37, 300, 4100}, ep_ts[] = {1, 3}, tall_ts[] = {640},
+    static const long long auto_ts[] = {1, 5, 24, 37, 300, 4100}, ep_ts[] = {1, 3}, tall_ts[] = {640},
                            pair_ts[] = {300, 640, 1024, 1100, 1600}, split_ts[] = {1, 2}, one[] = {1};
     ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, "");
-    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, split ? 5 : 4, ref_I, ref_K, 0, 0, log);
+    int failed = reference_layer(g, ctx, text, act, dtype, auto_ts, split ? 6 : 5, ref_I, ref_K, 0, 0, log);
     failed += reference_layer(g, ctx, text, act, dtype, ep_ts, 2, ref_I, ref_K, 0, 4, log);
     if (strcmp(backend, "wgmma") == 0) { /* tile=auto takes tall only for large experts: force it */
         ref_spec_text(text, sizeof text, backend, dtype, act, ref_I, ref_K, ",tile=tall");

@@ -57,11 +57,14 @@ enum {
         "mj_gemm1_act_small_routed", "mj_gemm2_finalize_t1", \
         "mj_gemm2_finalize_t1_shallow", "mj_decode_reset", "mj_decode_persistent", "mj_decode_persistent_shallow"
 
-/* Decode: at most this many tokens (one warp each in a block of MJ_SIMT_OFFSETS_THREADS)
+/* Decode: at most this many tokens (at most two per warp in a block of MJ_SIMT_OFFSETS_THREADS)
  * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
- * each of which costs a few microseconds of launch and drain at batch 1. More tokens would
- * serialise several warp-argmax chains per warp and lose what the launches saved. */
-#define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 16
+ * each of which costs a few microseconds of launch and drain at batch 1. More tokens serialise
+ * more warp-argmax chains per warp and lose what the launches saved. Measured on the H200
+ * (wgmma, own-process A/B, two rounds mirrored, 16 -> 64): 24 and 32 tokens -0.4 % (Qwen3-30B-A3B
+ * B = 24, Mixtral-8x7B B = 32), -0.3 ... 0.0 % at the other shapes' B = 32; at 64 tokens +0.2 %
+ * (DeepSeek-V3) to +1.2 % (Qwen3-30B-A3B). */
+#define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 32
 
 /* Decode: at most this many tokens (and a routing that selects, not precomputed ids, which
  * may repeat an expert) skip the routing kernel altogether: every GEMM1 block routes the
@@ -97,7 +100,7 @@ enum {
 
 /* Up to MJ_MMA_PERSISTENT_MAX_TOKENS tokens, routing not precomputed: the persistent layer
  * (decode_persistent.cuh) instead of the chain (batch 1: the routed GEMM1 and the GEMM2 (+
- * finalize) after it; 2..16: the fused routing kernel, GEMM1, GEMM2, finalize): one grid of
+ * finalize) after it; 2..32: the fused routing kernel, GEMM1, GEMM2, finalize): one grid of
  * MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM routes, then takes GEMM1 and then GEMM2 tiles from a
  * queue, so no grid boundary stalls the weight stream. Its sync words live in ws_counts (these
  * batches count nothing there): the queue, a count per row tile and GEMM2 K split, a count per 64 columns of out.
