@@ -5,7 +5,8 @@
 //   schedule    tile t = blockIdx.x, + gridDim.x, ... over row tiles (BM rows of one expert's
 //               row list) x column tiles, in grouped raster order (raster_grouped: 8 row tiles
 //               fastest, in the pair path 4 units of two, so the CTAs resident together share
-//               weight tiles in L2; with at most 8 row tiles in all, the column tile fastest)
+//               weight tiles in L2; the large tiles, with at most 8 row tiles in all, the
+//               column tile fastest)
 //   producer    warpgroup 0. Per k stage: wait empty_bar[stage]; thread 0 arms
 //               full_bar[stage] with the B bytes and issues the TMA box of the BN weight rows
 //               (gated GEMM1: BN/2 up rows, then the same columns' BN/2 gate rows from the
@@ -117,11 +118,13 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
                                            u32 rank, RowTile *rows, int *col, int *b_expert, bool *shared)
 {
     int unit;
-    // At most one raster group of row tiles (a decode-sized batch: an expert or two's rows
-    // each) the column tile runs fastest: the CTAs resident together stream neighbouring weight
-    // tiles of one expert, not one tile of each of up to 8 (Mixtral-8x7B B = 64, H200: -0.5 %
-    // in two A/Bs; docs/PERFORMANCE.md, fourteenth session). Tiles and MMAs are the same.
-    if (!kPair && units <= kRasterGroup) raster_grouped<1>(t, n_col, units, &unit, col);
+    // The large tiles, at most one raster group of row tiles (a decode-sized batch: an expert
+    // or two's rows each): the column tile runs fastest, so the CTAs resident together stream
+    // neighbouring weight tiles of one expert, not one tile of each of up to 8 (Mixtral-8x7B
+    // B = 64, H200: -0.5 % in two A/Bs; docs/PERFORMANCE.md, fourteenth session). Tiles and
+    // MMAs are the same. Not in the tall kernels, which no decode batch takes and where the
+    // branch made GEMM1 spill (12/24 bytes with swiglu and softmax_topk routing).
+    if (kBM == MJ_WGMMA_BM && !kPair && units <= kRasterGroup) raster_grouped<1>(t, n_col, units, &unit, col);
     else raster_grouped<kPair ? MJ_WGMMA_PAIR_RASTER_UNITS : kRasterGroup>(t, n_col, units, &unit, col);
     if constexpr (!kPair) {
         find_row_tile<kBM>(p, unit, rows); // true: unit < row_tiles
