@@ -20,7 +20,7 @@
 #include "program.h"
 #include "emit_backends.h"
 
-/* mma's kernel table, then the tall and pair paths' kernels */
+/* mma's kernel table, then the tall, pair and short kernels */
 static const char *const kernel_names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST,
                                                                MJ_WGMMA_TALL_KERNEL_NAME_LIST};
 _Static_assert((int)MJ_WGMMA_K_EXPERT_OFFSETS_TALL == (int)MJ_MMA_NUM_KERNELS, "the tall kernels follow the mma table");
@@ -28,12 +28,13 @@ _Static_assert(MJ_WGMMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the wgmma layer must fit
 
 moejit_status mj_emit_wgmma(const moejit_spec *spec, mj_source *out)
 {
-    char note[200];
+    char note[240];
     snprintf(note, sizeof note,
-             "the wgmma GEMMs (large %dx%dx%d, tall %dx%dx%d, pair: large in clusters of %d, %d stages) "
-             "and mma's decode path are all compiled; the launcher picks per forward",
+             "the wgmma GEMMs (large %dx%dx%d, tall %dx%dx%d, pair: large in clusters of %d, %d stages; "
+             "short %dx%dx%d, %d stages) and mma's decode path are all compiled; the launcher picks per forward",
              MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_BK, MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN, MJ_WGMMA_BK,
-             MJ_WGMMA_PAIR_CTAS, MJ_WGMMA_STAGES);
+             MJ_WGMMA_PAIR_CTAS, MJ_WGMMA_STAGES, MJ_WGMMA_SHORT_BM, MJ_WGMMA_SHORT_BN, MJ_WGMMA_BK,
+             MJ_WGMMA_SHORT_STAGES);
     const mj_mma_flavour wgmma = {MJ_BACKEND_WGMMA, 1, note, "wgmma_layer.cuh", kernel_names, MJ_WGMMA_NUM_KERNELS, 1};
     return mj_emit_mma_flavour(spec, &wgmma, out);
 }

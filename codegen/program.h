@@ -12,7 +12,7 @@
 
 #include "moejit.h"
 
-#define MJ_MAX_KERNELS 22
+#define MJ_MAX_KERNELS 32
 #define MJ_KERNEL_NAME_MAX 64
 
 typedef struct mj_kernel_info {

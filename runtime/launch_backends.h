@@ -44,6 +44,10 @@ int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_ar
 /* ... and, where it runs, whether in its shallow blocks (mj_decode_persistent_shallow, 3 per
  * SM; common/mma_params.h: mj_mma_decode_persistent_shallow), else 0. */
 int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms);
+/* Whether the forward's large path runs its short tiles (wgmma, a gated activation, up to
+ * MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT rows per local expert: common/wgmma_params.h); mma and
+ * wgmma specs, valid shape. */
+int mj_launch_mma_short_tiles(const moejit_spec *spec, const moejit_moe_args *args);
 /* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS: MJ_DECODE_AUTO (the rule),
  * _PERSISTENT or _CHAIN (always / never the persistent one), _PERSISTENT_DEEP or
  * _PERSISTENT_SHALLOW (always the persistent one, in its 2 x 9-stage or 3 x 6-stage blocks per
@@ -94,6 +98,7 @@ static inline int mj_backend_has_tall_and_pair_paths(mj_backend b) { return b ==
 typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local, max_tiles;
     int gated, small, tall, pair; /* path: small (decode), tall or pair (wgmma), else large */
+    int short_tiles;        /* the large path in its short tiles (mj_launch_mma_short_tiles) */
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     int persistent_splits; /* the persistent decode layer's GEMM2 K splits, or 0 (the chain) */

@@ -202,6 +202,20 @@ static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args
     return p > chain ? p : chain;
 }
 
+/* The short tiles: wgmma's large path at up to MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT rows per
+ * local expert, gated activations only (common/wgmma_params.h says why) */
+static int short_tiles_at(const moejit_spec *spec, const moejit_moe_args *args, int path)
+{
+    return mj_backend_has_tall_and_pair_paths(spec->backend) && path == MJ_MMA_PATH_LARGE &&
+           moejit_activation_is_gated(&spec->act) &&
+           args->num_tokens * args->topk <= (int64_t)MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT * mj_launch_local_experts(args);
+}
+
+int mj_launch_mma_short_tiles(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    return short_tiles_at(spec, args, forward_path(spec, args));
+}
+
 int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
 {
     return t1_kernel(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
@@ -377,13 +391,18 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->small = path == MJ_MMA_PATH_SMALL;
     f->tall = path == MJ_MMA_PATH_TALL;
     f->pair = path == MJ_MMA_PATH_PAIR;
+    f->short_tiles = short_tiles_at(spec, args, path);
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     int pdl = MJ_PDL_OFF;
     st = mj_launch_pdl_mode(&pdl);
     if (st != MOEJIT_OK) return st;
     f->programmatic = spec->arch >= MJ_ARCH_SM90A ? pdl : MJ_PDL_OFF;
     /* the pair path runs the large path's row tiles, two to a cluster (common/wgmma_params.h) */
-    f->max_tiles = mj_simt_max_tiles(f->pairs, f->small ? MJ_MMA_SMALL_BT : f->tall ? MJ_WGMMA_TALL_BM : l->large_bm,
+    f->max_tiles = mj_simt_max_tiles(f->pairs,
+                                     f->small         ? MJ_MMA_SMALL_BT
+                                     : f->tall        ? MJ_WGMMA_TALL_BM
+                                     : f->short_tiles ? MJ_WGMMA_SHORT_BM
+                                                      : l->large_bm,
                                      (int)f->e_local);
     mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
     f->p.gemm2_splits = splits;
@@ -412,7 +431,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* The GEMMs take more than 48 KiB of dynamic shared memory, which needs the opt-in
      * attribute on this device; setting it is idempotent and not a stream operation, so it
      * is legal while a graph is being captured. */
-    const int small = f->small, tall = f->tall, pair = f->pair;
+    const int small = f->small, tall = f->tall, pair = f->pair, short_tiles = f->short_tiles;
     /* decode: the GEMM1 blocks route the batch themselves (templates/decode_route.cuh) */
     const int routed = small && f->T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS && !f->precomputed;
     const int gemm1_small = routed ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL;
@@ -423,21 +442,24 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* finalize: 8 or 4 columns per thread (common/params.h, templates/finalize.cuh) */
     const int wide = MJ_TC_FINALIZE_WIDE(f->T, f->H, f->p.gemm2_splits);
     const int gemm2_small = t1 ? t1_k : MJ_MMA_K_GEMM2_SMALL;
-    const int gemms[2] = {small  ? gemm1_small
-                          : tall ? MJ_WGMMA_K_GEMM1_ACT_TALL
-                          : pair ? MJ_WGMMA_K_GEMM1_ACT_PAIR
-                                 : MJ_MMA_K_GEMM1_ACT,
-                          small  ? gemm2_small
-                          : tall ? MJ_WGMMA_K_GEMM2_TALL
-                          : pair ? MJ_WGMMA_K_GEMM2_PAIR
-                                 : MJ_MMA_K_GEMM2};
+    const int gemms[2] = {small         ? gemm1_small
+                          : tall        ? MJ_WGMMA_K_GEMM1_ACT_TALL
+                          : pair        ? MJ_WGMMA_K_GEMM1_ACT_PAIR
+                          : short_tiles ? MJ_WGMMA_K_GEMM1_ACT_SHORT
+                                        : MJ_MMA_K_GEMM1_ACT,
+                          small         ? gemm2_small
+                          : tall        ? MJ_WGMMA_K_GEMM2_TALL
+                          : pair        ? MJ_WGMMA_K_GEMM2_PAIR
+                          : short_tiles ? MJ_WGMMA_K_GEMM2_SHORT
+                                        : MJ_MMA_K_GEMM2};
     /* the pair path lists its row tiles in the pair order below MJ_WGMMA_PAIR_ORDER_MAX_ROWS
      * rows per local expert, in expert order above (common/wgmma_params.h) */
     const int pair_order = pair && f->pairs < (int64_t)MJ_WGMMA_PAIR_ORDER_MAX_ROWS * f->e_local;
-    const int offsets = small        ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
-                        : tall       ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
-                        : pair_order ? MJ_WGMMA_K_EXPERT_OFFSETS_PAIR
-                                     : MJ_MMA_K_EXPERT_OFFSETS;
+    const int offsets = small         ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
+                        : tall        ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
+                        : pair_order  ? MJ_WGMMA_K_EXPERT_OFFSETS_PAIR
+                        : short_tiles ? MJ_WGMMA_K_EXPERT_OFFSETS_SHORT
+                                      : MJ_MMA_K_EXPERT_OFFSETS;
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     CUresult r;
     if (f->persistent_splits) {

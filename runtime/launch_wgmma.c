@@ -7,7 +7,7 @@
  * Workspace layout: mma's (launch_mma.c), one layout for every path.
  *
  * Tensor maps (cuTensorMapEncodeTiled, 128B swizzle, boxes of 64 k x BN rows x 1 for the
- * path's tile: BN 256 large, 128 tall; gated W1 BN/2 rows, the up and the gate half of a
+ * path's tile: BN 256 large and short, 128 tall; gated W1 BN/2 rows, the up and the gate half of a
  * tile; pair: 128 rows, the half of a 256-row tile each CTA of a cluster loads for both; out
  * of bounds read as zeros), encoded on the host at every forward: that is host
  * work only, so a forward still allocates nothing, never synchronises, and can be captured
@@ -116,7 +116,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
     const int gated = f.gated, small = f.small, pair = f.pair;
-    const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN; /* weight rows per tile */
+    const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : f.short_tiles ? MJ_WGMMA_SHORT_BN : MJ_WGMMA_BN; /* weight rows per tile */
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);
@@ -178,7 +178,9 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     void *params1[] = {&f.p, &w1_map};
     void *params2[] = {&f.p, &w2_map};
     const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS,
-                            small ? MJ_MMA_SMALL_SMEM : MJ_WGMMA_SMEM, small ? NULL : params1,
-                            small ? NULL : params2};
+                            small           ? MJ_MMA_SMALL_SMEM
+                            : f.short_tiles ? MJ_WGMMA_SHORT_SMEM
+                                            : MJ_WGMMA_SMEM,
+                            small ? NULL : params1, small ? NULL : params2};
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
 }

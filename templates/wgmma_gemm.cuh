@@ -1,6 +1,7 @@
 // This file contains the prefill GEMMs of the `wgmma` backend (sm_90a): GEMM1 with the
 // activation in its epilogue, and GEMM2, as ONE persistent warp-specialized kernel body,
-// templated on the tile shape (common/wgmma_params.h: large 128 x 256, tall 256 x 128):
+// templated on the tile shape (common/wgmma_params.h: large 128 x 256, tall 256 x 128, short
+// 64 x 256):
 //
 //   schedule    tile t = blockIdx.x, + gridDim.x, ... over row tiles (BM rows of one expert's
 //               row list) x column tiles, in grouped raster order (raster_grouped: 8 row tiles
@@ -65,13 +66,15 @@ namespace mj {
 enum class WgGemm : int { gemm1_gated = 0, gemm1, gemm2 };
 
 
-template <int kBM, int kBN>
+// A tile shape: BM token rows x BN weight rows, kStagesT stages of BK. BM 64 (the short
+// tiles): consumer 0 owns the one m64 block and consumer 1 none (its rows start at 64).
+template <int kBM, int kBN, int kStagesT, int kSmem>
 struct WgShape {
     static constexpr int BM = kBM, BN = kBN, BK = MJ_WGMMA_BK;
-    static constexpr int kStages = MJ_WGMMA_STAGES;
+    static constexpr int kStages = kStagesT;
     static constexpr int kProducerThreads = 128;
     static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
-    static constexpr int kRowsPerConsumer = BM / MJ_WGMMA_CONSUMERS;
+    static constexpr int kRowsPerConsumer = BM >= 128 ? BM / MJ_WGMMA_CONSUMERS : 64;
     static constexpr int kBlocks = kRowsPerConsumer / 64; // m64 blocks per consumer
     static constexpr int kRowBytes = BK * 2;
     static constexpr u32 kABytes = BM * kRowBytes;
@@ -81,29 +84,32 @@ struct WgShape {
     // kc + c·kLanesPerRow), so a thread keeps 8 row pointers in both shapes. Large: 8 lanes x 1
     // chunk, one warp instruction reads 4 whole 128-byte rows. Tall: 4 lanes x 2 chunks (one
     // chunk per lane would need 16 pointers, which overflowed the producer's 56 registers),
-    // 8 rows x 64 bytes per instruction.
-    static constexpr int kChunks = BM / 128;
+    // 8 rows x 64 bytes per instruction. Short: 8 lanes x 1 chunk, 4 row pointers.
+    static constexpr int kChunks = BM >= 128 ? BM / 128 : 1;
     static constexpr int kLanesPerRow = 8 / kChunks;
     static constexpr int kRowsPerPass = kProducerThreads / kLanesPerRow;
     static constexpr int kRowsA = BM / kRowsPerPass; // rows per producer thread: 8
 
     static_assert(BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
     static_assert(BK / 8 == 8 && kLanesPerRow * kChunks == 8, "a row is 8 chunks: lanes x chunks per lane");
-    static_assert(kRowsA == 8, "a producer thread keeps 8 row pointers");
+    static_assert(kRowsA == 8 || (BM == 64 && kRowsA == 4), "a producer thread keeps 8 row pointers (short: 4)");
     static_assert(kBlocks == 1 || kBlocks == 2, "a consumer owns one or two m64 blocks of rows");
     static_assert(BN == 128 || BN == 256, "one wgmma.m64n128k16 or m64n256k16 spans the weight rows");
     static_assert(kBlocks * BN / 2 == 128, "a consumer holds 128 fp32 accumulators");
     static_assert(kRowsPerPass % 8 == 0, "a producer thread's rows must keep one swizzle phase");
     static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0 && (BN / 2 * kRowBytes) % 1024 == 0,
                   "every operand (and the gate half of B) must start on the 1024-byte repeat of the swizzle");
-    static_assert(kStageBytes == MJ_WGMMA_STAGE_BYTES, "both shapes share one stage size");
-    static_assert(MJ_WGMMA_SMEM >= kStages * kStageBytes + 1024 + 16 * kStages,
+    static_assert(kSmem >= kStages * kStageBytes + 1024 + 16 * kStages,
                   "host and device must agree on shared memory: stages, alignment slack, barriers");
 };
 static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_WGMMA_CONSUMERS <= 65536,
               "the warpgroups' register budgets must fit the SM's 64K registers");
-using WgLarge = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN>;
-using WgTall = WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN>;
+using WgLarge = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_STAGES, MJ_WGMMA_SMEM>;
+using WgTall = WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN, MJ_WGMMA_STAGES, MJ_WGMMA_SMEM>;
+using WgShort = WgShape<MJ_WGMMA_SHORT_BM, MJ_WGMMA_SHORT_BN, MJ_WGMMA_SHORT_STAGES, MJ_WGMMA_SHORT_SMEM>;
+static_assert(WgLarge::kStageBytes == MJ_WGMMA_STAGE_BYTES && WgTall::kStageBytes == MJ_WGMMA_STAGE_BYTES &&
+                  WgShort::kStageBytes == MJ_WGMMA_SHORT_STAGE_BYTES,
+              "host and device must agree on the stage sizes");
 
 // Tile t of the persistent schedule -> this CTA's rows (expert, first position, count; count 0
 // for none) and column tile, and the weight tile it loads: the expert (and, pair, whether the
@@ -121,10 +127,12 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
     // The large tiles, at most one raster group of row tiles (a decode-sized batch: an expert
     // or two's rows each): the column tile runs fastest, so the CTAs resident together stream
     // neighbouring weight tiles of one expert, not one tile of each of up to 8 (Mixtral-8x7B
-    // B = 64, H200: -0.5 % in two A/Bs; docs/PERFORMANCE.md, fourteenth session). Tiles and
-    // MMAs are the same. Not in the tall kernels, which no decode batch takes and where the
-    // branch made GEMM1 spill (12/24 bytes with swiglu and softmax_topk routing).
-    if (kBM == MJ_WGMMA_BM && !kPair && units <= kRasterGroup) raster_grouped<1>(t, n_col, units, &unit, col);
+    // B = 64, H200: -0.5 % in two A/Bs; docs/PERFORMANCE.md, fourteenth session; the short
+    // tiles there too). Tiles and MMAs are the same. Not in the tall kernels, which no decode
+    // batch takes and where the branch made GEMM1 spill (12/24 bytes with swiglu and
+    // softmax_topk routing).
+    if ((kBM == MJ_WGMMA_BM || kBM == MJ_WGMMA_SHORT_BM) && !kPair && units <= kRasterGroup)
+        raster_grouped<1>(t, n_col, units, &unit, col);
     else raster_grouped<kPair ? MJ_WGMMA_PAIR_RASTER_UNITS : kRasterGroup>(t, n_col, units, &unit, col);
     if constexpr (!kPair) {
         find_row_tile<kBM>(p, unit, rows); // true: unit < row_tiles
@@ -144,7 +152,7 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
 }
 
 // The body of mj_gemm1_act[_tall|_pair] (kKind gemm1_gated / gemm1) and mj_gemm2[_tall|_pair]
-// (gemm2), S one of WgLarge, WgTall. kPair (S = WgLarge, a cluster of two CTAs): the schedule
+// (gemm2), S one of WgLarge, WgTall, WgShort. kPair (S = WgLarge, a cluster of two CTAs): the schedule
 // runs over pairs of row tiles (wg_tile_of), CTA rank r of the cluster taking the
 // r-th; where the two share their weight tile each CTA loads half of it (BN/2 rows) into both
 // CTAs' shared memory (TMA multicast), else each loads its own whole. Either way the full

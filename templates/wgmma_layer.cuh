@@ -18,6 +18,9 @@
 //   mj_gemm1_act_pair        as mj_gemm1_act in clusters of 2 CTAs, two row tiles each, an
 //   mj_gemm2_pair            expert's weight tile multicast to both (the pair path)
 //   mj_expert_offsets_pair   as mj_expert_offsets, the table in the pair order (permute.cuh)
+//   mj_expert_offsets_short  grid 1 x 512             row tiles of 64 tokens (MJ_WGMMA_SHORT_BM)
+//   mj_gemm1_act_short       as mj_gemm1_act, 64 x 256 tiles in 5 stages (the large path at
+//   mj_gemm2_short           few rows per expert), MJ_WGMMA_SHORT_SMEM
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the mma
 // layer; the generated source defines namespace mj::cfg before including this file.
@@ -119,4 +122,32 @@ mj_expert_offsets_pair(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::expert_offsets<MJ_WGMMA_BM, true>(p);
+}
+
+// ---- the large path's short tiles (64 x 256, 5 stages): MJ_WGMMA_K_*_SHORT ---------------------
+extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
+mj_expert_offsets_short(const __grid_constant__ mj_layer_params p)
+{
+    mj::grid_dep_enter();
+    mj::expert_offsets<MJ_WGMMA_SHORT_BM>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm1_act_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
+{
+    using namespace mj::tc_layer;
+    mj::grid_dep_enter();
+    mj::wgmma_gemm<mj::WgShort, kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                          dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+                                                          mj_tc_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm2_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
+{
+    using namespace mj::tc_layer;
+    mj::grid_dep_enter();
+    mj::wgmma_gemm<mj::WgShort, kDtype, mj::WgGemm::gemm2, kActKind>(
+        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+        mj_tc_smem);
 }

@@ -990,6 +990,56 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
 }
 END_TEST
 
+START_TEST(wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert)
+{
+    /* a gated activation (WGMMA: swiglu), tile=auto at 32 rows per local expert (T = 512: 4096 pairs over 128 experts): the large
+     * path in its 64-row tiles: their offsets kernel, GEMMs and shared memory; the boxes are
+     * the large tiles' (BN 256: gated W1 in halves of 128 rows, W2 whole) */
+    static const tc_launch_rec want[] = {{0, 64, 1, 256, 0, -1, 1},
+                                         {MJ_WGMMA_K_EXPERT_OFFSETS_SHORT, 1, 1, 512, 0, -1, 1},
+                                         {2, 2, 1, 256, 0, -1, 1},
+                                         {MJ_WGMMA_K_GEMM1_ACT_SHORT, 132, 1, 384, MJ_WGMMA_SHORT_SMEM, 1, 1},
+                                         {MJ_WGMMA_K_GEMM2_SHORT, 132, 1, 384, MJ_WGMMA_SHORT_SMEM, 2, 1},
+                                         {5, 512, 4, 128, 0, -1, 1}};
+    tc_forward(WGMMA, 512, 2048, 768, 128, 8, 0, 0, 0);
+    expect_launches(WGMMA " (short)", want, 6);
+    ck_assert_int_eq(tc_attr_smem, MJ_WGMMA_SHORT_SMEM);
+    ck_assert_uint_eq(tc_box_rows[0], 128);
+    ck_assert_uint_eq(tc_box_rows[1], 256);
+    moejit_spec *s = spec_of(WGMMA);
+    moejit_moe_args a = args_for(s, 512, 2048, 768, 128, 8);
+    ck_assert(mj_launch_mma_short_tiles(s, &a));
+    /* 33 rows per expert: the 128-row tiles */
+    a = args_for(s, 528, 2048, 768, 128, 8);
+    ck_assert(!mj_launch_mma_short_tiles(s, &a));
+    moejit_spec_destroy(s);
+    tc_forward(WGMMA, 528, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(tc_recs[3].smem, MJ_WGMMA_SMEM);
+    /* the row tiles of 64 bound the grid: 80 pairs over 8 experts (10 rows each) make at most
+     * 2 + 8 = 10 row tiles (9 of 128 rows): GEMM1 6 x 10 CTAs, GEMM2 8 x 10 */
+    tc_forward(WGMMA, 40, 2048, 768, 8, 2, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
+    ck_assert_uint_eq(tc_recs[3].gx, 60);
+    ck_assert_uint_eq(tc_recs[4].gx, 80);
+    /* ungated activations keep the 128-row tiles */
+    tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a", 512, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    /* rows per LOCAL expert: the same 80 pairs over 2 local experts of 8 are 40 rows each */
+    tc_forward(WGMMA, 40, 2048, 768, 8, 2, 0, 2, 0);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    /* forced tile=large takes them too; tile=tall and pair, and mma's large path, do not */
+    tc_forward(WGMMA ",tile=large", 16, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
+    tc_forward(WGMMA ",tile=pair", 512, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    tc_forward(MMA ",tile=large", 512, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+}
+END_TEST
+
 START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
 {
     /* tile=tall: the tall kernels after the mma table, row tiles of 256, boxes of 64 (gated
@@ -1198,10 +1248,11 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a4k), MJ_MMA_PATH_SMALL);
     ck_assert_int_eq(mj_launch_mma_path(sp[3], &a1), MJ_MMA_PATH_SMALL); /* the entries are wgmma's */
     ck_assert_int_eq(mj_launch_mma_path(sp[3], &a4k), MJ_MMA_PATH_LARGE);
-    /* the forward follows: T = 1 now launches the large GEMMs (persistent, with tensor maps) */
+    /* the forward follows: T = 1 now launches the large GEMMs (persistent, with tensor maps;
+     * in the short tiles at so few rows per expert) */
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(n_tc_maps, 2);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
@@ -1233,6 +1284,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
+    tcase_add_test(tc, wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);
     tcase_add_test(tc, wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles);
     tcase_add_test(tc, moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one);

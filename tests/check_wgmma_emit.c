@@ -44,7 +44,7 @@ static char *source_of(const char *text)
     mj_source src;
     moejit_status st = mj_emit(s, &src); /* through the dispatcher, as the registry calls it */
     ck_assert_msg(st == MOEJIT_OK, "emit '%s': %s", text, moejit_last_error());
-    ck_assert_int_eq(src.n_kernels, MJ_WGMMA_NUM_KERNELS); /* mma's table + the tall path's 3 + pair's 3 */
+    ck_assert_int_eq(src.n_kernels, MJ_WGMMA_NUM_KERNELS); /* mma's table + tall's 3 + pair's 3 + short's 3 */
     char *copy = strdup(src.text);
     mj_source_free(&src);
     moejit_spec_destroy(s);
@@ -369,10 +369,12 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, prog.cubin, prog.cubin_len), (ssize_t)prog.cubin_len);
     close(fd);
-    /* both tile shapes: large (128 x 256) and tall (256 x 128), and the pair path's clusters */
-    static const char *const gemms[] = {"mj_gemm1_act",  "mj_gemm2",          "mj_gemm1_act_tall",
-                                        "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair"};
-    for (size_t g = 0; g < 6; g++) {
+    /* the tile shapes: large (128 x 256), tall (256 x 128) and short (64 x 256), and the pair
+     * path's clusters */
+    static const char *const gemms[] = {"mj_gemm1_act",      "mj_gemm2",      "mj_gemm1_act_tall",
+                                        "mj_gemm2_tall",     "mj_gemm1_act_pair", "mj_gemm2_pair",
+                                        "mj_gemm1_act_short", "mj_gemm2_short"};
+    for (size_t g = 0; g < sizeof gemms / sizeof gemms[0]; g++) {
         sass_counts c = sass_of(prefix, path, gemms[g]);
         printf("check_wgmma_emit: %s SASS (%s): %d lines, HGMMA %d, UTMALDG %d, LDGSTS %d, USETMAXREG %d, "
                "local %d\n",
@@ -382,8 +384,9 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
                       c.hgmma);
         /* BASE is gated: GEMM1 loads the up and the gate box of a stage, GEMM2 one box; a pair
          * CTA multicasts its half of a shared tile or loads its own whole one in two boxes */
-        const int pair = g >= 4, boxes = pair ? 3 : g % 2 == 0 ? 2 : 1;
-        const int chunks = g < 2 || pair ? 8 : 16; /* 2 chunks x BM/32 rows */
+        const int pair = g == 4 || g == 5, tall = g == 2 || g == 3, shortt = g >= 6;
+        const int boxes = pair ? 3 : g % 2 == 0 ? 2 : 1;
+        const int chunks = tall ? 16 : shortt ? 4 : 8; /* a producer thread's rows x chunks: BM/16 */
         ck_assert_msg(c.utmaldg >= boxes, "%s: %d UTMALDG (%d weight box(es) per stage)", gemms[g], c.utmaldg, boxes);
         ck_assert_msg(c.ldgsts >= chunks, "%s: %d LDGSTS (%d gathered chunks per producer thread)", gemms[g], c.ldgsts,
                       chunks);

@@ -286,7 +286,7 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
 /* "small", "large", "tall", "pair" for mma and wgmma, "small/2" for a decode GEMM2 split in two along
  * K, "small/t1" for batch 1's one-kernel GEMM2 + finalize, "small/p" or "small/p8" for the
  * persistent decode layer (its GEMM2 split in 8) on a device of sms SMs, "small/ps" or
- * "small/p8s" in its shallow blocks; "-" for simt. */
+ * "small/p8s" in its shallow blocks, "large/64" for wgmma's short (64-row) tiles; "-" for simt. */
 static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sms, char *buf, size_t n)
 {
     snprintf(buf, n, "-");
@@ -298,6 +298,7 @@ static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sm
     else if (persistent) snprintf(buf, n, "%s/p%s", name, shallow);
     else if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
     else if (mj_launch_mma_t1_fused(spec, a)) snprintf(buf, n, "%s/t1", name); /* GEMM2 finalizes */
+    else if (mj_launch_mma_short_tiles(spec, a)) snprintf(buf, n, "%s/64", name); /* 64-row tiles */
     else snprintf(buf, n, "%s", name);
 }
 

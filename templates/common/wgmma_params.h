@@ -6,7 +6,7 @@
  * included by the templates (NVRTC, C++17) and by runtime/launch_wgmma.c and
  * codegen/emit_wgmma.c (C11).
  *
- * The prefill GEMMs of a wgmma layer, sm_90a only, in two tile shapes and three paths (chosen
+ * The prefill GEMMs of a wgmma layer, sm_90a only, in three tile shapes and three paths (chosen
  * per forward like mma's small/large: the spec's tile field, a `moejit tune` table, else the
  * rule below):
  *
@@ -23,6 +23,8 @@
  *   tall         BM 256 token rows x BN 128 weight rows (mj_gemm1_act_tall, mj_gemm2_tall)
  *   pair         the large tiles in clusters of two CTAs sharing weight tiles (below;
  *                mj_gemm1_act_pair, mj_gemm2_pair)
+ *   short        the large path's tiles at few rows per expert: BM 64 x BN 256, 5 stages of
+ *                40 KiB (below; mj_gemm1_act_short, mj_gemm2_short): consumer 1 has no rows
  *                (gated GEMM1: BN/2 up rows, then the BN/2 gate rows of the same columns ->
  *                BN/2 intermediate columns; ungated GEMM1 and GEMM2: BN output columns);
  *                BK 64 (one 128-byte swizzle row), 4 stages of 48 KiB in both
@@ -115,6 +117,31 @@
  * still, 2 faster at small experts but 1.2 % slower at Mixtral B = 16384. */
 #define MJ_WGMMA_PAIR_RASTER_UNITS 4
 
+/* The large path's short tiles: with a gated activation and up to
+ * MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT rows per local expert (pairs / E_local) its row tiles are
+ * MJ_WGMMA_SHORT_BM = 64 rows, whose stage (8 KiB of A,
+ * 32 KiB of weights) leaves room for MJ_WGMMA_SHORT_STAGES = 5 stages instead of 4: 160 KiB of
+ * weights in flight per SM instead of 128. At so few rows an expert fits one 64-row tile, whose
+ * one m64 block consumer 0 computes (consumer 1 keeps the barrier protocol only, as it does on
+ * the 128-row tiles there, whose rows 64..127 are all padding); the weight stream is what the
+ * time goes to, and DRAM serves it better with more of it requested. The same wgmmas per output
+ * row, so the same bits. Measured on the H200 (wgmma, own-process A/B, two rounds mirrored,
+ * two calls on two instances; docs/PERFORMANCE.md, fifteenth session), 128 -> 64-row tiles:
+ * Mixtral-8x7B B = 64 / 128 (16 / 32 rows per expert) -0.3 / -0.6 % in both, Qwen3-30B-A3B
+ * B = 256 -1.7 / -1.4 %, Qwen3-235B-A22B B = 256 -0.5 / -0.5 %, DeepSeek-V3 B = 512 / 1024
+ * -0.2 / -0.7 % and -0.3 / -0.7 %; at 64 rows per expert (Mixtral B = 256, two 64-row tiles
+ * each reading the weights) +29 %. What gains is the gated GEMM1 (two 128-row boxes per
+ * stage): ncu at Qwen3-30B B = 512, GEMM1 211 -> 206 us, GEMM2 105 -> 106 us. The ungated
+ * layer loses: Nemotron (ReLU2) B = 256 / 512 +2.3 / +2.0 % (its GEMM1 324 -> 328 us, GEMM2
+ * 313 -> 323 us), hence gated only. The ncu of Mixtral B = 64 before: GEMM1 449 us at 87 % of
+ * DRAM peak, GEMM2 223 us at 88 %. Tiles of 64 x 128 at 9 stages (1152 bytes of each weight
+ * row in flight, as the small path's) and 128 x 128 at 7 measured +0.3 % and +1.4 % at Mixtral
+ * B = 64 in the same call. An ungated spec's cubin holds the short kernels unused. */
+#define MJ_WGMMA_SHORT_BM 64
+#define MJ_WGMMA_SHORT_BN 256
+#define MJ_WGMMA_SHORT_STAGES 5
+#define MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT 32
+
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
     MJ_WGMMA_K_EXPERT_OFFSETS_TALL = 16, /* == MJ_MMA_NUM_KERNELS: row tiles of MJ_WGMMA_TALL_BM */
@@ -123,11 +150,14 @@ enum {
     MJ_WGMMA_K_GEMM1_ACT_PAIR, /* the pair path's GEMMs (clusters of two; offsets: the large ones) */
     MJ_WGMMA_K_GEMM2_PAIR,
     MJ_WGMMA_K_EXPERT_OFFSETS_PAIR, /* the large row tiles in the pair path's order (permute.cuh) */
+    MJ_WGMMA_K_EXPERT_OFFSETS_SHORT, /* the large path's short tiles: row tiles of MJ_WGMMA_SHORT_BM */
+    MJ_WGMMA_K_GEMM1_ACT_SHORT,
+    MJ_WGMMA_K_GEMM2_SHORT,
     MJ_WGMMA_NUM_KERNELS
 };
 #define MJ_WGMMA_TALL_KERNEL_NAME_LIST \
     "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair", \
-        "mj_expert_offsets_pair"
+        "mj_expert_offsets_pair", "mj_expert_offsets_short", "mj_gemm1_act_short", "mj_gemm2_short"
 
 /* Registers after setmaxnreg: 128·56 + 256·224 = 64512 <= 65536 per SM. The consumers hold
  * 128 fp32 accumulators each (one m64n256 or two m64n128 blocks); the producer holds 4 or 8
@@ -135,14 +165,20 @@ enum {
 #define MJ_WGMMA_PRODUCER_REGS 56
 #define MJ_WGMMA_CONSUMER_REGS 224
 
-/* A stage: BM + BN rows of 128 bytes, 48 KiB in both shapes */
+/* A stage: BM + BN rows of 128 bytes, 48 KiB in the large and tall shapes */
 #define MJ_WGMMA_STAGE_BYTES ((MJ_WGMMA_BM + MJ_WGMMA_BN) * MJ_WGMMA_BK * 2)
 /* Dynamic shared memory: the stages, 1 KiB of slack to align them to the 1024-byte repeat of
  * the 128B swizzle, and the full/empty mbarriers. 197,888 bytes: within the 227 KiB a block
  * of sm_90 may opt in to. */
 #define MJ_WGMMA_SMEM (MJ_WGMMA_STAGES * MJ_WGMMA_STAGE_BYTES + 1024 + 256)
 #if (MJ_WGMMA_TALL_BM + MJ_WGMMA_TALL_BN) != (MJ_WGMMA_BM + MJ_WGMMA_BN)
-#error "both tile shapes must have the same stage size (one MJ_WGMMA_SMEM)"
+#error "the large and tall tiles must have the same stage size (one MJ_WGMMA_SMEM)"
+#endif
+/* The short tiles': 5 stages of 40 KiB, 206,080 bytes */
+#define MJ_WGMMA_SHORT_STAGE_BYTES ((MJ_WGMMA_SHORT_BM + MJ_WGMMA_SHORT_BN) * MJ_WGMMA_BK * 2)
+#define MJ_WGMMA_SHORT_SMEM (MJ_WGMMA_SHORT_STAGES * MJ_WGMMA_SHORT_STAGE_BYTES + 1024 + 256)
+#if MJ_WGMMA_SMEM > 232448 || MJ_WGMMA_SHORT_SMEM > 232448
+#error "a wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
 #endif
 
 #endif
