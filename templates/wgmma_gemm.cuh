@@ -81,10 +81,10 @@ struct WgShape {
     static constexpr u32 kBBytes = BN * kRowBytes;
     static constexpr u32 kStageBytes = kABytes + kBBytes;
     // A gather: kLanesPerRow lanes per row, each copying kChunks 16-byte chunks of it (chunk
-    // kc + c·kLanesPerRow), so a thread keeps 8 row pointers in both shapes. Large: 8 lanes x 1
-    // chunk, one warp instruction reads 4 whole 128-byte rows. Tall: 4 lanes x 2 chunks (one
-    // chunk per lane would need 16 pointers, which overflowed the producer's 56 registers),
-    // 8 rows x 64 bytes per instruction. Short: 8 lanes x 1 chunk, 4 row pointers.
+    // kc + c·kLanesPerRow), so a thread keeps 8 row pointers in the large and tall shapes.
+    // Large: 8 lanes x 1 chunk, one warp instruction reads 4 whole 128-byte rows. Tall: 4 lanes
+    // x 2 chunks (one chunk per lane would need 16 pointers, which overflowed the producer's 56
+    // registers), 8 rows x 64 bytes per instruction. Short: 8 lanes x 1 chunk, 4 row pointers.
     static constexpr int kChunks = BM >= 128 ? BM / 128 : 1;
     static constexpr int kLanesPerRow = 8 / kChunks;
     static constexpr int kRowsPerPass = kProducerThreads / kLanesPerRow;
