@@ -116,7 +116,8 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
     const int gated = f.gated, small = f.small, pair = f.pair;
-    const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : f.short_tiles ? MJ_WGMMA_SHORT_BN : MJ_WGMMA_BN; /* weight rows per tile */
+    /* weight rows per tile (the short tiles have the large ones': MJ_WGMMA_SHORT_BN) */
+    const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN;
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);

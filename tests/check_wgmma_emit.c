@@ -384,9 +384,9 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
                       c.hgmma);
         /* BASE is gated: GEMM1 loads the up and the gate box of a stage, GEMM2 one box; a pair
          * CTA multicasts its half of a shared tile or loads its own whole one in two boxes */
-        const int pair = g == 4 || g == 5, tall = g == 2 || g == 3, shortt = g >= 6;
+        const int pair = g == 4 || g == 5, tall = g == 2 || g == 3, short_tiles = g >= 6;
         const int boxes = pair ? 3 : g % 2 == 0 ? 2 : 1;
-        const int chunks = tall ? 16 : shortt ? 4 : 8; /* a producer thread's rows x chunks: BM/16 */
+        const int chunks = tall ? 16 : short_tiles ? 4 : 8; /* a producer thread's rows x chunks: BM/16 */
         ck_assert_msg(c.utmaldg >= boxes, "%s: %d UTMALDG (%d weight box(es) per stage)", gemms[g], c.utmaldg, boxes);
         ck_assert_msg(c.ldgsts >= chunks, "%s: %d LDGSTS (%d gathered chunks per producer thread)", gemms[g], c.ldgsts,
                       chunks);

@@ -138,7 +138,7 @@
  * row in flight, as the small path's) and 128 x 128 at 7 measured +0.3 % and +1.4 % at Mixtral
  * B = 64 in the same call. An ungated spec's cubin holds the short kernels unused. */
 #define MJ_WGMMA_SHORT_BM 64
-#define MJ_WGMMA_SHORT_BN 256
+#define MJ_WGMMA_SHORT_BN MJ_WGMMA_BN /* the large tiles' weight rows: the same tensor-map boxes */
 #define MJ_WGMMA_SHORT_STAGES 5
 #define MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT 32
 
