@@ -394,7 +394,7 @@ moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, con
 
     static const char *const names[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_KERNEL_NAME_LIST};
     const struct { unsigned gx, gy, block; } cfg[MJ_SIMT_NUM_KERNELS] = {
-        [MJ_SIMT_K_ROUTE] = {ceil_div(T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS},
+        [MJ_SIMT_K_ROUTE] = {MJ_ROUTE_BLOCKS(T), 1, MJ_SIMT_ROUTE_THREADS},
         [MJ_SIMT_K_EXPERT_OFFSETS] = {1, 1, MJ_SIMT_OFFSETS_THREADS},
         [MJ_SIMT_K_SCATTER] = {ceil_div(pairs, MJ_SCATTER_PAIRS_PER_BLOCK), 1, MJ_SIMT_SCATTER_THREADS},
         [MJ_SIMT_K_X_AMAX] = {amax_blocks(x_chunks), 1, MJ_SIMT_AMAX_THREADS},

@@ -18,9 +18,10 @@
  *   y            fp32  [S, P, H]       GEMM2 output, row = pair index; S = the K splits of a
  *                                      decode GEMM2 (common/mma_params.h), else 1
  *
- * A forward: one memset, then route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path
- * (common/mma_params.h, or a table `moejit tune` wrote: tune_table.h). On the decode path at
- * T <= 16 the memset and the first three kernels are one fused routing launch, and at T = 1
+ * A forward: route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path (common/mma_params.h,
+ * or a table `moejit tune` wrote: tune_table.h), after one memset of the counters where the
+ * route blocks do not zero their own (T > 256: MJ_ROUTE_ZEROES_COUNTERS, common/params.h). On
+ * the decode path at T <= 32 the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
  * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
  * too (two launches: t1_kernel below). At T <= 4 where GEMM1 would run in more than one wave
@@ -489,16 +490,17 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
     }
 
-    /* decode: one fused routing launch (it counts in shared memory: no counters to zero) */
+    /* decode: one fused routing launch (it counts in shared memory: no counters to zero); up
+     * to MJ_ROUTE_ZEROES_COUNTERS tokens the route blocks zero their own counters */
     const int fused = small && !routed && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
-    if (!fused && !routed) {
+    if (!fused && !routed && !MJ_ROUTE_ZEROES_COUNTERS(f->T)) {
         r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, mj_launch_counter_words(f->e_local), stream);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
     }
 
     void *params[] = {&f->p};
     const launch_cfg seq[6] = {
-        {MJ_MMA_K_ROUTE, ceil_div(f->T, MJ_SIMT_ROUTE_THREADS / 32), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
+        {MJ_MMA_K_ROUTE, MJ_ROUTE_BLOCKS(f->T), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
         {offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
         {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SCATTER_PAIRS_PER_BLOCK), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},

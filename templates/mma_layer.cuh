@@ -4,7 +4,8 @@
 // expert's output rounded to the dtype, not in fp32 (finalize.cuh says why); each GEMM path
 // has its own expert-offsets kernel because the row-tile size differs:
 //
-//   mj_route                 grid ceil(T/8) x 256     one warp per token
+//   mj_route                 grid ceil(T/8) x 256     one warp per token; up to 32 blocks each
+//                                                     zeroes its own counter copy first
 //   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (large path)
 //   mj_scatter               grid ceil(T·k/2048) x 256 2048 pairs per block (permute.cuh)
 //   mj_gemm1_act             grid n_tiles(I) · max_tiles x 256, dynamic smem MJ_MMA_LARGE_SMEM
@@ -13,9 +14,9 @@
 //   mj_expert_offsets_small  grid 1 x 512             row tiles of 16 tokens (small path)
 //   mj_gemm1_act_small       grid max_tiles · n_tiles(I) x 128, dynamic smem MJ_MMA_SMALL_SMEM
 //   mj_gemm2_small           grid max_tiles · n_tiles(H) x 128
-//   mj_route_fused_small     grid 1 x 512             T <= 16: zero the counters, route (a warp
-//                                                     per token), offsets, scatter; replaces
-//                                                     the memset and the first three kernels
+//   mj_route_fused_small     grid 1 x 512             T <= 32: route (a warp per token, two at
+//                                                     most), offsets, scatter in shared memory;
+//                                                     replaces the first three kernels
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the wgmma
 // layer; the generated source defines namespace mj::cfg before including this file.

@@ -187,12 +187,14 @@ __device__ __forceinline__ void expert_offsets(const mj_layer_params &p, const i
     }
 }
 
-// The expert_offsets of a layer's own stage: the route stage's counts, MJ_ROUTE_COUNT_COPIES
-// copies in ws_counts.
+// The expert_offsets of a layer's own stage: the route stage's counts in ws_counts, the copies
+// its blocks wrote (MJ_ROUTE_COPIES_USED: where the blocks zero their own copy, the others were
+// never zeroed).
 template <int kBlockM, bool kPairOrder = false>
 __device__ __forceinline__ void expert_offsets(const mj_layer_params &p)
 {
-    expert_offsets<kBlockM, kPairOrder>(p, reinterpret_cast<const int *>(p.ws_counts), MJ_ROUTE_COUNT_COPIES);
+    expert_offsets<kBlockM, kPairOrder>(p, reinterpret_cast<const int *>(p.ws_counts),
+                                        MJ_ROUTE_COPIES_USED(p.num_tokens));
 }
 
 // The copy of ws_counts that route block `block` adds to (common/params.h: atomics spread

@@ -52,6 +52,14 @@ mj_route(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     using namespace mj::tc_layer;
+    if (MJ_ROUTE_ZEROES_COUNTERS(p.num_tokens)) { // no memset before this forward (common/params.h)
+        int *const copy = mj::route_counts_copy(p, blockIdx.x), *const cursors = reinterpret_cast<int *>(p.ws_cursors);
+        for (int e = threadIdx.x; e < p.num_local_experts; e += blockDim.x) {
+            copy[e] = 0;
+            if (blockIdx.x == 0) cursors[e] = 0; // read by the scatter kernel, two grids later
+        }
+        __syncthreads(); // the zeros before any warp of the block counts into them
+    }
     const int lane = threadIdx.x % mj::kWarp;
     const long long t = static_cast<long long>(blockIdx.x) * mj::kRouteWarpsPerBlock + threadIdx.x / mj::kWarp;
     if (t >= p.num_tokens) return;

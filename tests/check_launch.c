@@ -733,15 +733,40 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
         ck_assert_int_eq(memset_count, 0);
     }
-    /* T = 33: past the fused routing, still the small path: memset, route, offsets_small, scatter */
+    /* T = 33: past the fused routing, still the small path: route (5 blocks, each zeroing its
+     * own counter copy: no memset), offsets_small, scatter */
     static const tc_launch_rec want33[] = {{0, 5, 1, 256, 0, -1, 1},        {6, 1, 1, 512, 0, -1, 1},
                                            {2, 1, 1, 256, 0, -1, 1},        {7, 24 * 145, 1, 128, 92160, -1, 1},
                                            {8, 32 * 145, 1, 128, 92160, -1, 1}, {5, 33, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 33, 2048, 768, 128, 8, 0, 0, 1511680);
         expect_launches(specs[i], want33, 6);
-        ck_assert_int_eq(memset_count, 33 * 128);
+        ck_assert_int_eq(memset_count, 0);
     }
+}
+END_TEST
+
+/* The route kernel's blocks zero their own counter copy (block 0 also the cursors) while the
+ * grid has at most one block per copy (MJ_ROUTE_COUNT_COPIES blocks of 8 tokens: T <= 256);
+ * past that one memset zeroes all copies and the cursors first (common/params.h). Offsets sum
+ * only the copies the route blocks wrote. Both backends, the small and the large path. */
+START_TEST(route_blocks_zero_their_own_counters_up_to_one_block_per_copy)
+{
+    ck_assert_int_eq(MJ_ROUTE_COUNT_COPIES * MJ_ROUTE_TOKENS_PER_BLOCK, 256);
+    ck_assert_int_eq(MJ_ROUTE_COPIES_USED(33), 5);
+    ck_assert_int_eq(MJ_ROUTE_COPIES_USED(256), 32);
+    ck_assert_int_eq(MJ_ROUTE_COPIES_USED(257), 32);
+    ck_assert_int_eq(MJ_ROUTE_COPIES_USED(100000), 32);
+    static const char *const specs[] = {MMA, WGMMA};
+    static const int64_t cases[][2] = {{64, 0}, {255, 0}, {256, 0}, {257, 1}, {4096, 1}}; /* T, memset */
+    for (int i = 0; i < 2; i++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int64_t T = cases[c][0];
+            tc_forward(specs[i], T, 2048, 768, 128, 8, 0, 0, 0);
+            ck_assert_msg(tc_recs[0].kernel == MJ_MMA_K_ROUTE, "%s T=%lld: route first", specs[i], (long long)T);
+            ck_assert_uint_eq(tc_recs[0].gx, (unsigned)((T + 7) / 8));
+            ck_assert_uint_eq(memset_count, cases[c][1] ? 33 * 128 : 0);
+        }
 }
 END_TEST
 
@@ -1279,6 +1304,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, amax_grid_is_capped_and_fixed_by_the_shape);
     tcase_add_test(tc, parameter_block_layout_is_pinned);
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
+    tcase_add_test(tc, route_blocks_zero_their_own_counters_up_to_one_block_per_copy);
     tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
     tcase_add_test(tc, a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
     tcase_add_test(tc, moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable);

@@ -66,10 +66,21 @@ enum {
  * H200 measured mj_route at 41.6 µs and mj_scatter at 28 µs (scatter's warps stalled ~780
  * cycles per atomic), ~3 % of the layer, growing with T·k.
  *  - MJ_ROUTE_COUNT_COPIES: route block b adds to copy b % C of the counters ([C][E_local]
- *    int32, zeroed with the cursors); expert_offsets sums the C copies of its expert.
+ *    int32, zeroed with the cursors); expert_offsets sums the copies the route blocks wrote
+ *    (MJ_ROUTE_COPIES_USED: all C, or one per block when there are fewer blocks than C).
+ *  - MJ_ROUTE_ZEROES_COUNTERS(T): when the route grid has at most one block per copy, the
+ *    tensor-core layers' route block b zeroes copy b itself (block 0 also the cursors) before it
+ *    counts, instead of a memset before the forward (launch_mma.c). A memset is a graph node
+ *    that waits for the kernel before it in full, and the route kernel after it cannot launch
+ *    early (programmatic dependent launch links kernels only); measured in docs/PERFORMANCE.md
+ *    (sixteenth session). The simt layer keeps its memset (it also zeroes the amax words).
  *  - MJ_SCATTER_PAIRS_PER_THREAD: a scatter block ranks its 256·P pairs per expert in shared
  *    memory, then takes one range of slots per expert it holds with a single global atomic. */
 #define MJ_ROUTE_COUNT_COPIES 32
+#define MJ_ROUTE_TOKENS_PER_BLOCK (MJ_SIMT_ROUTE_THREADS / 32) /* one warp per token */
+#define MJ_ROUTE_BLOCKS(T) (((T) + MJ_ROUTE_TOKENS_PER_BLOCK - 1) / MJ_ROUTE_TOKENS_PER_BLOCK)
+#define MJ_ROUTE_ZEROES_COUNTERS(T) (MJ_ROUTE_BLOCKS(T) <= MJ_ROUTE_COUNT_COPIES)
+#define MJ_ROUTE_COPIES_USED(T) (MJ_ROUTE_ZEROES_COUNTERS(T) ? (int)MJ_ROUTE_BLOCKS(T) : MJ_ROUTE_COUNT_COPIES)
 #define MJ_SCATTER_PAIRS_PER_THREAD 8
 #define MJ_SCATTER_PAIRS_PER_BLOCK (MJ_SIMT_SCATTER_THREADS * MJ_SCATTER_PAIRS_PER_THREAD)
 
@@ -105,8 +116,9 @@ typedef struct mj_layer_params {
     unsigned long long ws_ids;          /* [T*k] int32: local expert id, or -1 (not on this rank) */
     unsigned long long ws_weights;      /* [T*k] fp32 routing weight of each slot */
     unsigned long long ws_counts;       /* [MJ_ROUTE_COUNT_COPIES][E_local] int32 rows per local
-                                           expert, in copies summed by expert_offsets (zeroed first) */
-    unsigned long long ws_cursors;      /* [E_local] int32 scatter cursors (zeroed first) */
+                                           expert, in copies summed by expert_offsets (zeroed first:
+                                           by a memset, or MJ_ROUTE_ZEROES_COUNTERS) */
+    unsigned long long ws_cursors;      /* [E_local] int32 scatter cursors (zeroed with the counts) */
     unsigned long long ws_amax;         /* [2] u32: bits of amax|x|, amax|inter| (zeroed first) */
     unsigned long long ws_offsets;      /* [E_local + 1] int32 first row of each expert */
     unsigned long long ws_tile_offsets; /* [E_local + 1] int32 first row tile of each expert */
