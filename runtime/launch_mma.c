@@ -20,7 +20,9 @@
  *
  * A forward: route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path (common/mma_params.h,
  * or a table `moejit tune` wrote: tune_table.h), after one memset of the counters where the
- * route blocks do not zero their own (T > 256: MJ_ROUTE_ZEROES_COUNTERS, common/params.h). On
+ * route blocks do not zero their own (T > 256: MJ_ROUTE_ZEROES_COUNTERS, common/params.h), and
+ * without the scatter where the pairs fit one scatter block (the offsets kernel scatters them:
+ * MJ_OFFSETS_SCATTER). On
  * the decode path at T <= 32 the first three kernels are one fused routing launch, and at T = 1
  * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
  * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
@@ -512,6 +514,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     const int first = routed ? 3 : fused ? 2 : 0, last = t1 ? 4 : 5; /* t1: no finalize launch */
     for (int i = first; i <= last; i++) {
+        if (i == 2 && !fused && MJ_OFFSETS_SCATTER(f->pairs)) continue; /* the offsets kernel scattered */
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
         /* Each kernel may start early and waits in griddepcontrol.wait; under MOEJIT_PDL=inner
          * the first one waits for whatever the stream ran before (and for the memset) in the

@@ -7,7 +7,9 @@
 //   mj_route                 grid ceil(T/8) x 256     one warp per token; up to 32 blocks each
 //                                                     zeroes its own counter copy first
 //   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (large path)
-//   mj_scatter               grid ceil(T·k/2048) x 256 2048 pairs per block (permute.cuh)
+//   mj_scatter               grid ceil(T·k/2048) x 256 2048 pairs per block (permute.cuh); not
+//                                                     launched at T·k <= 2048: the offsets
+//                                                     kernels scatter them (offsets_stage)
 //   mj_gemm1_act             grid n_tiles(I) · max_tiles x 256, dynamic smem MJ_MMA_LARGE_SMEM
 //   mj_gemm2                 grid n_tiles(H) · max_tiles x 256
 //   mj_finalize              grid (T, H/512) x 128

@@ -216,6 +216,28 @@ __device__ __forceinline__ void scatter_pair(const mj_layer_params &p, i64 i, co
     reinterpret_cast<int *>(p.ws_rows)[offsets[e] + slot] = static_cast<int>(i);
 }
 
+// The offsets kernels of the tensor-core layers: expert_offsets, and where the batch's pairs fit
+// one scatter block (MJ_OFFSETS_SCATTER) the scatter as well, its cursors and the experts'
+// first rows in shared memory (the launcher then skips mj_scatter). Which slot a pair takes in
+// its expert's list is the order the shared atomics land in, as in scatter_block; it changes
+// no output bit (file comment).
+template <int kBlockM, bool kPairOrder = false>
+__device__ __forceinline__ void offsets_stage(const mj_layer_params &p)
+{
+    if (!MJ_OFFSETS_SCATTER(p.num_pairs)) {
+        expert_offsets<kBlockM, kPairOrder>(p);
+        return;
+    }
+    __shared__ int s_first[MJ_SIMT_MAX_EXPERTS], s_cursors[MJ_SIMT_MAX_EXPERTS];
+    for (int e = threadIdx.x; e < p.num_local_experts; e += blockDim.x) s_cursors[e] = 0;
+    // (its barriers order the zeros above before the atomics below)
+    expert_offsets<kBlockM, kPairOrder>(p, reinterpret_cast<const int *>(p.ws_counts),
+                                        MJ_ROUTE_COPIES_USED(p.num_tokens), s_first);
+    __syncthreads();
+    const int *ids = reinterpret_cast<const int *>(p.ws_ids);
+    for (int i = threadIdx.x; i < p.num_pairs; i += blockDim.x) scatter_pair(p, i, ids, s_cursors, s_first);
+}
+
 // The scatter stage: block b places pairs [b·N, (b + 1)·N) (N = MJ_SCATTER_PAIRS_PER_BLOCK).
 // Each pair's rank among the block's pairs of its expert comes from a shared-memory atomic;
 // then one thread per expert present takes the block's range of that expert's slots with one

@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::expert_offsets<MJ_TC_LARGE_BM>(p);
+    mj::offsets_stage<MJ_TC_LARGE_BM>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)
@@ -101,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::expert_offsets<MJ_MMA_SMALL_BT>(p);
+    mj::offsets_stage<MJ_MMA_SMALL_BT>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)

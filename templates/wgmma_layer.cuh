@@ -7,7 +7,9 @@
 //
 //   mj_route                 grid ceil(T/8) x 256
 //   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (= MJ_WGMMA_BM)
-//   mj_scatter               grid ceil(T·k/2048) x 256 2048 pairs per block (permute.cuh)
+//   mj_scatter               grid ceil(T·k/2048) x 256 2048 pairs per block (permute.cuh); not
+//                                                     launched at T·k <= 2048: the offsets
+//                                                     kernels scatter them (offsets_stage)
 //   mj_gemm1_act             grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W1 tensor map)
 //   mj_gemm2                 grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W2 tensor map)
 //   mj_finalize              grid (T, H/512) x 128
@@ -72,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_tall(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::expert_offsets<MJ_WGMMA_TALL_BM>(p);
+    mj::offsets_stage<MJ_WGMMA_TALL_BM>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
@@ -121,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_pair(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::expert_offsets<MJ_WGMMA_BM, true>(p);
+    mj::offsets_stage<MJ_WGMMA_BM, true>(p);
 }
 
 // ---- the large path's short tiles (64 x 256, 5 stages): MJ_WGMMA_K_*_SHORT ---------------------
@@ -129,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_short(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::expert_offsets<MJ_WGMMA_SHORT_BM>(p);
+    mj::offsets_stage<MJ_WGMMA_SHORT_BM>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)

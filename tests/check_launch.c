@@ -634,6 +634,14 @@ static moejit_status qwen3_30b_forward_status(const char *text, int64_t T)
     return st;
 }
 
+/* GEMM1 (g = 0), GEMM2 (1) and finalize (2) of the last forward: its last three launches
+ * (before them 0 to 4: the routing kernels, which depend on T) */
+static const tc_launch_rec *tc_gemm(int g)
+{
+    ck_assert_int_ge(n_tc_recs, 3);
+    return &tc_recs[n_tc_recs - 3 + g];
+}
+
 static void expect_launches(const char *what, const tc_launch_rec *want, int n)
 {
     ck_assert_msg(n_tc_recs == n, "%s: %d launches, want %d", what, n_tc_recs, n);
@@ -734,13 +742,15 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(memset_count, 0);
     }
     /* T = 33: past the fused routing, still the small path: route (5 blocks, each zeroing its
-     * own counter copy: no memset), offsets_small, scatter */
-    static const tc_launch_rec want33[] = {{0, 5, 1, 256, 0, -1, 1},        {6, 1, 1, 512, 0, -1, 1},
-                                           {2, 1, 1, 256, 0, -1, 1},        {7, 24 * 145, 1, 128, 92160, -1, 1},
-                                           {8, 32 * 145, 1, 128, 92160, -1, 1}, {5, 33, 4, 128, 0, -1, 1}};
+     * own counter copy: no memset), offsets_small (which also scatters the 264 pairs) */
+    static const tc_launch_rec want33[] = {{0, 5, 1, 256, 0, -1, 1},
+                                           {6, 1, 1, 512, 0, -1, 1},
+                                           {7, 24 * 145, 1, 128, 92160, -1, 1},
+                                           {8, 32 * 145, 1, 128, 92160, -1, 1},
+                                           {5, 33, 4, 128, 0, -1, 1}};
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 33, 2048, 768, 128, 8, 0, 0, 1511680);
-        expect_launches(specs[i], want33, 6);
+        expect_launches(specs[i], want33, 5);
         ck_assert_int_eq(memset_count, 0);
     }
 }
@@ -749,8 +759,9 @@ END_TEST
 /* The route kernel's blocks zero their own counter copy (block 0 also the cursors) while the
  * grid has at most one block per copy (MJ_ROUTE_COUNT_COPIES blocks of 8 tokens: T <= 256);
  * past that one memset zeroes all copies and the cursors first (common/params.h). Offsets sum
- * only the copies the route blocks wrote. Both backends, the small and the large path. */
-START_TEST(route_blocks_zero_their_own_counters_up_to_one_block_per_copy)
+ * only the copies the route blocks wrote, and scatter the pairs themselves where they fit one
+ * scatter block. Both backends, the small and the large path. */
+START_TEST(route_blocks_zero_their_own_counters_and_offsets_scatter_small_batches)
 {
     ck_assert_int_eq(MJ_ROUTE_COUNT_COPIES * MJ_ROUTE_TOKENS_PER_BLOCK, 256);
     ck_assert_int_eq(MJ_ROUTE_COPIES_USED(33), 5);
@@ -766,7 +777,12 @@ START_TEST(route_blocks_zero_their_own_counters_up_to_one_block_per_copy)
             ck_assert_msg(tc_recs[0].kernel == MJ_MMA_K_ROUTE, "%s T=%lld: route first", specs[i], (long long)T);
             ck_assert_uint_eq(tc_recs[0].gx, (unsigned)((T + 7) / 8));
             ck_assert_uint_eq(memset_count, cases[c][1] ? 33 * 128 : 0);
+            /* up to 2048 pairs (one scatter block) the offsets kernel scatters them itself */
+            const int scattered_by_offsets = T * 8 <= MJ_SCATTER_PAIRS_PER_BLOCK;
+            ck_assert_int_eq(n_tc_recs, scattered_by_offsets ? 5 : 6);
+            ck_assert_int_eq(tc_recs[2].kernel == MJ_MMA_K_SCATTER, !scattered_by_offsets);
         }
+    ck_assert(MJ_OFFSETS_SCATTER(2048) && !MJ_OFFSETS_SCATTER(2049));
 }
 END_TEST
 
@@ -979,10 +995,11 @@ START_TEST(mma_large_forward_launches_the_tiled_gemms)
     tc_forward(ep, 1000, 4096, 14336, 8, 2, 2, 4, 73756160);
     ck_assert_int_eq(memset_count, 33 * 4);
     ck_assert_int_eq(tc_recs[0].gx, 125);
-    ck_assert_int_eq(tc_recs[2].gx, 1); /* 2000 pairs: one scatter block of 2048 */
-    ck_assert_int_eq(tc_recs[3].gx, 2240);
-    ck_assert_int_eq(tc_recs[5].gx, 1000);
-    ck_assert_int_eq(tc_recs[5].gy, 4); /* 4096 columns, 8 per thread: 1000 x 8 narrow blocks would be >= 4096 */
+    ck_assert_int_eq(n_tc_recs, 5); /* 2000 pairs fit one scatter block: the offsets kernel scatters them */
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
+    ck_assert_int_eq(tc_gemm(0)->gx, 2240);
+    ck_assert_int_eq(tc_gemm(2)->gx, 1000);
+    ck_assert_int_eq(tc_gemm(2)->gy, 4); /* 4096 columns, 8 per thread: 1000 x 8 narrow blocks would be >= 4096 */
     /* the finalize's width rule (common/params.h): 8 columns per thread from 4096 narrow
      * blocks on, and never over a split GEMM2's fp32 partial sums */
     ck_assert(!MJ_TC_FINALIZE_WIDE(1023, 2048, 1));
@@ -1011,7 +1028,7 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
     /* tile=auto at 64 rows per expert (B=1024): still the large path */
     tc_forward(WGMMA, 1024, 2048, 768, 128, 8, 0, 0, 46264320);
     ck_assert_int_eq(tc_recs[1].kernel, 1);
-    ck_assert_int_eq(tc_recs[3].kernel, 3);
+    ck_assert_int_eq(tc_gemm(0)->kernel, 3);
 }
 END_TEST
 
@@ -1040,28 +1057,28 @@ START_TEST(wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert)
     moejit_spec_destroy(s);
     tc_forward(WGMMA, 528, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
-    ck_assert_int_eq(tc_recs[3].smem, MJ_WGMMA_SMEM);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(tc_gemm(0)->smem, MJ_WGMMA_SMEM);
     /* the row tiles of 64 bound the grid: 80 pairs over 8 experts (10 rows each) make at most
      * 2 + 8 = 10 row tiles (9 of 128 rows): GEMM1 6 x 10 CTAs, GEMM2 8 x 10 */
     tc_forward(WGMMA, 40, 2048, 768, 8, 2, 0, 0, 0);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
-    ck_assert_uint_eq(tc_recs[3].gx, 60);
-    ck_assert_uint_eq(tc_recs[4].gx, 80);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
+    ck_assert_uint_eq(tc_gemm(0)->gx, 60);
+    ck_assert_uint_eq(tc_gemm(1)->gx, 80);
     /* ungated activations keep the 128-row tiles */
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a", 512, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
     /* rows per LOCAL expert: the same 80 pairs over 2 local experts of 8 are 40 rows each */
     tc_forward(WGMMA, 40, 2048, 768, 8, 2, 0, 2, 0);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
     /* forced tile=large takes them too; tile=tall and pair, and mma's large path, do not */
     tc_forward(WGMMA ",tile=large", 16, 2048, 768, 128, 8, 0, 0, 0);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
     tc_forward(WGMMA ",tile=pair", 512, 2048, 768, 128, 8, 0, 0, 0);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
     tc_forward(MMA ",tile=large", 512, 2048, 768, 128, 8, 0, 0, 0);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
 }
 END_TEST
 
@@ -1080,7 +1097,7 @@ START_TEST(wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes)
     ck_assert_uint_eq(tc_box_rows[0], 64);
     ck_assert_uint_eq(tc_box_rows[1], 128);
     tc_forward(WGMMA ",tile=tall", 300, 2048, 768, 128, 8, 0, 0, 13569024); /* forced at 19 rows */
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
     /* the tall path's row tiles are 256 rows: max_tiles = E_local + P / 256 bounds the grid;
      * ungated: W1 in one 128-row box */
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=tall", 4096, 2048, 768,
@@ -1119,21 +1136,21 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
      * large path's offsets kernel (16384 tokens: 1024 rows per expert; 6144: 384; 6143: 383.9) */
     tc_forward(WGMMA, 16384, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
     tc_forward(WGMMA, MJ_WGMMA_PAIR_ORDER_MAX_ROWS * 128 / 8, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
     tc_forward(WGMMA, MJ_WGMMA_PAIR_ORDER_MAX_ROWS * 128 / 8 - 1, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_WGMMA_K_EXPERT_OFFSETS_PAIR);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
     /* the grid follows the driver's answer (40 clusters: 80 CTAs), not the SM count */
     tc_clusters = 40;
     tc_forward(WGMMA ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 184995840);
-    ck_assert_uint_eq(tc_recs[3].gx, 80);
-    ck_assert_uint_eq(tc_recs[4].gx, 80);
+    ck_assert_uint_eq(tc_gemm(0)->gx, 80);
+    ck_assert_uint_eq(tc_gemm(1)->gx, 80);
     tc_forward(WGMMA ",tile=pair", 8, 2048, 768, 128, 8, 0, 0, 0);
     /* 8 tokens: max_tiles = 1 + 64 = 65 -> 33 units; GEMM1 33 x 6 = 198 > 40, GEMM2 likewise */
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
-    ck_assert_uint_eq(tc_recs[3].gx, 80);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_uint_eq(tc_gemm(0)->gx, 80);
     /* ungated W1 in boxes of 128 rows too */
     tc_clusters = 66;
     tc_forward("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a,tile=pair", 4096, 2048, 768,
@@ -1277,7 +1294,7 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
      * in the short tiles at so few rows per expert) */
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(n_tc_maps, 2);
-    ck_assert_int_eq(tc_recs[3].kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
     ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
@@ -1304,7 +1321,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, amax_grid_is_capped_and_fixed_by_the_shape);
     tcase_add_test(tc, parameter_block_layout_is_pinned);
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
-    tcase_add_test(tc, route_blocks_zero_their_own_counters_up_to_one_block_per_copy);
+    tcase_add_test(tc, route_blocks_zero_their_own_counters_and_offsets_scatter_small_batches);
     tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
     tcase_add_test(tc, a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
     tcase_add_test(tc, moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable);

@@ -81,6 +81,10 @@ enum {
 #define MJ_ROUTE_BLOCKS(T) (((T) + MJ_ROUTE_TOKENS_PER_BLOCK - 1) / MJ_ROUTE_TOKENS_PER_BLOCK)
 #define MJ_ROUTE_ZEROES_COUNTERS(T) (MJ_ROUTE_BLOCKS(T) <= MJ_ROUTE_COUNT_COPIES)
 #define MJ_ROUTE_COPIES_USED(T) (MJ_ROUTE_ZEROES_COUNTERS(T) ? (int)MJ_ROUTE_BLOCKS(T) : MJ_ROUTE_COUNT_COPIES)
+/* Where a batch's pairs fit one scatter block, the tensor-core layers' offsets kernel also
+ * scatters them (permute.cuh, offsets_stage) and mj_scatter is not launched: one kernel
+ * boundary fewer (docs/PERFORMANCE.md, sixteenth session). */
+#define MJ_OFFSETS_SCATTER(pairs) ((pairs) <= MJ_SCATTER_PAIRS_PER_BLOCK)
 #define MJ_SCATTER_PAIRS_PER_THREAD 8
 #define MJ_SCATTER_PAIRS_PER_BLOCK (MJ_SIMT_SCATTER_THREADS * MJ_SCATTER_PAIRS_PER_THREAD)
 
