@@ -194,9 +194,9 @@ mj_route_fused_small(const __grid_constant__ mj_layer_params p)
     mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedHidden>(p.hidden));
     mj::grid_dep_enter();
-    static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS <= 2 * (MJ_SIMT_OFFSETS_THREADS / 32),
-                  "the fused routing kernel routes at most two tokens per warp");
-    constexpr int kMaxPairs = MJ_MMA_FUSED_ROUTE_MAX_TOKENS * MJ_SIMT_MAX_TOPK;
+    constexpr int kMaxTokens = 2 * (MJ_SIMT_OFFSETS_THREADS / 32); // at most two tokens per warp
+    static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS <= kMaxTokens, "the fused routing kernel routes at most two tokens per warp");
+    constexpr int kMaxPairs = kMaxTokens * MJ_SIMT_MAX_TOPK;
     __shared__ int counts[MJ_SIMT_MAX_EXPERTS], cursors[MJ_SIMT_MAX_EXPERTS], row0[MJ_SIMT_MAX_EXPERTS];
     __shared__ int ids[kMaxPairs];
     for (int e = threadIdx.x; e < p.num_local_experts; e += blockDim.x) {

@@ -735,11 +735,21 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
     ck_assert_int_eq(n_tc_recs, 4);
     ck_assert_int_eq(tc_recs[0].kernel, 9);
     ck_assert_int_eq(tc_recs[1].kernel, 7);
-    /* T = 32: the fused routing kernel (two tokens per warp), still no memset */
+    /* T = 16: the fused routing kernel (a token per warp), no memset; T = 17 and 32: the route
+     * kernel (3 and 4 blocks) and the offsets kernel, which scatters */
     for (int i = 0; i < 2; i++) {
-        tc_forward(specs[i], 32, 2048, 768, 128, 8, 0, 0, 0);
+        tc_forward(specs[i], 16, 2048, 768, 128, 8, 0, 0, 0);
+        ck_assert_int_eq(n_tc_recs, 4);
         ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
         ck_assert_int_eq(memset_count, 0);
+        for (int T = 17; T <= 32; T += 15) {
+            tc_forward(specs[i], T, 2048, 768, 128, 8, 0, 0, 0);
+            ck_assert_int_eq(n_tc_recs, 5);
+            ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE);
+            ck_assert_uint_eq(tc_recs[0].gx, (unsigned)(T + 7) / 8);
+            ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS_SMALL);
+            ck_assert_int_eq(memset_count, 0);
+        }
     }
     /* T = 33: past the fused routing, still the small path: route (5 blocks, each zeroing its
      * own counter copy: no memset), offsets_small (which also scatters the 264 pairs) */

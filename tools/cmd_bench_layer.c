@@ -474,8 +474,9 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
 
 /* Checks one activation and dtype on a small layer at T = 1 (small path, GEMM1 routing for
  * itself; every T <= MJ_MMA_PERSISTENT_MAX_TOKENS also on the persistent decode layer,
- * forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 and 24 (small
- * path, fused routing kernel: one and two tokens per warp), T = 37 (small path), T = 300 (large path) under
+ * forced), T = 1 and 3 on an expert-parallel rank (4 of the 8 experts local), T = 5 (small
+ * path, fused routing kernel), T = 24 (small path, route kernel and the scattering offsets
+ * kernel), T = 37 (small path), T = 300 (large path) under
  * tile=auto and, for wgmma, T = 640 with tile=tall (160 rows per expert; auto would not take
  * tall for so small an expert) and T = 300, 640, 1024, 1100 and 1600 with tile=pair (75 rows
  * per expert: one row tile each, so every cluster pairs two experts' tiles; 160: two each,
@@ -493,8 +494,8 @@ static int reference_runs(const char *backend, int split)
      * persistent decode layer's two block shapes (auto 1 and 5, expert-parallel 1 and 3; split 1
      * and 2, and the 3 of k = 8, 6) */
     _Static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS >= 5 && MJ_MMA_PERSISTENT_MAX_TOKENS < 24, "the count below");
-    _Static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS >= 24 && MJ_MMA_FUSED_ROUTE_MAX_TOKENS < 37,
-                   "T = 24 takes the fused routing kernel, T = 37 the routing kernels");
+    _Static_assert(MJ_MMA_FUSED_ROUTE_MAX_TOKENS >= 5 && MJ_MMA_FUSED_ROUTE_MAX_TOKENS < 24,
+                   "T = 5 takes the fused routing kernel, T = 24 and 37 the routing kernels");
     return (strcmp(backend, "wgmma") == 0 ? 21 : 15) + (split ? 16 : 0);
 }
 

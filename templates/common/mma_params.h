@@ -57,14 +57,16 @@ enum {
         "mj_gemm1_act_small_routed", "mj_gemm2_finalize_t1", \
         "mj_gemm2_finalize_t1_shallow", "mj_decode_reset", "mj_decode_persistent", "mj_decode_persistent_shallow"
 
-/* Decode: at most this many tokens (at most two per warp in a block of MJ_SIMT_OFFSETS_THREADS)
- * take the fused routing kernel: one launch instead of memset + route + offsets + scatter,
- * each of which costs a few microseconds of launch and drain at batch 1. More tokens serialise
- * more warp-argmax chains per warp and lose what the launches saved. Measured on the H200
- * (wgmma, own-process A/B, two rounds mirrored, 16 -> 64): 24 and 32 tokens -0.4 % (Qwen3-30B-A3B
- * B = 24, Mixtral-8x7B B = 32), -0.3 ... 0.0 % at the other shapes' B = 32; at 64 tokens +0.2 %
- * (DeepSeek-V3) to +1.2 % (Qwen3-30B-A3B). */
-#define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 32
+/* Decode: at most this many tokens (one per warp of a block of MJ_SIMT_OFFSETS_THREADS; the
+ * kernel takes up to two) take the fused routing kernel: one launch instead of route and
+ * offsets (which scatters at these batches: MJ_OFFSETS_SCATTER), each of which costs a few
+ * microseconds of launch and drain. More tokens serialise more warp-argmax chains per warp.
+ * Measured on the H200 (wgmma, own-process A/Bs, two rounds mirrored): against memset + route +
+ * offsets + scatter, 32 tokens won (-0.4 % at Qwen3-30B-A3B B = 24 and Mixtral-8x7B B = 32) and
+ * 64 lost; against route + offsets since those became two launches (sixteenth session), 16
+ * wins: Qwen3-30B-A3B B = 17 / 24 / 32 -0.2 / -0.4 / -0.5 %, Nemotron B = 24 / 32 -0.1 / -0.3 %,
+ * Qwen3-235B-A22B and DeepSeek-V3 B = 32 -0.2 / -0.1 %, Mixtral-8x7B B = 24 / 32 +0.1 / -0.1 %. */
+#define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 16
 
 /* Decode: at most this many tokens (and a routing that selects, not precomputed ids, which
  * may repeat an expert) skip the routing kernel altogether: every GEMM1 block routes the
