@@ -16,9 +16,9 @@
 //   mj_expert_offsets_small  grid 1 x 512             row tiles of 16 tokens (small path)
 //   mj_gemm1_act_small       grid max_tiles · n_tiles(I) x 128, dynamic smem MJ_MMA_SMALL_SMEM
 //   mj_gemm2_small           grid max_tiles · n_tiles(H) x 128
-//   mj_route_fused_small     grid 1 x 512             T <= 32: route (a warp per token, two at
-//                                                     most), offsets, scatter in shared memory;
-//                                                     replaces the first three kernels
+//   mj_route_fused_small     grid 1 x 512             T <= 16 (MJ_MMA_FUSED_ROUTE_MAX_TOKENS):
+//                                                     route (a warp per token), offsets, scatter
+//                                                     in shared memory; replaces the first three
 //
 // Everything but the two large-batch GEMMs is in tc_layer_stages.cuh, shared with the wgmma
 // layer; the generated source defines namespace mj::cfg before including this file.
