@@ -22,10 +22,10 @@
  * or a table `moejit tune` wrote: tune_table.h), after one memset of the counters where the
  * route blocks do not zero their own (T > 256: MJ_ROUTE_ZEROES_COUNTERS, common/params.h), and
  * without the scatter where the pairs fit one scatter block (the offsets kernel scatters them:
- * MJ_OFFSETS_SCATTER). On
- * the decode path at T <= 16 the first three kernels are one fused routing launch, and at T = 1
- * (routing not precomputed) none at all: GEMM1's blocks route for themselves; then, for
- * k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and finalize are one kernel
+ * MJ_OFFSETS_SCATTER). On the decode path at T <= 16 the first three kernels are one fused
+ * routing launch, and at T = 1 (routing not precomputed) none at all: GEMM1's blocks route for
+ * themselves; then, for k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and
+ * finalize are one kernel
  * too (two launches: t1_kernel below). At T <= 4 where GEMM1 would run in more than one wave
  * (and at T <= 8 where the shape suits it: mj_mma_decode_persistent_shape), the whole layer
  * is instead one persistent grid after a kernel that zeroes its sync words
