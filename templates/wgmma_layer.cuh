@@ -42,6 +42,16 @@ namespace tc_layer {
 
 constexpr WgGemm kGemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 
+// The body of every GEMM entry point below: tile shape S, GEMM kKind, kPair (clusters of two),
+// with this layer's dtype, activation and pinned dimensions.
+template <class S, WgGemm kKind, bool kPair = false>
+__device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDesc &map)
+{
+    grid_dep_enter();
+    wgmma_gemm<S, kDtype, kKind, kActKind, kPair>(p, map, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                  dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+}
+
 } // namespace tc_layer
 } // namespace mj
 
@@ -50,21 +60,13 @@ constexpr WgGemm kGemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgLarge, kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                          dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                                          mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::tc_layer::kGemm1>(p, w1_map);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgLarge, kDtype, mj::WgGemm::gemm2, kActKind>(
-        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-        mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgGemm::gemm2>(p, w2_map);
 }
 
 // ---- the tall path (256 x 128 tiles), after the mma table: MJ_WGMMA_K_* ------------------------
@@ -80,42 +82,26 @@ mj_expert_offsets_tall(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgTall, kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                         dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                                         mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgTall, mj::tc_layer::kGemm1>(p, w1_map);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgTall, kDtype, mj::WgGemm::gemm2, kActKind>(
-        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-        mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgTall, mj::WgGemm::gemm2>(p, w2_map);
 }
 
 // ---- the pair path (clusters of two sharing each weight tile): MJ_WGMMA_K_*_PAIR -------------
 extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgLarge, kDtype, kGemm1, kActKind, true>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                                dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                                                mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::tc_layer::kGemm1, true>(p, w1_map);
 }
 
 extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgLarge, kDtype, mj::WgGemm::gemm2, kActKind, true>(
-        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-        mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgGemm::gemm2, true>(p, w2_map);
 }
 // The pair path's offsets: the large row tiles, listed so that clusters pair an expert's own
 // tiles wherever it has two (permute.cuh, expert_offsets).
@@ -137,19 +123,11 @@ mj_expert_offsets_short(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgShort, kDtype, kGemm1, kActKind>(p, w1_map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                          dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                                          mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgShort, mj::tc_layer::kGemm1>(p, w1_map);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    using namespace mj::tc_layer;
-    mj::grid_dep_enter();
-    mj::wgmma_gemm<mj::WgShort, kDtype, mj::WgGemm::gemm2, kActKind>(
-        p, w2_map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-        mj_tc_smem);
+    mj::tc_layer::layer_gemm<mj::WgShort, mj::WgGemm::gemm2>(p, w2_map);
 }
