@@ -35,6 +35,11 @@
 // The stage index and its phase bit run on across tiles, so the producer fills the next
 // tile's stages while the consumers finish the current one.
 //
+//   PDL         every GEMM waits (griddepcontrol.wait) before it reads the chain's data, but
+//               GEMM2's producer first issues the weight boxes of its first tile's first
+//               stages (kPreWait): weights and the tile table are complete before GEMM1 lets
+//               GEMM2 launch, only the intermediate is not.
+//
 //   pair        (kPair, the large shape in clusters of two CTAs: the pair path) the schedule
 //               runs per cluster over units of two row tiles, entries 2u and 2u + 1 of the
 //               tile table (listed in the pair order by mj_expert_offsets_pair: an expert's
@@ -119,7 +124,7 @@ static_assert(WgLarge::kStageBytes == MJ_WGMMA_STAGE_BYTES && WgTall::kStageByte
 // both are one expert's (every pair of an expert's own tiles; not a pair of two experts' odd
 // tiles) or when 2u + 1 is past the last row tile (that CTA then has no rows and only loads
 // its half).
-template <int kBM, bool kPair>
+template <int kBM, bool kPair, bool kFromL2 = false>
 __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int n_col, int units, int row_tiles,
                                            u32 rank, RowTile *rows, int *col, int *b_expert, bool *shared)
 {
@@ -135,14 +140,14 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
         raster_grouped<1>(t, n_col, units, &unit, col);
     else raster_grouped<kPair ? MJ_WGMMA_PAIR_RASTER_UNITS : kRasterGroup>(t, n_col, units, &unit, col);
     if constexpr (!kPair) {
-        find_row_tile<kBM>(p, unit, rows); // true: unit < row_tiles
+        find_row_tile<kBM, kFromL2>(p, unit, rows); // true: unit < row_tiles
         *b_expert = rows->expert;
         *shared = false;
     } else {
         RowTile first, second;
-        find_row_tile<kBM>(p, 2 * unit, &first); // 2·unit < row_tiles
+        find_row_tile<kBM, kFromL2>(p, 2 * unit, &first); // 2·unit < row_tiles
         const bool has_second = 2 * unit + 1 < row_tiles;
-        if (has_second) find_row_tile<kBM>(p, 2 * unit + 1, &second);
+        if (has_second) find_row_tile<kBM, kFromL2>(p, 2 * unit + 1, &second);
         *shared = !has_second || second.expert == first.expert;
         if (rank == 0) *rows = first;
         else if (has_second) *rows = second;
@@ -171,6 +176,10 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     const int tile_step = kPair ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    // GEMM2's producer requests its first weight stages before its griddepcontrol.wait; every
+    // other GEMM (and GEMM2's consumers) waits at once (common/grid_dep.cuh)
+    constexpr bool kPreWait = kGemm2;
+    if constexpr (!kPreWait) grid_dep_enter();
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
     const int K = kGemm2 ? I : H;
     const int N = kGemm2 ? H : I;
@@ -204,7 +213,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         // ================================ producer ================================
         setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
         // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
-        const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
+        const int row_tiles = load_s32<kPreWait>(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
         const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
         const int total = units * n_col;
         const int tid = threadIdx.x; // 0..127
@@ -217,6 +226,56 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         // the zero-fill copies name (they read nothing)
         const u16 *a_base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
         const i64 a_ld = kGemm2 ? I : H;
+        // The weight tile of stage `st`, k tile `kt`, output columns from c1 of weight plane c2a
+        // (thread 0): it arms the stage's full barrier with the B bytes and issues the TMA boxes.
+        auto issue_b = [&](int st, int kt, int c1, int c2a, bool shared) {
+            const u32 b_stage = base + static_cast<u32>(st) * S::kStageBytes + S::kABytes;
+            const u32 fb = full_bar(st);
+            mbar_arrive_expect_tx(fb, S::kBBytes); // pair: both halves land here
+            if (kPair && shared) {
+                // half `rank` of the tile (gated: the up or the gate rows) into both CTAs
+                const u32 half = rank * (S::BN / 2) * S::kRowBytes;
+                if constexpr (kGated)
+                    tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank), fb, 0x3);
+                else
+                    tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1 + static_cast<int>(rank) * (S::BN / 2),
+                                          c2a, fb, 0x3);
+            } else if constexpr (kPair) { // its own whole tile, in two boxes of BN/2 rows
+                const u32 half = (S::BN / 2) * S::kRowBytes;
+                tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
+                if constexpr (kGated)
+                    tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + 1, fb);
+                else
+                    tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1 + S::BN / 2, c2a, fb);
+            } else {
+                tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
+                if constexpr (kGated) tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1, fb);
+            }
+        };
+        // GEMM2 (kPreWait): the weight boxes of the first tile's first `pre` stages are requested
+        // before the wait, so the CTAs placed on the SMs GEMM1's last tiles free stream W2 while
+        // those tiles finish; only the A rows (GEMM1's intermediate) wait. The tile comes from
+        // the tile table, which the offsets kernel wrote before GEMM1's CTAs passed their waits
+        // (and GEMM1 lets this grid launch only after its wait), read from L2 (common/grid_dep.cuh,
+        // (c)). Measured on the H200 (wgmma, own-process A/B, every run faster): Qwen3-30B-A3B
+        // B = 256/512 -1.2 %, Mixtral-8x7B B = 64/128 -0.5 %, Nemotron B = 256/512 -0.6/-0.4 %,
+        // Qwen3-30B-A3B B = 2048 -0.4 %; L2 prefetches of the next 4 or 8 k tiles on top measured
+        // slower (docs/PERFORMANCE.md, seventeenth session).
+        int pre = 0;
+        if constexpr (kPreWait) {
+            static_assert(!kGated, "a GEMM2's weights are one plane per expert");
+            if (first_tile < total) {
+                RowTile rt;
+                int col, b_expert;
+                bool shared;
+                wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, first_tile, n_col, units, row_tiles, rank, &rt, &col,
+                                                           &b_expert, &shared);
+                pre = k_tiles < S::kStages ? k_tiles : S::kStages;
+                if (tid == 0)
+                    for (int kt = 0; kt < pre; ++kt) issue_b(kt, kt, col * kCols, b_expert, shared);
+            }
+            grid_dep_enter();
+        }
         int stage = 0;
         u32 phase = 0;
         for (int t = first_tile; t < total; t += tile_step) {
@@ -240,34 +299,10 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
             const int c1 = col * kCols;
             const int c2a = kGated ? 2 * b_expert : b_expert;
             for (int kt = 0; kt < k_tiles; ++kt) {
-                mbar_wait(empty_bar(stage), phase ^ 1u);
                 const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
-                const u32 b_stage = a_stage + S::kABytes;
-                if (tid == 0) {
-                    mbar_arrive_expect_tx(full_bar(stage), S::kBBytes); // pair: both halves land here
-                    if (kPair && shared) {
-                        // half `rank` of the tile (gated: the up or the gate rows) into both CTAs
-                        const u32 half = rank * (S::BN / 2) * S::kRowBytes;
-                        if constexpr (kGated)
-                            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank),
-                                                  full_bar(stage), 0x3);
-                        else
-                            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK,
-                                                  c1 + static_cast<int>(rank) * (S::BN / 2), c2a, full_bar(stage),
-                                                  0x3);
-                    } else if constexpr (kPair) { // its own whole tile, in two boxes of BN/2 rows
-                        const u32 half = (S::BN / 2) * S::kRowBytes;
-                        tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, full_bar(stage));
-                        if constexpr (kGated)
-                            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + 1, full_bar(stage));
-                        else
-                            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1 + S::BN / 2, c2a, full_bar(stage));
-                    } else {
-                        tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, full_bar(stage));
-                        if constexpr (kGated)
-                            tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1,
-                                        full_bar(stage));
-                    }
+                if (t != first_tile || kt >= pre) { // else issued before the wait
+                    mbar_wait(empty_bar(stage), phase ^ 1u);
+                    if (tid == 0) issue_b(stage, kt, c1, c2a, shared);
                 }
 #pragma unroll
                 for (int c = 0; c < S::kChunks; ++c) {
@@ -292,6 +327,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     } else {
         // ================================ consumers ================================
         setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
+        if constexpr (kPreWait) grid_dep_enter();
         const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
         const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
         const int total = units * n_col;

@@ -7,7 +7,8 @@
  * reported by ptxas; and, when nvdisasm or cuobjdump can be found ($MOEJIT_NVDISASM,
  * $MOEJIT_CUOBJDUMP, PATH, or PyPI's nvidia-cuda-nvdisasm / nvidia-cuda-cuobjdump packages
  * through python3), the SASS of mj_gemm1_act and mj_gemm2 shows HGMMA (warpgroup MMA), TMA
- * loads (UTMALDG), 16-byte cp.async (LDGSTS) and no local memory, and every GEMM2 writes y
+ * loads (UTMALDG), 16-byte cp.async (LDGSTS) and no local memory, every GEMM2 requests weights
+ * before its griddepcontrol.wait and every GEMM1 none, and every GEMM2 writes y
  * in bf16 with 8-byte stores only (F2FP, SHFL.BFLY, STG.E.64). Without a disassembler
  * the SASS test prints one "SKIP: nvdisasm not found" line. Also the path heuristic and the
  * workspace size.
@@ -307,6 +308,9 @@ typedef struct sass_counts {
     int grid_wait, grid_launch; /* programmatic dependent launch (common/grid_dep.cuh) */
     int multicast, cluster_bar; /* the pair path: TMA multicast, cluster barriers */
     int pack_bf16, shfl_bfly, stg64, stg32; /* GEMM2's y epilogue: cvt.rn.bf16x2, lane exchange, stores */
+    /* listing positions (c.lines at the line, 1-based; 0: none): the first TMA load, the first
+     * cp.async, the last griddepcontrol.wait */
+    int first_utmaldg, first_ldgsts, last_wait;
 } sass_counts;
 
 /* Disassembles cubin_path and counts, inside function fn only, the instructions named. Both
@@ -334,13 +338,16 @@ static sass_counts sass_of(const char *cmd_prefix, const char *cubin_path, const
         if (!in) continue;
         c.lines++;
         if (strstr(line, "HGMMA")) c.hgmma++;
-        if (strstr(line, "UTMALDG")) c.utmaldg++;
+        if (strstr(line, "UTMALDG") && c.utmaldg++ == 0) c.first_utmaldg = c.lines;
         if (strstr(line, "UTMALDG") && strstr(line, "MULTICAST")) c.multicast++;
         if (strstr(line, "UCGABAR")) c.cluster_bar++; /* barrier.cluster arrive / wait */
-        if (strstr(line, "LDGSTS")) c.ldgsts++;
+        if (strstr(line, "LDGSTS") && c.ldgsts++ == 0) c.first_ldgsts = c.lines;
         if (strstr(line, " LDL") || strstr(line, " STL")) c.local++;
         if (strstr(line, "USETMAXREG")) c.setmaxreg++;
-        if (strstr(line, "ACQBULK")) c.grid_wait++;    /* griddepcontrol.wait */
+        if (strstr(line, "ACQBULK")) { /* griddepcontrol.wait */
+            c.grid_wait++;
+            c.last_wait = c.lines;
+        }
         if (strstr(line, "PREEXIT")) c.grid_launch++;  /* griddepcontrol.launch_dependents */
         if (strstr(line, "F2FP.BF16")) c.pack_bf16++;
         if (strstr(line, "SHFL.BFLY")) c.shfl_bfly++;
@@ -392,9 +399,23 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
                       chunks);
         ck_assert_msg(c.setmaxreg >= 2, "%s: %d USETMAXREG (producer dec, consumer inc)", gemms[g], c.setmaxreg);
         ck_assert_msg(c.local == 0, "%s: %d local-memory instructions", gemms[g], c.local);
-        ck_assert_msg(pair ? c.multicast == 1 && c.cluster_bar >= 4 : c.multicast == 0 && c.cluster_bar == 0,
+        /* (GEMM2 issues its first stages' boxes before its wait too: a second multicast load) */
+        ck_assert_msg(pair ? c.multicast == 1 + (int)(g % 2) && c.cluster_bar >= 4 : c.multicast == 0 && c.cluster_bar == 0,
                       "%s: %d multicast TMA loads, %d cluster barrier instructions", gemms[g], c.multicast,
                       c.cluster_bar);
+        /* Programmatic dependent launch (templates/wgmma_gemm.cuh, kPreWait): GEMM1 waits
+         * before any load (the offsets kernel before it writes its tile table); GEMM2's producer
+         * issues its first weight boxes, then waits, then gathers the intermediate (GEMM1's
+         * output). In listing order, which ptxas keeps for these straight-line prologues. */
+        if (g % 2 == 0)
+            ck_assert_msg(c.grid_wait >= 1 && c.last_wait < c.first_utmaldg && c.last_wait < c.first_ldgsts,
+                          "%s: griddepcontrol.wait (ACQBULK) at line %d, after the first TMA load (%d) or "
+                          "cp.async (%d)", gemms[g], c.last_wait, c.first_utmaldg, c.first_ldgsts);
+        else
+            ck_assert_msg(c.first_utmaldg < c.last_wait && c.last_wait < c.first_ldgsts,
+                          "%s: expected a TMA weight load (first at line %d) before the producer's "
+                          "griddepcontrol.wait (ACQBULK, last at %d), and every cp.async (first at %d) after it",
+                          gemms[g], c.first_utmaldg, c.last_wait, c.first_ldgsts);
         /* GEMM2 writes y in bf16, 8 bytes per thread: pairs rounded by one cvt (F2FP), two
          * lanes trading halves (SHFL.BFLY), and no 4-byte store left (templates/wgmma_gemm.cuh) */
         if (g % 2 == 1)

@@ -20,10 +20,14 @@
 //                       stacked on the first ones to free up (mma_gemm1_act.cuh); the routed
 //                       GEMM1 before the batch-1 GEMM2 + finalize right after its wait.
 //
-// Before its wait a kernel may only (a) request lines into L2 (prefetch_l2_spread below), and
+// Before its wait a kernel may only (a) request lines into L2 (prefetch_l2_spread below),
 // (b) read the layer's inputs where the kernel before it passes its own wait before it lets
 // this one launch (then the inputs' producers have completed): the batch-1 GEMM2 + finalize
-// routes the token and requests its W2 stages there (mma_gemm2.cuh: GridDepGate).
+// routes the token and requests its W2 stages there (mma_gemm2.cuh: GridDepGate), and (c) on
+// the same condition read what the chain's kernels before THAT one wrote, from L2 only
+// (ld.global.cg: no line of this SM's L1 may answer for it): the wgmma GEMM2's producer reads
+// the tile table (the offsets kernel's) and requests its first weight stages
+// (wgmma_gemm.cuh, kPreWait).
 //
 // Before sm_90 both are empty (and the launcher does not use the attribute).
 #pragma once
