@@ -36,9 +36,10 @@
 // tile's stages while the consumers finish the current one.
 //
 //   PDL         every GEMM waits (griddepcontrol.wait) before it reads the chain's data, but
-//               GEMM2's producer first issues the weight boxes of its first tile's first
-//               stages (kPreWait): weights and the tile table are complete before GEMM1 lets
-//               GEMM2 launch, only the intermediate is not.
+//               the producer first issues the weight boxes of its first tile's first stages
+//               (pre_wait: always in GEMM2, in GEMM1 where a scatter kernel runs after the
+//               offsets kernel): the weights and the tile table are complete before the kernel
+//               before lets this one launch; the A rows may not be.
 //
 //   pair        (kPair, the large shape in clusters of two CTAs: the pair path) the schedule
 //               runs per cluster over units of two row tiles, entries 2u and 2u + 1 of the
@@ -176,10 +177,10 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     const int tile_step = kPair ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
-    // GEMM2's producer requests its first weight stages before its griddepcontrol.wait; every
-    // other GEMM (and GEMM2's consumers) waits at once (common/grid_dep.cuh)
-    constexpr bool kPreWait = kGemm2;
-    if constexpr (!kPreWait) grid_dep_enter();
+    // pre_wait: the producer requests its first weight stages before its griddepcontrol.wait
+    // (below); otherwise, and in the consumers, every thread waits at once (common/grid_dep.cuh)
+    const bool pre_wait = kGemm2 || !MJ_OFFSETS_SCATTER(p.num_pairs);
+    if (!pre_wait) grid_dep_enter();
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
     const int K = kGemm2 ? I : H;
     const int N = kGemm2 ? H : I;
@@ -213,7 +214,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         // ================================ producer ================================
         setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
         // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
-        const int row_tiles = load_s32<kPreWait>(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
+        const int row_tiles = load_s32<true>(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
         const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
         const int total = units * n_col;
         const int tid = threadIdx.x; // 0..127
@@ -252,18 +253,22 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                 if constexpr (kGated) tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1, fb);
             }
         };
-        // GEMM2 (kPreWait): the weight boxes of the first tile's first `pre` stages are requested
-        // before the wait, so the CTAs placed on the SMs GEMM1's last tiles free stream W2 while
-        // those tiles finish; only the A rows (GEMM1's intermediate) wait. The tile comes from
-        // the tile table, which the offsets kernel wrote before GEMM1's CTAs passed their waits
-        // (and GEMM1 lets this grid launch only after its wait), read from L2 (common/grid_dep.cuh,
-        // (c)). Measured on the H200 (wgmma, own-process A/B, every run faster): Qwen3-30B-A3B
-        // B = 256/512 -1.2 %, Mixtral-8x7B B = 64/128 -0.5 %, Nemotron B = 256/512 -0.6/-0.4 %,
-        // Qwen3-30B-A3B B = 2048 -0.4 %; L2 prefetches of the next 4 or 8 k tiles on top measured
-        // slower (docs/PERFORMANCE.md, seventeenth session).
+        // pre_wait: the weight boxes of the first tile's first `pre` stages are requested before
+        // the wait, so that the CTAs placed while the kernel before drains stream weights
+        // meanwhile; only the A rows wait (GEMM2: GEMM1's intermediate; GEMM1: the row list the
+        // scatter kernel writes). The tile comes from the tile table, which the offsets kernel
+        // wrote before the kernel before this one passed its own wait (and that kernel lets this
+        // grid launch only after its wait), read from L2 (common/grid_dep.cuh, (c)): always for
+        // GEMM2; for GEMM1 where the scatter kernel runs between offsets and GEMM1 (T·k beyond
+        // one scatter block), not where the offsets kernel scatters (it is then the kernel right
+        // before). Measured on the H200 (wgmma, own-process A/B): GEMM2, every run faster,
+        // Qwen3-30B-A3B B = 256/512 -1.2 %, Mixtral-8x7B B = 64/128 -0.5 %, Nemotron
+        // B = 256/512 -0.6/-0.4 %, Qwen3-30B-A3B B = 2048 -0.4 %; GEMM1 on top, Qwen3-30B-A3B
+        // B = 512 -0.7 % (every run), DeepSeek-V3 B = 512 -0.1 % (every run), elsewhere within
+        // +-0.3 %. L2 prefetches of the next 4 or 8 k tiles on top of GEMM2's measured slower
+        // (docs/PERFORMANCE.md, seventeenth session).
         int pre = 0;
-        if constexpr (kPreWait) {
-            static_assert(!kGated, "a GEMM2's weights are one plane per expert");
+        if (pre_wait) {
             if (first_tile < total) {
                 RowTile rt;
                 int col, b_expert;
@@ -272,7 +277,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                                                            &b_expert, &shared);
                 pre = k_tiles < S::kStages ? k_tiles : S::kStages;
                 if (tid == 0)
-                    for (int kt = 0; kt < pre; ++kt) issue_b(kt, kt, col * kCols, b_expert, shared);
+                    for (int kt = 0; kt < pre; ++kt) issue_b(kt, kt, col * kCols, kGated ? 2 * b_expert : b_expert, shared);
             }
             grid_dep_enter();
         }
@@ -327,7 +332,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     } else {
         // ================================ consumers ================================
         setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
-        if constexpr (kPreWait) grid_dep_enter();
+        if (pre_wait) grid_dep_enter();
         const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
         const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
         const int total = units * n_col;

@@ -47,8 +47,8 @@ constexpr WgGemm kGemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 template <class S, WgGemm kKind, bool kPair = false>
 __device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDesc &map)
 {
-    // griddepcontrol.wait and launch_dependents are inside (wgmma_gemm.cuh, kPreWait: GEMM2's
-    // producer requests its first weight stages before it waits)
+    // griddepcontrol.wait and launch_dependents are inside (wgmma_gemm.cuh, pre_wait: the
+    // producer may request its first weight stages before it waits)
     wgmma_gemm<S, kDtype, kKind, kActKind, kPair>(p, map, act_params(), dim<kPinnedHidden>(p.hidden),
                                                   dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }

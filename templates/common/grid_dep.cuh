@@ -25,9 +25,9 @@
 // this one launch (then the inputs' producers have completed): the batch-1 GEMM2 + finalize
 // routes the token and requests its W2 stages there (mma_gemm2.cuh: GridDepGate), and (c) on
 // the same condition read what the chain's kernels before THAT one wrote, from L2 only
-// (ld.global.cg: no line of this SM's L1 may answer for it): the wgmma GEMM2's producer reads
-// the tile table (the offsets kernel's) and requests its first weight stages
-// (wgmma_gemm.cuh, kPreWait).
+// (ld.global.cg: no line of this SM's L1 may answer for it): the wgmma GEMM2's producer, and
+// GEMM1's where a scatter kernel precedes it, reads the tile table (the offsets kernel's) and
+// requests its first weight stages (wgmma_gemm.cuh, pre_wait).
 //
 // Before sm_90 both are empty (and the launcher does not use the attribute).
 #pragma once
