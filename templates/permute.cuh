@@ -68,19 +68,14 @@ __device__ __forceinline__ int last_at_most(int n, int v, F f)
     return lo;
 }
 
-// An int of the routing tables, through L1 (ld.global) or, kFromL2, from L2 only
-// (ld.global.cg): for a block that reads it before its griddepcontrol.wait, which no line of
-// this SM's L1 may answer for (common/grid_dep.cuh, (c)).
-template <bool kFromL2>
-__device__ __forceinline__ int load_s32(const int *src)
+// An int of the routing tables from L2 only (ld.global.cg): for a block that reads it before
+// its griddepcontrol.wait, which no line of this SM's L1 may answer for (common/grid_dep.cuh,
+// (c)).
+__device__ __forceinline__ int load_s32_l2(const int *src)
 {
-    if constexpr (kFromL2) {
-        int v;
-        asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(src));
-        return v;
-    } else {
-        return *src;
-    }
+    int v;
+    asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(src));
+    return v;
 }
 
 // One row tile of the GEMMs: local expert, first position in ws_rows, rows (1..BLOCK_M).
@@ -300,7 +295,7 @@ struct RowTile {
 // Finds block b's tile in the tile table: one 16-byte load; false for a block past the real
 // tile count (the grid is sized for the data-independent upper bound; those entries say
 // expert −1). Every thread computes the same answer from the same load, so no
-// synchronisation is needed. b < p.max_tiles. kFromL2: from L2 only, as load_s32.
+// synchronisation is needed. b < p.max_tiles. kFromL2: from L2 only, as load_s32_l2.
 template <int kBlockM, bool kFromL2 = false>
 __device__ __forceinline__ bool find_row_tile(const mj_layer_params &p, int b, RowTile *out)
 {

@@ -214,7 +214,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
         // ================================ producer ================================
         setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
         // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
-        const int row_tiles = load_s32<true>(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
+        const int row_tiles = load_s32_l2(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
         const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
         const int total = units * n_col;
         const int tid = threadIdx.x; // 0..127
