@@ -4,9 +4,12 @@ rows by (shape, batch): one Markdown table with moejit's time, the experts its i
 to (and E_act under uniform routing), TB/s, TFLOP/s, fraction of the floor, the mean SM clock
 and board power over moejit's timed replays ("-" where the bench had no NVML), the torch time
 and the speedup (torch µs / moejit µs), optionally appended to a file (docs/PERFORMANCE.md)
-under a heading with date, commit and device.
+under a heading with date, commit and device. With --ceilings (bench/ceilings.py's rows) it adds
+the device's own ceilings at each point: the TB/s of a kernel that only reads the same experts'
+weights and moejit's TB/s as a fraction of it; the TFLOP/s of the layer's two GEMMs as dense
+torch.mm calls and moejit's TFLOP/s as a fraction of that.
 
-Usage: python3 bench/merge.py MOEJIT.json TORCH.json [--append FILE] [--commit SHA]
+Usage: python3 bench/merge.py MOEJIT.json TORCH.json [--ceilings CEIL.json] [--append FILE] [--commit SHA]
 """
 import argparse
 import datetime
@@ -23,11 +26,27 @@ def load(path):
     return rows
 
 
-def table(moejit, torch_rows):
+def ceiling_cells(r, c):
+    """The four ceiling columns of moejit row r against ceilings row c (None: all "-")."""
+    cells = ["-"] * 4
+    if c and "read_tbps" in c:
+        cells[0] = f'{c["read_tbps"]:.2f}'
+        cells[1] = f'{100 * r["tbps"] / c["read_tbps"]:.1f}%'
+    if c and "dense_tflops" in c:
+        cells[2] = f'{c["dense_tflops"]:.1f}'
+        cells[3] = f'{100 * r["tflops"] / c["dense_tflops"]:.1f}%'
+    return " | ".join(cells) + " |"
+
+
+def table(moejit, torch_rows, ceilings=None):
     base = {(r["shape"], r["batch"]): r for r in torch_rows}
+    ceil = {(r["shape"], r["batch"]): r for r in ceilings or []}
     out = ["| shape | B | backend | path | µs | experts read (uniform) | TB/s (weights) | TFLOP/s | floor µs | of floor "
            "| SM MHz, W | torch µs | speedup | check |",
            "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+    if ceilings is not None:
+        out[0] += " read-only TB/s | of read-only | dense TFLOP/s | of dense |"
+        out[1] += "---:|---:|---:|---:|"
     for r in moejit:
         t = base.get((r["shape"], r["batch"]))
         tus = f'{t["us"]:.1f}' if t else "-"
@@ -38,6 +57,12 @@ def table(moejit, torch_rows):
         out.append(f'| {r["shape"]} | {r["batch"]} | {r["backend"]} | {r["path"]} | {r["us"]:.1f} | '
                    f'{read:.2f} ({r["e_act"]:.2f}) | {r["tbps"]:.2f} | {r["tflops"]:.1f} | {r["floor_us"]:.1f} | {100 * r["frac_floor"]:.1f}% | '
                    f'{clk} | {tus} | {sp} | {r["check"]} |')
+        if ceilings is not None:
+            out[-1] += " " + ceiling_cells(r, ceil.get((r["shape"], r["batch"])))
+    if ceilings is not None:
+        peak = [c for c in ceilings if c["shape"] == "dense-8192"]
+        if peak:
+            out.append(f'\n(dense 8192³ bf16 torch.mm in the same run: {peak[0]["dense_tflops"]:.1f} TFLOP/s)')
     return "\n".join(out) + "\n"
 
 
@@ -45,11 +70,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("moejit")
     p.add_argument("torch")
+    p.add_argument("--ceilings", default=None)
     p.add_argument("--append", default=None)
     p.add_argument("--commit", default="(not given)")
     a = p.parse_args()
     m, t = load(a.moejit), load(a.torch)
-    text = table(m, t)
+    text = table(m, t, load(a.ceilings) if a.ceilings else None)
     print(text)
     if a.append:
         dev = m[0]["device"] if m else "?"

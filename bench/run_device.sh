@@ -2,13 +2,14 @@
 # This file contains the one batched device run of the layer benchmark (bench/README.md):
 # correctness (--check: every activation against the float64 CPU reference on small shapes,
 # both GEMM paths; each model shape and batch against simt, poisoned output, bit-identical
-# rerun), the timed sweep, the torch._grouped_mm baseline in the same run, the merged table,
-# and a SASS summary of the GEMM kernels. Everything lands under $OUT; the table prints last.
+# rerun), the timed sweep, the torch._grouped_mm baseline in the same run, with CEILINGS=1 the
+# device's own ceilings at each point (bench/ceilings.py), the merged table, and a SASS summary
+# of the GEMM kernels. Everything lands under $OUT; the table prints last.
 #
 #   OUT=/tmp/out SHAPES=... BATCHES=... EXTRA='--tile auto' bash bench/run_device.sh
 #
 # PACK=NAME: at the end, everything but merged.md goes into $OUT/NAME.tar.gz (a device call
-# returns at most 8 files, and one run writes 7).
+# returns at most 8 files, and one run writes 7, or 9 with CEILINGS=1).
 set -u
 OUT=${OUT:-/tmp/moejit-bench-out}
 mkdir -p "$OUT" /tmp/mj-cubins
@@ -33,7 +34,15 @@ echo "== torch baseline ($(date -u +%FT%TZ))" > "$OUT/torch.log"
 timeout "${T_TORCH:-150}" python3 bench/torch_baseline.py --shapes "$SHAPES" --batches "$BATCHES" \
   --json "$OUT/torch.json" >> "$OUT/torch.log" 2>&1
 echo "torch exit: $?" >> "$OUT/torch.log"
-python3 bench/merge.py "$OUT/moejit.json" "$OUT/torch.json" > "$OUT/merged.md" 2>&1
+CEIL=()
+if [ -n "${CEILINGS:-}" ]; then
+  echo "== ceilings ($(date -u +%FT%TZ))" > "$OUT/ceilings.log"
+  timeout "${T_CEIL:-150}" python3 bench/ceilings.py --shapes "$SHAPES" --batches "$BATCHES" \
+    --json "$OUT/ceilings.json" >> "$OUT/ceilings.log" 2>&1
+  echo "ceilings exit: $?" >> "$OUT/ceilings.log"
+  CEIL=(--ceilings "$OUT/ceilings.json")
+fi
+python3 bench/merge.py "$OUT/moejit.json" "$OUT/torch.json" "${CEIL[@]}" > "$OUT/merged.md" 2>&1
 : > "$OUT/sass.txt"
 for c in /tmp/mj-cubins/*.cubin; do
   [ -f "$c" ] || continue

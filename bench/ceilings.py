@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""This file contains the device's own ceilings at each point of `moejit bench layer`: what a kernel
+that does no MoE work reaches on the same bytes or the same FLOPs, timed the same way (CUDA-graph
+replay of rotating input sets, median), so that a layer's time can be read against what the H200
+gives at that size rather than against the 4.48 TB/s of a 4 GiB stream alone.
+
+- read: one Triton kernel that only reads the weights of the experts a batch of B tokens routes
+  to (W1 [rows, H] and W2 [H, I] of each, as the layer does; renormalize routing on uniform
+  logits, a fresh expert set per input set) and folds them into a checksum. Its time carries the
+  DRAM ramp and drain of one kernel; it has no routing before it and no dependent second GEMM.
+  Only where B <= 1024 (beyond, a layer is compute-bound).
+- dense: the layer's two GEMMs as dense torch.mm calls with M = B·k rows (bf16: [M, H] x [H, rows],
+  then [M, I] x [I, H]), the same FLOPs with each weight matrix shared by all M rows: no routing,
+  no gather, no per-expert tiles. Only where B·k >= 4096 (below, a layer is weight-bound).
+- peak: one dense 8192^3 bf16 torch.mm, the matmul ceiling perf-targets.md quotes, in the same run.
+
+It prints one JSON object per (shape, batch) on stdout (and --json FILE), which bench/merge.py
+joins with the moejit rows (--ceilings).
+
+Usage: python3 bench/ceilings.py [--shapes a,b] [--batches 1,8] [--json FILE] [--rotate N]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_baseline import DEFAULT_SHAPES, SHAPES  # noqa: E402  (one shape list for both scripts)
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the read ceiling needs Triton; the dense ones do not
+    triton = None
+
+SPAN = 8192  # int32 words per program: 32 KiB, the grain of a plain streaming kernel
+BLOCK = 2048  # words per load step of a program (8 warps: 8 words = two 16-byte loads per thread)
+
+if triton is not None:
+
+    @triton.jit
+    def _read_experts(w1, w2, ids, out, n1, n2, chunks1, chunks, SPAN: tl.constexpr, BLOCK: tl.constexpr):
+        # program (slot, c): chunk c of the slot's expert, W1's chunks first, then W2's
+        slot = tl.program_id(0)
+        c = tl.program_id(1)
+        e = tl.load(ids + slot).to(tl.int64)
+        if c < chunks1:
+            base = w1 + e * n1
+            n = n1
+            start = c.to(tl.int64) * SPAN
+        else:
+            base = w2 + e * n2
+            n = n2
+            start = (c - chunks1).to(tl.int64) * SPAN
+        acc = tl.zeros([BLOCK], dtype=tl.int32)
+        for i in range(0, SPAN, BLOCK):
+            offs = start + i + tl.arange(0, BLOCK)
+            acc += tl.load(base + offs, mask=offs < n, other=0)
+        tl.store(out + slot.to(tl.int64) * chunks + c, tl.sum(acc, axis=0))
+
+
+def graph_time(launch, sets, reps_cap=30):
+    """Median µs per input set of a CUDA graph holding launch(i) for every set i."""
+    for i in range(sets):  # compile and warm outside the capture
+        launch(i)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(sets):
+            launch(i)
+    for _ in range(2):
+        g.replay()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    g.replay()
+    e1.record()
+    e1.synchronize()
+    reps = max(5, min(reps_cap, int(250 / max(e0.elapsed_time(e1), 1e-3))))
+    times = []
+    for _ in range(reps):
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(1000.0 * e0.elapsed_time(e1) / sets)
+    del g
+    return statistics.median(times)
+
+
+def read_ceiling(w1, w2, E, k, B, sets):
+    """The read-only kernel over the experts of `sets` routed batches: (µs per set, bytes per set)."""
+    n1 = w1[0].numel() // 2  # int32 words of one expert's W1 (bf16 pairs)
+    n2 = w2[0].numel() // 2
+    v1, v2 = w1.view(torch.int32), w2.view(torch.int32)
+    chunks1, chunks2 = -(-n1 // SPAN), -(-n2 // SPAN)
+    chunks = chunks1 + chunks2
+    ids = []
+    for _ in range(sets):
+        logits = torch.rand(B, E, device="cuda") * 4 - 2
+        ids.append(torch.unique(torch.topk(logits, k, dim=-1).indices).to(torch.int32))
+    outs = [torch.empty(len(s) * chunks, dtype=torch.int32, device="cuda") for s in ids]
+
+    def launch(i):
+        _read_experts[(len(ids[i]), chunks)](v1, v2, ids[i], outs[i], n1, n2, chunks1, chunks,
+                                             SPAN=SPAN, BLOCK=BLOCK, num_warps=8)
+
+    us = graph_time(launch, sets)
+    experts = statistics.mean(len(s) for s in ids)
+    return us, experts, experts * 4 * (n1 + n2)
+
+
+def dense_time(M, H, rows, I):
+    """Dense bf16 GEMM1 [M, H] x [H, rows] then GEMM2 [M, I] x [I, H]: µs."""
+    x = torch.rand(M, H, device="cuda").to(torch.bfloat16)
+    a = torch.rand(M, I, device="cuda").to(torch.bfloat16)
+    w1t = torch.rand(rows, H, device="cuda").to(torch.bfloat16).t()
+    w2t = torch.rand(H, I, device="cuda").to(torch.bfloat16).t()
+    h = torch.empty(M, rows, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(M, H, device="cuda", dtype=torch.bfloat16)
+
+    def launch(_):
+        torch.mm(x, w1t, out=h)
+        torch.mm(a, w2t, out=y)
+
+    us = graph_time(launch, 1)
+    del x, a, w1t, w2t, h, y
+    return us
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", default=DEFAULT_SHAPES)
+    p.add_argument("--batches", default="1,8,64,512,4096")
+    p.add_argument("--rotate", type=int, default=0)
+    p.add_argument("--json", default=None)
+    a = p.parse_args()
+    names = list(SHAPES) if a.shapes == "all" else a.shapes.split(",")
+    for n in names:
+        if n not in SHAPES:
+            p.error(f"--shapes: unknown shape {n!r}; allowed: {', '.join(SHAPES)}, all")
+    batches = [int(b) for b in a.batches.split(",")]
+    if triton is None:
+        print("ceilings: no triton: the read ceiling is left out", file=sys.stderr)
+    dev = torch.cuda.get_device_name()
+    rows_out = []
+    m = 8192
+    peak_us = dense_time(m, m, m, m) / 2.0  # two 8192^3 GEMMs in one graph: one's time
+    peak = {"source": "ceiling", "device": dev, "shape": "dense-8192", "batch": 0,
+            "dense_us": round(peak_us, 3), "dense_tflops": round(2 * m ** 3 / peak_us / 1e6, 1)}
+    print(json.dumps(peak), flush=True)
+    rows_out.append(peak)
+    for name in names:
+        H, I, E, k, act = SHAPES[name]
+        rows = I if act == "relu2" else 2 * I
+        torch.manual_seed(4321)
+        w1 = torch.rand(E, rows, H, device="cuda", dtype=torch.bfloat16)
+        w2 = torch.rand(E, H, I, device="cuda", dtype=torch.bfloat16)
+        for B in batches:
+            sets = a.rotate if a.rotate else (4 if B >= 1024 else 8)
+            row = {"source": "ceiling", "device": dev, "shape": name, "batch": B, "torch": torch.__version__}
+            if triton is not None and B <= 1024:
+                us, experts, nbytes = read_ceiling(w1, w2, E, k, B, sets)
+                row.update(read_us=round(us, 3), read_experts=round(experts, 2),
+                           read_tbps=round(nbytes / us / 1e6, 3))
+            if B * k >= 4096:
+                us = dense_time(B * k, H, rows, I)
+                row.update(dense_us=round(us, 3),
+                           dense_tflops=round(2.0 * B * k * (rows + I) * H / us / 1e6, 1))
+            print(json.dumps(row), flush=True)
+            rows_out.append(row)
+            torch.cuda.empty_cache()
+        del w1, w2
+        torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            for r in rows_out:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
