@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""This file contains the CPU test of bench/merge.py, the join that turns the device's JSON rows
+(moejit bench, the torch baseline, bench/ceilings.py) into docs/PERFORMANCE.md's tables: the
+columns and their arithmetic, "-" where a source has no row, and the table without --ceilings
+unchanged. The device scripts themselves need torch and a GPU; this join runs anywhere."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
+sys.path.insert(0, BENCH)
+import merge  # noqa: E402
+
+DECODE = {"shape": "qwen3-30b-a3b", "batch": 1, "backend": "wgmma", "path": "small/t1", "us": 25.6, "e_read": 8.0,
+          "e_act": 8.0, "tbps": 2.94, "tflops": 2.9, "floor_us": 16.9, "frac_floor": 0.66, "check": "ok",
+          "device": "NVIDIA H200", "sm_mhz": 1965.0, "power_w": 350.0, "clock_samples": 12}
+PREFILL = dict(DECODE, batch=4096, path="pair", us=681.8, e_read=128.0, e_act=128.0, tbps=1.77, tflops=453.6,
+               floor_us=391.4, frac_floor=0.574, clock_samples=0)
+TORCH = [{"source": "torch", "shape": "qwen3-30b-a3b", "batch": 1, "us": 103.4}]
+CEIL = [{"source": "ceiling", "shape": "dense-8192", "batch": 0, "dense_us": 1480.6, "dense_tflops": 742.6},
+        {"source": "ceiling", "shape": "qwen3-30b-a3b", "batch": 1, "read_us": 19.5, "read_experts": 8,
+         "read_tbps": 3.868},
+        {"source": "ceiling", "shape": "qwen3-30b-a3b", "batch": 4096, "dense_us": 479.4, "dense_tflops": 645.0}]
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+class MergeTest(unittest.TestCase):
+    def test_plain_table(self):
+        lines = merge.table([DECODE, PREFILL], TORCH).splitlines()
+        self.assertEqual(len(cells(lines[0])), 14)
+        row = cells(lines[2])
+        self.assertEqual(row[:5], ["qwen3-30b-a3b", "1", "wgmma", "small/t1", "25.6"])
+        self.assertEqual(row[10], "1965, 350")  # SM clock and power where NVML sampled
+        self.assertEqual(row[11:13], ["103.4", "4.04×"])  # 103.4 / 25.6
+        row = cells(lines[3])
+        self.assertEqual(row[10], "-")  # no clock samples
+        self.assertEqual(row[11:13], ["-", "-"])  # no torch row for this point
+        self.assertNotIn("read-only", lines[0])
+
+    def test_ceiling_columns(self):
+        text = merge.table([DECODE, PREFILL], TORCH, CEIL)
+        lines = text.splitlines()
+        head = cells(lines[0])
+        self.assertEqual(head[14:], ["read-only TB/s", "of read-only", "dense TFLOP/s", "of dense"])
+        self.assertEqual(len(cells(lines[1])), 18)
+        self.assertEqual(cells(lines[2])[14:], ["3.87", "76.0%", "-", "-"])  # 2.94 / 3.868
+        self.assertEqual(cells(lines[3])[14:], ["-", "-", "645.0", "70.3%"])  # 453.6 / 645.0
+        self.assertIn("742.6 TFLOP/s", text)  # the same run's dense 8192^3
+        # the first 14 columns are the plain table's
+        plain = merge.table([DECODE, PREFILL], TORCH).splitlines()
+        for a, b in zip(plain[2:4], lines[2:4]):
+            self.assertEqual(cells(a), cells(b)[:14])
+
+    def test_point_without_ceiling_row(self):
+        lines = merge.table([DECODE], TORCH, CEIL[:1]).splitlines()
+        self.assertEqual(cells(lines[2])[14:], ["-", "-", "-", "-"])
+
+    def test_cli_with_ceilings(self):
+        with tempfile.TemporaryDirectory() as d:
+            paths = {}
+            for name, rows in (("m", [DECODE, PREFILL]), ("t", TORCH), ("c", CEIL)):
+                paths[name] = os.path.join(d, name + ".json")
+                with open(paths[name], "w") as f:
+                    f.write("noise before the rows\n")  # logs carry other lines: only {...} lines count
+                    for r in rows:
+                        f.write(json.dumps(r) + "\n")
+            out = subprocess.run([sys.executable, os.path.join(BENCH, "merge.py"), paths["m"], paths["t"],
+                                  "--ceilings", paths["c"]], capture_output=True, text=True, check=True).stdout
+            self.assertIn("| 3.87 | 76.0% | - | - |", out)
+            self.assertIn("| - | - | 645.0 | 70.3% |", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
