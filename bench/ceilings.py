@@ -8,10 +8,10 @@ gives at that size rather than against the 4.48 TB/s of a 4 GiB stream alone.
   to (W1 [rows, H] and W2 [H, I] of each, as the layer does; renormalize routing on uniform
   logits, a fresh expert set per input set) and folds them into a checksum. Its time carries the
   DRAM ramp and drain of one kernel; it has no routing before it and no dependent second GEMM.
-  Only where B <= 1024 (beyond, a layer is compute-bound).
+  Where the floor is the weight bytes (W / 4.48 TB/s >= F / 790 TFLOP/s, uniform routing's E_act).
 - dense: the layer's two GEMMs as dense torch.mm calls with M = B·k rows (bf16: [M, H] x [H, rows],
   then [M, I] x [I, H]), the same FLOPs with each weight matrix shared by all M rows: no routing,
-  no gather, no per-expert tiles. Only where B·k >= 4096 (below, a layer is weight-bound).
+  no gather, no per-expert tiles. Where the floor is the FLOPs.
 - peak: one dense 8192^3 bf16 torch.mm, the matmul ceiling perf-targets.md quotes, in the same run.
 
 It prints one JSON object per (shape, batch) on stdout (and --json FILE), which bench/merge.py
@@ -162,11 +162,13 @@ def main():
         for B in batches:
             sets = a.rotate if a.rotate else (4 if B >= 1024 else 8)
             row = {"source": "ceiling", "device": dev, "shape": name, "batch": B, "torch": torch.__version__}
-            if triton is not None and B <= 1024:
+            e_act = E * (1.0 - (1.0 - k / E) ** B)
+            weight_bound = e_act * (rows + I) * H * 2 / 4.48e12 >= 2.0 * B * k * (rows + I) * H / 790e12
+            if triton is not None and weight_bound:
                 us, experts, nbytes = read_ceiling(w1, w2, E, k, B, sets)
                 row.update(read_us=round(us, 3), read_experts=round(experts, 2),
                            read_tbps=round(nbytes / us / 1e6, 3))
-            if B * k >= 4096:
+            if not weight_bound:
                 us = dense_time(B * k, H, rows, I)
                 row.update(dense_us=round(us, 3),
                            dense_tflops=round(2.0 * B * k * (rows + I) * H / us / 1e6, 1))

@@ -5,8 +5,9 @@ to (and E_act under uniform routing), TB/s, TFLOP/s, fraction of the floor, the 
 and board power over moejit's timed replays ("-" where the bench had no NVML), the torch time
 and the speedup (torch µs / moejit µs), optionally appended to a file (docs/PERFORMANCE.md)
 under a heading with date, commit and device. With --ceilings (bench/ceilings.py's rows) it adds
-the device's own ceilings at each point: the TB/s of a kernel that only reads the same experts'
-weights and moejit's TB/s as a fraction of it; the TFLOP/s of the layer's two GEMMs as dense
+the device's own ceiling at each point, the one of the resource that sets the row's floor: where
+its weight bytes do, the TB/s of a kernel that only reads the same experts' weights and moejit's
+TB/s as a fraction of it; where its FLOPs do, the TFLOP/s of the layer's two GEMMs as dense
 torch.mm calls and moejit's TFLOP/s as a fraction of that.
 
 Usage: python3 bench/merge.py MOEJIT.json TORCH.json [--ceilings CEIL.json] [--append FILE] [--commit SHA]
@@ -26,13 +27,21 @@ def load(path):
     return rows
 
 
+READ_STREAM_TBPS, MATMUL_TFLOPS = 4.48, 790.0  # the floor's rates (perf-targets.md, tools/bench_floor.c)
+
+
 def ceiling_cells(r, c):
-    """The four ceiling columns of moejit row r against ceilings row c (None: all "-")."""
+    """The four ceiling columns of moejit row r against ceilings row c (None: all "-"): the
+    read-only ceiling where the row's floor is its weight bytes, the dense one where it is its
+    FLOPs (a fraction of the other would measure the wrong resource)."""
     cells = ["-"] * 4
-    if c and "read_tbps" in c:
+    weight_bound = r["tbps"] / READ_STREAM_TBPS >= r["tflops"] / MATMUL_TFLOPS
+    if not c:
+        pass
+    elif weight_bound and "read_tbps" in c:
         cells[0] = f'{c["read_tbps"]:.2f}'
         cells[1] = f'{100 * r["tbps"] / c["read_tbps"]:.1f}%'
-    if c and "dense_tflops" in c:
+    elif not weight_bound and "dense_tflops" in c:
         cells[2] = f'{c["dense_tflops"]:.1f}'
         cells[3] = f'{100 * r["tflops"] / c["dense_tflops"]:.1f}%'
     return " | ".join(cells) + " |"

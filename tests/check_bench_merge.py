@@ -57,6 +57,17 @@ class MergeTest(unittest.TestCase):
         for a, b in zip(plain[2:4], lines[2:4]):
             self.assertEqual(cells(a), cells(b)[:14])
 
+    def test_only_the_binding_ceiling(self):
+        # a row with both ceilings shows the one of the resource that sets its floor: a weight-bound
+        # B = 1024 row (4.11 TB/s against 131.6 TFLOP/s) gets no dense fraction, and the reverse
+        both = {"source": "ceiling", "shape": "qwen3-30b-a3b", "read_tbps": 4.6, "dense_tflops": 839.6}
+        weight_row = dict(DECODE, batch=1024, tbps=4.11, tflops=131.6)
+        flop_row = dict(PREFILL, batch=1024)
+        lines = merge.table([weight_row], [], [dict(both, batch=1024)]).splitlines()
+        self.assertEqual(cells(lines[2])[14:], ["4.60", "89.3%", "-", "-"])
+        lines = merge.table([flop_row], [], [dict(both, batch=1024)]).splitlines()
+        self.assertEqual(cells(lines[2])[14:], ["-", "-", "839.6", "54.0%"])
+
     def test_point_without_ceiling_row(self):
         lines = merge.table([DECODE], TORCH, CEIL[:1]).splitlines()
         self.assertEqual(cells(lines[2])[14:], ["-", "-", "-", "-"])
