@@ -182,8 +182,8 @@ test-cpu: all $(CHECK_BINS) $(README_EXAMPLE) $(NVDISASM)
 	  echo "== $$t"; \
 	  if $(TEST_ENV) $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
 	done; \
-	echo "== tests/check_bench_merge.py"; \
-	if python3 tests/check_bench_merge.py; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: check_bench_merge.py"; fi; \
+	echo "== tests/check_bench_scripts.py"; \
+	if python3 tests/check_bench_scripts.py; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: check_bench_scripts.py"; fi; \
 	echo "cpu suites: $$pass passed, $$fail failed"; test $$fail = 0
 
 # Sanitizers: the same suites against the ASan+UBSan build of the library. Suites that

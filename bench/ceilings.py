@@ -19,16 +19,13 @@ joins with the moejit rows (--ceilings).
 
 Usage: python3 bench/ceilings.py [--shapes a,b] [--batches 1,8] [--json FILE] [--rotate N]
 """
-import argparse
 import json
-import os
 import statistics
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_baseline import DEFAULT_SHAPES, SHAPES  # noqa: E402  (one shape list for both scripts)
+from sweep import SHAPES, parse_args, write_json
 
 try:
     import triton
@@ -132,17 +129,7 @@ def dense_time(M, H, rows, I):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--shapes", default=DEFAULT_SHAPES)
-    p.add_argument("--batches", default="1,8,64,512,4096")
-    p.add_argument("--rotate", type=int, default=0)
-    p.add_argument("--json", default=None)
-    a = p.parse_args()
-    names = list(SHAPES) if a.shapes == "all" else a.shapes.split(",")
-    for n in names:
-        if n not in SHAPES:
-            p.error(f"--shapes: unknown shape {n!r}; allowed: {', '.join(SHAPES)}, all")
-    batches = [int(b) for b in a.batches.split(",")]
+    names, batches, rotate, json_path = parse_args(__doc__.splitlines()[0])
     if triton is None:
         print("ceilings: no triton: the read ceiling is left out", file=sys.stderr)
     dev = torch.cuda.get_device_name()
@@ -160,7 +147,7 @@ def main():
         w1 = torch.rand(E, rows, H, device="cuda", dtype=torch.bfloat16)
         w2 = torch.rand(E, H, I, device="cuda", dtype=torch.bfloat16)
         for B in batches:
-            sets = a.rotate if a.rotate else (4 if B >= 1024 else 8)
+            sets = rotate if rotate else (4 if B >= 1024 else 8)
             row = {"source": "ceiling", "device": dev, "shape": name, "batch": B, "torch": torch.__version__}
             e_act = E * (1.0 - (1.0 - k / E) ** B)
             weight_bound = e_act * (rows + I) * H * 2 / 4.48e12 >= 2.0 * B * k * (rows + I) * H / 790e12
@@ -177,10 +164,8 @@ def main():
             torch.cuda.empty_cache()
         del w1, w2
         torch.cuda.empty_cache()
-    if a.json:
-        with open(a.json, "w") as f:
-            for r in rows_out:
-                f.write(json.dumps(r) + "\n")
+    if json_path:
+        write_json(json_path, rows_out)
 
 
 if __name__ == "__main__":

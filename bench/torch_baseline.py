@@ -8,7 +8,6 @@ bench/merge.py joins with the moejit rows.
 
 Usage: python3 bench/torch_baseline.py [--shapes a,b] [--batches 1,8] [--json FILE] [--rotate N]
 """
-import argparse
 import json
 import math
 import statistics
@@ -17,15 +16,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-SHAPES = {
-    "mixtral-8x7b": (4096, 14336, 8, 2, "swiglu"),
-    "qwen3-30b-a3b": (2048, 768, 128, 8, "swiglu"),
-    "qwen3-235b-a22b": (4096, 1536, 128, 8, "swiglu"),
-    "deepseek-v3": (7168, 2048, 256, 8, "swiglu"),
-    "nemotron": (2688, 1856, 128, 6, "relu2"),
-    "gpt-oss-bf16": (2880, 2880, 128, 4, "swiglu_oss"),
-}
-DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
+from sweep import SHAPES, parse_args, write_json
 
 
 def activation(h, inter, act):
@@ -128,24 +119,12 @@ def time_shape(name, batches, rotate, reps_cap=30):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--shapes", default=DEFAULT_SHAPES)
-    p.add_argument("--batches", default="1,8,64,512,4096")
-    p.add_argument("--rotate", type=int, default=0)
-    p.add_argument("--json", default=None)
-    a = p.parse_args()
-    names = list(SHAPES) if a.shapes == "all" else a.shapes.split(",")
-    for n in names:
-        if n not in SHAPES:
-            p.error(f"--shapes: unknown shape {n!r}; allowed: {', '.join(SHAPES)}, all")
-    batches = [int(b) for b in a.batches.split(",")]
+    names, batches, rotate, json_path = parse_args(__doc__.splitlines()[0])
     rows = []
     for n in names:
-        rows += time_shape(n, batches, a.rotate)
-    if a.json:
-        with open(a.json, "w") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+        rows += time_shape(n, batches, rotate)
+    if json_path:
+        write_json(json_path, rows)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""This file contains the CPU test of bench/merge.py, the join that turns the device's JSON rows
-(moejit bench, the torch baseline, bench/ceilings.py) into docs/PERFORMANCE.md's tables: the
-columns and their arithmetic, "-" where a source has no row, and the table without --ceilings
-unchanged. The device scripts themselves need torch and a GPU; this join runs anywhere."""
+"""This file contains the CPU test of the bench scripts' parts that need no GPU: bench/merge.py, the
+join that turns the device's JSON rows (moejit bench, the torch baseline, bench/ceilings.py)
+into docs/PERFORMANCE.md's tables (the columns and their arithmetic, "-" where a source has no
+row, the table without --ceilings unchanged), and bench/sweep.py, the command line and JSON
+output the device scripts share. Those scripts' timing needs torch and a GPU."""
 import json
 import os
 import subprocess
@@ -10,9 +11,11 @@ import sys
 import tempfile
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 sys.path.insert(0, BENCH)
 import merge  # noqa: E402
+import sweep  # noqa: E402
 
 DECODE = {"shape": "qwen3-30b-a3b", "batch": 1, "backend": "wgmma", "path": "small/t1", "us": 25.6, "e_read": 8.0,
           "e_act": 8.0, "tbps": 2.94, "tflops": 2.9, "floor_us": 16.9, "frac_floor": 0.66, "check": "ok",
@@ -85,6 +88,47 @@ class MergeTest(unittest.TestCase):
                                   "--ceilings", paths["c"]], capture_output=True, text=True, check=True).stdout
             self.assertIn("| 3.87 | 76.0% | - | - |", out)
             self.assertIn("| - | - | 645.0 | 70.3% |", out)
+
+
+class SweepArgsTest(unittest.TestCase):
+    def test_defaults_and_lists(self):
+        names, batches, rotate, path = sweep.parse_args("t", [])
+        self.assertEqual(names, sweep.DEFAULT_SHAPES.split(","))
+        self.assertEqual(batches, [1, 8, 64, 512, 4096])
+        self.assertEqual((rotate, path), (0, None))
+        names, batches, rotate, path = sweep.parse_args(
+            "t", ["--shapes", "nemotron,qwen3-30b-a3b", "--batches", "2,16384", "--rotate", "3", "--json", "x.json"])
+        self.assertEqual(names, ["nemotron", "qwen3-30b-a3b"])
+        self.assertEqual((batches, rotate, path), ([2, 16384], 3, "x.json"))
+        self.assertEqual(sweep.parse_args("t", ["--shapes", "all"])[0], list(sweep.SHAPES))
+
+    def rejected(self, argv, *words):
+        """argv is refused with exit status 2 and a message naming the field and what it allows."""
+        with tempfile.TemporaryFile("w+") as err:
+            saved, sys.stderr = sys.stderr, err
+            try:
+                with self.assertRaises(SystemExit) as e:
+                    sweep.parse_args("t", argv)
+            finally:
+                sys.stderr = saved
+            err.seek(0)
+            text = err.read()
+        self.assertEqual(e.exception.code, 2)
+        for w in words:
+            self.assertIn(w, text)
+
+    def test_bad_values_name_the_field(self):
+        self.rejected(["--shapes", "llama"], "--shapes", "'llama'", "mixtral-8x7b", "all")
+        self.rejected(["--batches", "1,x"], "--batches", "'1,x'")
+        self.rejected(["--batches", "0,4"], "--batches", "at least 1")
+        self.rejected(["--rotate", "-1"], "--rotate")
+
+    def test_json_lines_round_trip(self):
+        rows = [{"shape": "nemotron", "batch": 1, "read_tbps": 4.15}, {"shape": "dense-8192", "batch": 0}]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.json")
+            sweep.write_json(path, rows)
+            self.assertEqual(merge.load(path), rows)
 
 
 if __name__ == "__main__":

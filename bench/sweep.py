@@ -1,0 +1,48 @@
+"""This file contains what the device-side bench scripts (torch_baseline.py, ceilings.py) share:
+the model shapes of perf-targets.md, their one command line (--shapes, --batches, --rotate,
+--json) and the JSON-lines output that bench/merge.py reads. No torch here, so it is tested on
+the CPU (tests/check_bench_merge.py)."""
+import argparse
+import json
+
+# name: (H, I per expert, E, k, activation)
+SHAPES = {
+    "mixtral-8x7b": (4096, 14336, 8, 2, "swiglu"),
+    "qwen3-30b-a3b": (2048, 768, 128, 8, "swiglu"),
+    "qwen3-235b-a22b": (4096, 1536, 128, 8, "swiglu"),
+    "deepseek-v3": (7168, 2048, 256, 8, "swiglu"),
+    "nemotron": (2688, 1856, 128, 6, "relu2"),
+    "gpt-oss-bf16": (2880, 2880, 128, 4, "swiglu_oss"),
+}
+DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
+
+
+def parse_args(description, argv=None):
+    """The scripts' command line: (shape names, batches, rotate, json path or None). An unknown
+    shape or a batch that is not a positive integer is an error naming the allowed values."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--shapes", default=DEFAULT_SHAPES)
+    p.add_argument("--batches", default="1,8,64,512,4096")
+    p.add_argument("--rotate", type=int, default=0)
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+    names = list(SHAPES) if a.shapes == "all" else a.shapes.split(",")
+    for n in names:
+        if n not in SHAPES:
+            p.error(f"--shapes: unknown shape {n!r}; allowed: {', '.join(SHAPES)}, all")
+    try:
+        batches = [int(b) for b in a.batches.split(",")]
+    except ValueError:
+        p.error(f"--batches: {a.batches!r} is not a comma-separated list of token counts")
+    if any(b < 1 for b in batches):
+        p.error(f"--batches: {a.batches!r}: every batch must be at least 1 token")
+    if a.rotate < 0:
+        p.error(f"--rotate: {a.rotate} must be 0 (the default rotation) or a positive count of input sets")
+    return names, batches, a.rotate, a.json
+
+
+def write_json(path, rows):
+    """One JSON object per line, as merge.py reads them."""
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
