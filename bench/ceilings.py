@@ -8,7 +8,7 @@ gives at that size rather than against the 4.48 TB/s of a 4 GiB stream alone.
   to (W1 [rows, H] and W2 [H, I] of each, as the layer does; renormalize routing on uniform
   logits, a fresh expert set per input set) and folds them into a checksum. Its time carries the
   DRAM ramp and drain of one kernel; it has no routing before it and no dependent second GEMM.
-  Where the floor is the weight bytes (W / 4.48 TB/s >= F / 790 TFLOP/s, uniform routing's E_act).
+  Where the floor is the weight bytes (sweep.weight_bound, on uniform routing's E_act).
 - dense: the layer's two GEMMs as dense torch.mm calls with M = B·k rows (bf16: [M, H] x [H, rows],
   then [M, I] x [I, H]), the same FLOPs with each weight matrix shared by all M rows: no routing,
   no gather, no per-expert tiles. Where the floor is the FLOPs.
@@ -25,7 +25,7 @@ import sys
 
 import torch
 
-from sweep import SHAPES, parse_args, write_json
+from sweep import SHAPES, parse_args, replay_us, weight_bound, write_json
 
 try:
     import triton
@@ -59,7 +59,7 @@ if triton is not None:
         tl.store(out + slot.to(tl.int64) * chunks + c, tl.sum(acc, axis=0))
 
 
-def graph_time(launch, sets, reps_cap=30):
+def graph_time(launch, sets):
     """Median µs per input set of a CUDA graph holding launch(i) for every set i."""
     for i in range(sets):  # compile and warm outside the capture
         launch(i)
@@ -68,24 +68,9 @@ def graph_time(launch, sets, reps_cap=30):
     with torch.cuda.graph(g):
         for i in range(sets):
             launch(i)
-    for _ in range(2):
-        g.replay()
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    g.replay()
-    e1.record()
-    e1.synchronize()
-    reps = max(5, min(reps_cap, int(250 / max(e0.elapsed_time(e1), 1e-3))))
-    times = []
-    for _ in range(reps):
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(1000.0 * e0.elapsed_time(e1) / sets)
+    us = replay_us(g.replay, sets)[0]
     del g
-    return statistics.median(times)
+    return us
 
 
 def read_ceiling(w1, w2, E, k, B, sets):
@@ -149,13 +134,13 @@ def main():
         for B in batches:
             sets = rotate if rotate else (4 if B >= 1024 else 8)
             row = {"source": "ceiling", "device": dev, "shape": name, "batch": B, "torch": torch.__version__}
-            e_act = E * (1.0 - (1.0 - k / E) ** B)
-            weight_bound = e_act * (rows + I) * H * 2 / 4.48e12 >= 2.0 * B * k * (rows + I) * H / 790e12
-            if triton is not None and weight_bound:
+            e_act = E * (1.0 - (1.0 - k / E) ** B)  # uniform routing's expectation
+            by_bytes = weight_bound(e_act * (rows + I) * H * 2, 2.0 * B * k * (rows + I) * H)
+            if triton is not None and by_bytes:
                 us, experts, nbytes = read_ceiling(w1, w2, E, k, B, sets)
                 row.update(read_us=round(us, 3), read_experts=round(experts, 2),
                            read_tbps=round(nbytes / us / 1e6, 3))
-            if not weight_bound:
+            if not by_bytes:
                 us = dense_time(B * k, H, rows, I)
                 row.update(dense_us=round(us, 3),
                            dense_tflops=round(2.0 * B * k * (rows + I) * H / us / 1e6, 1))

@@ -16,6 +16,8 @@ import argparse
 import datetime
 import json
 
+from sweep import weight_bound
+
 
 def load(path):
     rows = []
@@ -27,23 +29,16 @@ def load(path):
     return rows
 
 
-READ_STREAM_TBPS, MATMUL_TFLOPS = 4.48, 790.0  # the floor's rates (perf-targets.md, tools/bench_floor.c)
-
-
 def ceiling_cells(r, c):
     """The four ceiling columns of moejit row r against ceilings row c (None: all "-"): the
     read-only ceiling where the row's floor is its weight bytes, the dense one where it is its
     FLOPs (a fraction of the other would measure the wrong resource)."""
     cells = ["-"] * 4
-    weight_bound = r["tbps"] / READ_STREAM_TBPS >= r["tflops"] / MATMUL_TFLOPS
-    if not c:
-        pass
-    elif weight_bound and "read_tbps" in c:
-        cells[0] = f'{c["read_tbps"]:.2f}'
-        cells[1] = f'{100 * r["tbps"] / c["read_tbps"]:.1f}%'
-    elif not weight_bound and "dense_tflops" in c:
-        cells[2] = f'{c["dense_tflops"]:.1f}'
-        cells[3] = f'{100 * r["tflops"] / c["dense_tflops"]:.1f}%'
+    by_bytes = weight_bound(r["tbps"], r["tflops"])  # both per µs of the same row: the ratio holds
+    if c and by_bytes and "read_tbps" in c:
+        cells[:2] = [f'{c["read_tbps"]:.2f}', f'{100 * r["tbps"] / c["read_tbps"]:.1f}%']
+    elif c and not by_bytes and "dense_tflops" in c:
+        cells[2:] = [f'{c["dense_tflops"]:.1f}', f'{100 * r["tflops"] / c["dense_tflops"]:.1f}%']
     return " | ".join(cells) + " |"
 
 

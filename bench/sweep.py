@@ -1,9 +1,11 @@
-"""This file contains what the device-side bench scripts (torch_baseline.py, ceilings.py) share:
-the model shapes of perf-targets.md, their one command line (--shapes, --batches, --rotate,
---json) and the JSON-lines output that bench/merge.py reads. No torch here, so it is tested on
-the CPU (tests/check_bench_merge.py)."""
+"""This file contains what the bench scripts (torch_baseline.py, ceilings.py, merge.py) share: the
+model shapes of perf-targets.md, the floor's two rates and which of them binds, the device
+scripts' one command line (--shapes, --batches, --rotate, --json), their timing of a replayed
+callable, and the JSON-lines output that merge.py reads. torch is imported only by the timing,
+so the rest is tested on the CPU (tests/check_bench_scripts.py)."""
 import argparse
 import json
+import statistics
 
 # name: (H, I per expert, E, k, activation)
 SHAPES = {
@@ -15,6 +17,15 @@ SHAPES = {
     "gpt-oss-bf16": (2880, 2880, 128, 4, "swiglu_oss"),
 }
 DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
+
+# the floor's rates: the H200's measured read stream and bf16 matmul (perf-targets.md,
+# tools/bench_floor.c)
+READ_STREAM_TBPS, MATMUL_TFLOPS = 4.48, 790.0
+
+
+def weight_bound(weight_bytes, flops):
+    """Whether a layer's floor is its weight bytes (else its FLOPs): max(W / stream, F / peak)."""
+    return weight_bytes / READ_STREAM_TBPS >= flops / MATMUL_TFLOPS
 
 
 def parse_args(description, argv=None):
@@ -46,3 +57,29 @@ def write_json(path, rows):
     with open(path, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
+
+
+def replay_us(run, sets, reps_cap=30):
+    """(median, spread) of µs per input set over timed calls of run(), each covering `sets`
+    forwards, after two warm-up calls; as many calls as fit ~250 ms, 5 to reps_cap. spread is
+    (slowest - fastest) / median."""
+    import torch  # the device's; the rest of this file runs without it
+
+    for _ in range(2):
+        run()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    run()
+    e1.record()
+    e1.synchronize()
+    reps = max(5, min(reps_cap, int(250 / max(e0.elapsed_time(e1), 1e-3))))
+    times = []
+    for _ in range(reps):
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        times.append(1000.0 * e0.elapsed_time(e1) / sets)
+    med = statistics.median(times)
+    return med, (max(times) - min(times)) / med

@@ -10,13 +10,12 @@ Usage: python3 bench/torch_baseline.py [--shapes a,b] [--batches 1,8] [--json FI
 """
 import json
 import math
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from sweep import SHAPES, parse_args, write_json
+from sweep import SHAPES, parse_args, replay_us, write_json
 
 
 def activation(h, inter, act):
@@ -85,27 +84,9 @@ def time_shape(name, batches, rotate, reps_cap=30):
                 for i in range(sets):
                     moe_forward(xs[i], ls[i], w1t, w2t, I, k, act)
 
-        for _ in range(2):
-            run()
-        torch.cuda.synchronize()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        run()
-        e1.record()
-        e1.synchronize()
-        first = e0.elapsed_time(e1)
-        reps = max(5, min(reps_cap, int(250 / max(first, 1e-3))))
-        times = []
-        for _ in range(reps):
-            e0.record()
-            run()
-            e1.record()
-            e1.synchronize()
-            times.append(1000.0 * e0.elapsed_time(e1) / sets)
-        times.sort()
-        med = statistics.median(times)
+        med, spread = replay_us(run, sets, reps_cap)
         row = {"source": "torch", "device": torch.cuda.get_device_name(), "shape": name, "batch": B,
-               "us": round(med, 3), "spread": round((times[-1] - times[0]) / med, 4), "mode": mode,
+               "us": round(med, 3), "spread": round(spread, 4), "mode": mode,
                "torch": torch.__version__}
         print(json.dumps(row), flush=True)
         results.append(row)

@@ -123,6 +123,12 @@ class SweepArgsTest(unittest.TestCase):
         self.rejected(["--batches", "0,4"], "--batches", "at least 1")
         self.rejected(["--rotate", "-1"], "--rotate")
 
+    def test_which_floor_binds(self):
+        # Qwen3-30B-A3B, all 128 experts read: 1.21 GB of weights; F = 2·B·8·2304·2048
+        w, f = 128 * 3 * 2048 * 768 * 2, lambda b: 2.0 * b * 8 * 2304 * 2048
+        self.assertTrue(sweep.weight_bound(w, f(512)))  # 270 µs of bytes against 49 of FLOPs
+        self.assertFalse(sweep.weight_bound(w, f(4096)))  # against 391 µs of FLOPs
+
     def test_json_lines_round_trip(self):
         rows = [{"shape": "nemotron", "batch": 1, "read_tbps": 4.15}, {"shape": "dense-8192", "batch": 0}]
         with tempfile.TemporaryDirectory() as d:
