@@ -52,8 +52,9 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 CC ?= gcc
 OPT ?= -O2
 WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers
-CPPFLAGS := -D_GNU_SOURCE -Iruntime/include -Iruntime -Icodegen -Icache -Itemplates -Itests/lib \
-            -I$(BUILD)/gen -isystem $(CUDA_HOME)/include
+# Includes name their layer ("core/spec.h"), so the include graph shows the layering.
+CPPFLAGS := -D_GNU_SOURCE -I. -Iinclude -isystem $(CUDA_HOME)/include
+TEST_CPPFLAGS := -Itests
 CFLAGS := -std=c11 $(OPT) -g $(WARN) -fPIC -pthread -fvisibility=hidden
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 RPATH := -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA_LIB)
@@ -61,11 +62,10 @@ LDLIBS = $(PKG_LIBS) -L$(CUDA_LIB) -lnvrtc -ldl -lpthread -lm
 
 # ---- sources -------------------------------------------------------------------------------
 WORKER_SRC := codegen/compile_worker.c
-LIB_SRCS := $(sort $(filter-out $(WORKER_SRC),$(wildcard runtime/*.c codegen/*.c cache/*.c)))
+# The library's layers, bottom up: each includes only from those before it (make test checks).
+LIB_SRCS := $(sort $(filter-out $(WORKER_SRC),$(wildcard core/*.c codegen/*.c cache/*.c reference/*.c runtime/*.c)))
 TEMPLATES := $(sort $(wildcard templates/*.cuh templates/*/*.cuh templates/*/*.h))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
-# The demo checks its run against the same float64 reference the GPU suite uses.
-CLI_SUPPORT_SRCS := tests/lib/reference.c tests/lib/halfconv.c tests/lib/gpu_harness.c
 TEST_LIB_SRCS := $(sort $(wildcard tests/lib/*.c))
 CHECK_SRCS := $(sort $(wildcard tests/check_*.c))
 GPU_SRCS := $(sort $(wildcard tests/gpu/*.c))
@@ -108,6 +108,7 @@ $(BUILD)/asan/obj/gen/templates_embedded.o: $(EMBED_C) | $(DEPS_STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c -o $@ $<
 
 # ---- library -------------------------------------------------------------------------------
+$(BUILD)/obj/tests/%.o $(BUILD)/asan/obj/tests/%.o: CPPFLAGS += $(TEST_CPPFLAGS)
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
@@ -128,7 +129,7 @@ $(BUILD)/lib/libmoejit.so: $(LIB_SO)
 	ln -sf $(SONAME) $@
 
 # ---- programs ------------------------------------------------------------------------------
-$(CLI): $(call obj,$(BUILD),$(TOOL_SRCS) $(CLI_SUPPORT_SRCS)) $(LIB_A)
+$(CLI): $(call obj,$(BUILD),$(TOOL_SRCS)) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
 $(WORKER): $(BUILD)/obj/$(WORKER_SRC:.c=.o) $(LIB_A)
@@ -138,14 +139,14 @@ $(WORKER): $(BUILD)/obj/$(WORKER_SRC:.c=.o) $(LIB_A)
 # ---- tests ---------------------------------------------------------------------------------
 $(BUILD)/tests/check_%: $(BUILD)/obj/tests/check_%.o $(call obj,$(BUILD),$(TEST_LIB_SRCS)) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) $(RPATH) $(CHECK_LIBS) $(LDLIBS)
 $(BUILD)/asan/tests/check_%: $(BUILD)/asan/obj/tests/check_%.o $(call obj,$(BUILD)/asan,$(TEST_LIB_SRCS)) $(ASAN_LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) $(RPATH) $(CHECK_LIBS) $(LDLIBS)
 # check_bench_floor tests a module of the CLI (tools/bench_floor.c): linked in beside the suite.
 $(BUILD)/tests/check_bench_floor: $(BUILD)/obj/tools/bench_floor.o
 $(BUILD)/asan/tests/check_bench_floor: $(BUILD)/asan/obj/tools/bench_floor.o
-$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS)) $(LIB_A)
+$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS) tools/gpu_harness.c) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
 

@@ -3,7 +3,7 @@
  * single flight (a per-key lock, a second look after taking it, build, atomic publish), the
  * plain lookup and put used by the CLI, and the automatic trim after a publish.
  */
-#include "cache.h"
+#include "cache/cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "dirs.h"
-#include "fault.h"
-#include "lock.h"
-#include "publish.h"
-#include "status.h"
-#include "store.h"
+#include "cache/dirs.h"
+#include "cache/fault.h"
+#include "cache/lock.h"
+#include "cache/publish.h"
+#include "core/status.h"
+#include "cache/store.h"
 
 /* After a publish pushes the total over the limit, gc trims to this fraction of it, so that
  * the next few publishes do not each pay for a full scan. */
@@ -219,7 +219,7 @@ static void maybe_gc(mj_cache *c)
     /* One trimmer at a time; the others carry on (someone is already trimming). */
     if (mj_cache_lock_acquire(c->cfg.lock_dir, "gc", 0, &lock, &held) != MOEJIT_OK || !held) return;
     mj_cache_gc_result r;
-    (void)mj_cache_gc(c, (int64_t)((double)c->cfg.max_bytes * GC_TARGET_FRACTION), c->cfg.max_age_s, &r);
+    (void)mj_dir_gc(&c->cfg, (int64_t)((double)c->cfg.max_bytes * GC_TARGET_FRACTION), c->cfg.max_age_s, &r);
     mj_cache_lock_release(&lock);
 }
 
@@ -368,4 +368,29 @@ moejit_status mj_cache_put(mj_cache *c, const char *key_hex, const char *preimag
     flush_stats(c, key_hex, &delta);
     if (rc == MOEJIT_OK) maybe_gc(c);
     return rc;
+}
+
+/* ---- maintenance: the directory walks of gc.c, after this handle's pending counters ------- */
+
+moejit_status mj_cache_list(mj_cache *c, mj_cache_list_fn fn, void *ctx) { return mj_dir_list(&c->cfg, fn, ctx); }
+moejit_status mj_cache_read(mj_cache *c, const char *key_hex, mj_entry *out) { return mj_dir_read(&c->cfg, key_hex, out); }
+moejit_status mj_cache_remove(mj_cache *c, const char *key_hex) { return mj_dir_remove(&c->cfg, key_hex); }
+moejit_status mj_cache_clear(mj_cache *c, int64_t *removed) { return mj_dir_clear(&c->cfg, removed); }
+moejit_status mj_cache_verify(mj_cache *c, mj_cache_verify_result *out) { return mj_dir_verify(&c->cfg, out); }
+
+moejit_status mj_cache_gc(mj_cache *c, int64_t limit, int64_t max_age_s, mj_cache_gc_result *out)
+{
+    return mj_dir_gc(&c->cfg, limit, max_age_s, out);
+}
+
+moejit_status mj_cache_stats_get(mj_cache *c, mj_cache_stats *out)
+{
+    mj_cache_flush_stats(c);
+    return mj_dir_stats_get(&c->cfg, out);
+}
+
+moejit_status mj_cache_stats_reset(mj_cache *c)
+{
+    mj_cache_flush_stats(c);
+    return mj_dir_stats_reset(&c->cfg);
 }

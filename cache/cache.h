@@ -11,12 +11,13 @@
 
 #include <stdint.h>
 
-#include "config.h"
-#include "entry.h"
-#include "key.h"
+#include "cache/config.h"
+#include "cache/entry.h"
+#include "cache/gc.h"
+#include "core/key.h"
 #include "moejit.h"
-#include "program.h"
-#include "stats.h"
+#include "core/program.h"
+#include "cache/stats.h"
 
 typedef struct mj_cache mj_cache;
 
@@ -56,22 +57,7 @@ moejit_status mj_cache_lookup(mj_cache *cache, const char *key_hex, const char *
 moejit_status mj_cache_put(mj_cache *cache, const char *key_hex, const char *preimage,
                            const char *canonical_spec, const mj_program *p);
 
-/* ---- maintenance (CLI) ------------------------------------------------------------------ */
-
-typedef struct mj_cache_entry_info {
-    char key[65];
-    const char *canonical_spec;   /* valid during the callback */
-    const char *arch;
-    int n_kernels;
-    int64_t size;                 /* bytes of the file */
-    int64_t last_use;             /* unix seconds (the file's mtime) */
-    int64_t created;              /* unix seconds (stored in the entry) */
-    double compile_seconds;       /* the original compile */
-    const mj_entry *entry;        /* the whole entry (preimage, kernels, log, cubin) */
-} mj_cache_entry_info;
-
-/* Return non-zero to stop the walk. */
-typedef int (*mj_cache_list_fn)(void *ctx, const mj_cache_entry_info *info);
+/* ---- maintenance (CLI): gc.h's walks over this handle's directory ------------------------ */
 
 /* Calls fn for every valid entry (bad ones are skipped, not touched; `verify` handles them). */
 moejit_status mj_cache_list(mj_cache *cache, mj_cache_list_fn fn, void *ctx);
@@ -82,15 +68,9 @@ moejit_status mj_cache_remove(mj_cache *cache, const char *key_hex);
 /* Removes every entry and temp file (keeps the counters other than size). */
 moejit_status mj_cache_clear(mj_cache *cache, int64_t *removed);
 
-typedef struct mj_cache_verify_result {
-    int64_t checked, ok, bad; /* bad ones were quarantined (reported only in read-only mode) */
-} mj_cache_verify_result;
 /* Re-checks every entry's checksum and key; quarantines bad ones; recounts shard sizes. */
 moejit_status mj_cache_verify(mj_cache *cache, mj_cache_verify_result *out);
 
-typedef struct mj_cache_gc_result {
-    int64_t removed, removed_bytes, kept, kept_bytes, temps_removed;
-} mj_cache_gc_result;
 /* Removes entries unused for more than max_age_s (0: no age limit), then least recently used
  * ones until the total is <= limit_bytes (<= 0: the configured limit); also stale temp files
  * and old quarantined files. Recounts the shard size counters. */

@@ -2,7 +2,7 @@
  * This file contains the cache's settings table and its resolver: moejit_options, then the
  * environment, then the default, with a clear error for every bad value.
  */
-#include "config.h"
+#include "cache/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "core/status.h"
 
 const mj_cache_setting_info mj_cache_settings[MJ_SET_COUNT] = {
     [MJ_SET_DIR] = {"cache_dir", "MOEJIT_CACHE_DIR", "path",

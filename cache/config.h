@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "moejit.h"
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 typedef enum mj_cache_mode {
     MJ_CACHE_READ_WRITE = 0,

@@ -2,7 +2,7 @@
  * This file contains the creation of cache directories and the trust check applied to every
  * directory and entry before its contents are believed (see dirs.h for the policy).
  */
-#include "dirs.h"
+#include "cache/dirs.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "fault.h"
-#include "status.h"
+#include "cache/config.h"
+#include "cache/fault.h"
+#include "core/status.h"
 
 /* 1 when gid is the effective group or one of the supplementary groups. */
 static int in_group(gid_t gid)

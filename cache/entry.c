@@ -2,7 +2,7 @@
  * This file contains the entry codec: a compiled program and its metadata to and from the
  * self-checking byte format documented in entry.h.
  */
-#include "entry.h"
+#include "cache/entry.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "key.h"
-#include "status.h"
+#include "core/key.h"
+#include "core/status.h"
 
 #include <openssl/evp.h>
 

@@ -37,8 +37,8 @@
 #include <stdint.h>
 
 #include "moejit.h"
-#include "program.h"
-#include "strbuf.h"
+#include "core/program.h"
+#include "core/strbuf.h"
 
 #define MJ_ENTRY_MAGIC "MJKENTRY"
 #define MJ_ENTRY_VERSION 1u

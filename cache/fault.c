@@ -2,7 +2,7 @@
  * This file contains the cache's fault points and the system-call wrappers behind them, and
  * the once-per-process warnings. See fault.h for why they exist.
  */
-#include "fault.h"
+#include "cache/fault.h"
 
 #include <errno.h>
 #include <fcntl.h>

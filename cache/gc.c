@@ -4,7 +4,7 @@
  * Every full walk also recounts the per-shard size counters, which is how drift from crashed
  * or remote writers is corrected.
  */
-#include "cache.h"
+#include "cache/gc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "publish.h"
-#include "status.h"
-#include "store.h"
+#include "cache/publish.h"
+#include "core/status.h"
+#include "cache/store.h"
 
 /* One file found by the walk. */
 typedef struct walk_item {
@@ -80,9 +80,8 @@ static int walk(const mj_cache_config *cfg, walk_fn fn, void *ctx, int clean_tem
     return 0;
 }
 
-static moejit_status require_writable(const mj_cache *c, const char *what)
+static moejit_status require_writable(const mj_cache_config *cfg, const char *what)
 {
-    const mj_cache_config *cfg = mj_cache_get_config(c);
     if (cfg->mode == MJ_CACHE_READ_ONLY)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "cache_mode: %s needs to modify the cache but it is read-only; allowed: "
@@ -122,20 +121,19 @@ static int list_one(void *vctx, const walk_item *it)
     return stop;
 }
 
-moejit_status mj_cache_list(mj_cache *c, mj_cache_list_fn fn, void *ctx)
+moejit_status mj_dir_list(const mj_cache_config *cfg, mj_cache_list_fn fn, void *ctx)
 {
-    list_ctx lc = {mj_cache_get_config(c), fn, ctx, MOEJIT_OK};
+    list_ctx lc = {cfg, fn, ctx, MOEJIT_OK};
     walk(lc.cfg, list_one, &lc, 0, NULL);
     return lc.rc;
 }
 
-moejit_status mj_cache_read(mj_cache *c, const char *key_hex, mj_entry *out)
+moejit_status mj_dir_read(const mj_cache_config *cfg, const char *key_hex, mj_entry *out)
 {
     memset(out, 0, sizeof *out);
     if (!mj_cache_key_valid(key_hex))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "cache key: \"%.70s\" is not 64 lowercase hex digits",
                        key_hex ? key_hex : "(null)");
-    const mj_cache_config *cfg = mj_cache_get_config(c);
     char path[MJ_CACHE_PATH_MAX + 128];
     mj_cache_entry_path(cfg, key_hex, path, sizeof path);
     int found;
@@ -185,12 +183,12 @@ static int verify_one(void *vctx, const walk_item *it)
     return 0;
 }
 
-moejit_status mj_cache_verify(mj_cache *c, mj_cache_verify_result *out)
+moejit_status mj_dir_verify(const mj_cache_config *cfg, mj_cache_verify_result *out)
 {
     memset(out, 0, sizeof *out);
     verify_ctx *vc = calloc(1, sizeof *vc);
     if (!vc) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "cache verify: out of memory");
-    vc->cfg = mj_cache_get_config(c);
+    vc->cfg = cfg;
     vc->r = out;
     walk(vc->cfg, verify_one, vc, 0, NULL);
     if (vc->cfg->mode != MJ_CACHE_READ_ONLY) {
@@ -269,12 +267,11 @@ static void clean_quarantine(const mj_cache_config *cfg)
     closedir(d);
 }
 
-moejit_status mj_cache_gc(mj_cache *c, int64_t limit, int64_t max_age_s, mj_cache_gc_result *out)
+moejit_status mj_dir_gc(const mj_cache_config *cfg, int64_t limit, int64_t max_age_s, mj_cache_gc_result *out)
 {
     memset(out, 0, sizeof *out);
-    moejit_status rc = require_writable(c, "gc");
+    moejit_status rc = require_writable(cfg, "gc");
     if (rc != MOEJIT_OK) return rc;
-    const mj_cache_config *cfg = mj_cache_get_config(c);
     if (limit <= 0) limit = cfg->max_bytes;
     gc_ctx g = {0};
     walk(cfg, gc_collect, &g, 1, &out->temps_removed);
@@ -322,11 +319,10 @@ moejit_status mj_cache_gc(mj_cache *c, int64_t limit, int64_t max_age_s, mj_cach
 
 /* ---- clear, remove, stats -------------------------------------------------------------- */
 
-moejit_status mj_cache_clear(mj_cache *c, int64_t *removed)
+moejit_status mj_dir_clear(const mj_cache_config *cfg, int64_t *removed)
 {
-    moejit_status rc = require_writable(c, "clear");
+    moejit_status rc = require_writable(cfg, "clear");
     if (rc != MOEJIT_OK) return rc;
-    const mj_cache_config *cfg = mj_cache_get_config(c);
     gc_ctx g = {0};
     walk(cfg, gc_collect, &g, 1, NULL);
     int64_t n = 0;
@@ -342,14 +338,13 @@ moejit_status mj_cache_clear(mj_cache *c, int64_t *removed)
     return MOEJIT_OK;
 }
 
-moejit_status mj_cache_remove(mj_cache *c, const char *key_hex)
+moejit_status mj_dir_remove(const mj_cache_config *cfg, const char *key_hex)
 {
     if (!mj_cache_key_valid(key_hex))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "cache key: \"%.70s\" is not 64 lowercase hex digits",
                        key_hex ? key_hex : "(null)");
-    moejit_status rc = require_writable(c, "remove");
+    moejit_status rc = require_writable(cfg, "remove");
     if (rc != MOEJIT_OK) return rc;
-    const mj_cache_config *cfg = mj_cache_get_config(c);
     char path[MJ_CACHE_PATH_MAX + 128];
     mj_cache_entry_path(cfg, key_hex, path, sizeof path);
     struct stat st;
@@ -364,16 +359,14 @@ moejit_status mj_cache_remove(mj_cache *c, const char *key_hex)
     return MOEJIT_OK;
 }
 
-moejit_status mj_cache_stats_get(mj_cache *c, mj_cache_stats *out)
+moejit_status mj_dir_stats_get(const mj_cache_config *cfg, mj_cache_stats *out)
 {
-    mj_cache_flush_stats(c);
-    mj_cache_stats_read_all(mj_cache_get_config(c), out);
+    mj_cache_stats_read_all(cfg, out);
     return MOEJIT_OK;
 }
 
-moejit_status mj_cache_stats_reset(mj_cache *c)
+moejit_status mj_dir_stats_reset(const mj_cache_config *cfg)
 {
-    mj_cache_flush_stats(c);
-    moejit_status rc = require_writable(c, "stats reset");
-    return rc != MOEJIT_OK ? rc : mj_cache_stats_zero(mj_cache_get_config(c));
+    moejit_status rc = require_writable(cfg, "stats reset");
+    return rc != MOEJIT_OK ? rc : mj_cache_stats_zero(cfg);
 }

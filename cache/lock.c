@@ -2,7 +2,7 @@
  * This file contains the per-key lock files (flock) with a timeout, and their removal on
  * release (see lock.h for why that is safe).
  */
-#include "lock.h"
+#include "cache/lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fault.h"
-#include "status.h"
+#include "cache/fault.h"
+#include "core/status.h"
 
 static double now_s(void)
 {

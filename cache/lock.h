@@ -13,7 +13,7 @@
 #ifndef MJ_CACHE_LOCK_H
 #define MJ_CACHE_LOCK_H
 
-#include "config.h"
+#include "cache/config.h"
 #include "moejit.h"
 
 typedef struct mj_cache_lock {

@@ -6,7 +6,7 @@
  * entry's checksum, key and file-name key. A pack with one bad byte is refused whole, so a
  * half-imported cache never hides a broken transfer.
  */
-#include "cache.h"
+#include "cache/cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,11 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dirs.h"
-#include "fault.h"
-#include "publish.h"
-#include "status.h"
-#include "store.h"
+#include "cache/dirs.h"
+#include "cache/fault.h"
+#include "cache/publish.h"
+#include "core/status.h"
+#include "cache/store.h"
 
 #define PACK_MAGIC "MJKPACK1"
 #define PACK_VERSION 1u

@@ -2,7 +2,7 @@
  * This file contains the atomic publish of a file (temp, write, fsync, rename, fsync of the
  * directory) and the cleanup of temp files left by crashed writers.
  */
-#include "publish.h"
+#include "cache/publish.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "fault.h"
-#include "status.h"
+#include "cache/config.h"
+#include "cache/fault.h"
+#include "core/status.h"
 
 /* Distinguishes temp files of threads of one process; pid and time separate processes. */
 static atomic_uint g_temp_counter;

@@ -2,7 +2,7 @@
  * This file contains the persisted per-shard counters: the labels table, and read, add,
  * zero and recount, each read-modify-write under the shard's lock (see stats.h).
  */
-#include "stats.h"
+#include "cache/stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dirs.h"
-#include "lock.h"
-#include "publish.h"
-#include "status.h"
+#include "cache/dirs.h"
+#include "cache/lock.h"
+#include "cache/publish.h"
+#include "core/status.h"
 
 const mj_cache_stat_field mj_cache_stat_fields[MJ_STAT_COUNT] = {
     {MJ_STAT_HITS, "hits", "Hits", 0},

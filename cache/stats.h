@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "cache/config.h"
 #include "moejit.h"
 
 /* Persisted ids: explicit numbers, never renumbered or reused; new counters are appended. */

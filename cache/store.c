@@ -2,7 +2,7 @@
  * This file contains the on-disk layout of entries, the checked read of one entry file, and
  * quarantine (see store.h).
  */
-#include "store.h"
+#include "cache/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dirs.h"
-#include "fault.h"
-#include "status.h"
+#include "cache/dirs.h"
+#include "cache/fault.h"
+#include "core/status.h"
 
 int mj_cache_key_valid(const char *key)
 {

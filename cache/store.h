@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "config.h"
-#include "entry.h"
-#include "stats.h"
+#include "cache/config.h"
+#include "cache/entry.h"
+#include "cache/stats.h"
 
 #define MJ_QUARANTINE_DIR "quarantine"
 /* Quarantined files are evidence for a bug report, not cache: gc drops them after a week. */

@@ -2,14 +2,14 @@
  * This file contains mj_build_inputs_make: source, options, NVRTC identity and cache key of
  * one spec, computed the same way for the registry and for the CLI.
  */
-#include "build_inputs.h"
+#include "codegen/build_inputs.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 void mj_build_inputs_free(mj_build_inputs *in)
 {

@@ -9,10 +9,10 @@
 #ifndef MJ_BUILD_INPUTS_H
 #define MJ_BUILD_INPUTS_H
 
-#include "emit.h"
-#include "key.h"
-#include "spec.h"
-#include "strbuf.h"
+#include "codegen/emit.h"
+#include "core/key.h"
+#include "core/spec.h"
+#include "core/strbuf.h"
 
 /* Room for mj_nvrtc_options' output; it writes far fewer. */
 #define MJ_MAX_OPTIONS 32

@@ -24,9 +24,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "nvrtc_compile.h"
-#include "nvrtc_wire.h"
-#include "strbuf.h"
+#include "codegen/nvrtc_compile.h"
+#include "codegen/nvrtc_wire.h"
+#include "core/strbuf.h"
 
 typedef struct blob {
     char *data; /* NUL-terminated copy */

@@ -14,14 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
-#include "common/params.h"
-#include "emit.h"
-#include "emit_backends.h"
-#include "emit_common.h"
-#include "spec.h"
-#include "status.h"
-#include "strbuf.h"
+#include "core/activation.h"
+#include "templates/common/params.h"
+#include "codegen/emit.h"
+#include "codegen/emit_backends.h"
+#include "codegen/emit_common.h"
+#include "core/spec.h"
+#include "core/status.h"
+#include "core/strbuf.h"
 
 static const char *const kernel_names[MJ_SIMT_NUM_KERNELS] = {MJ_SIMT_KERNEL_NAME_LIST};
 _Static_assert(MJ_SIMT_NUM_KERNELS <= MJ_MAX_KERNELS, "the simt layer must fit in mj_program.kernels");

@@ -10,19 +10,13 @@
 #define MJ_EMIT_H
 
 #include "moejit.h"
-#include "program.h"
-#include "spec.h"
-#include "strbuf.h"
+#include "core/header.h"
+#include "core/program.h"
+#include "core/spec.h"
+#include "core/strbuf.h"
 
 /* Bumped whenever generated code changes for an unchanged spec; part of the cache key. */
 #define MJ_GENERATOR_VERSION 1
-
-/* A header handed to NVRTC by name; templates are embedded at build time. */
-typedef struct mj_header {
-    const char *name;     /* include name, e.g. "mj/simt_layer.cuh" */
-    const char *data;     /* contents (NUL-terminated) */
-    size_t size;          /* bytes, without the NUL */
-} mj_header;
 
 /* The embedded templates (generated into build/gen/templates_embedded.c). */
 extern const mj_header mj_embedded_headers[];

@@ -9,7 +9,7 @@
 #ifndef MJ_EMIT_BACKENDS_H
 #define MJ_EMIT_BACKENDS_H
 
-#include "emit.h"
+#include "codegen/emit.h"
 
 /* backend=mma: the instantiation of templates/mma_layer.cuh (kernel table of
  * templates/common/mma_params.h: MJ_MMA_NUM_KERNELS entries). Refuses, naming the field,

@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "activation.h"
-#include "common/params.h"
-#include "emit_common.h"
-#include "status.h"
+#include "core/activation.h"
+#include "templates/common/params.h"
+#include "codegen/emit_common.h"
+#include "core/status.h"
 
 /* Template spellings (templates/common/types.cuh), indexed by the host enums. Kept here, not
  * derived from the spec's name tables, so that the two vocabularies can evolve apart. */

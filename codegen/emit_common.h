@@ -10,9 +10,9 @@
 #ifndef MJ_EMIT_COMMON_H
 #define MJ_EMIT_COMMON_H
 
-#include "emit.h"
-#include "spec.h"
-#include "strbuf.h"
+#include "codegen/emit.h"
+#include "core/spec.h"
+#include "core/strbuf.h"
 
 /* names[value], or "?" when value is out of range (for messages about a bad enum value). */
 const char *mj_emit_name_or(const char *const *names, int count, int value);

@@ -17,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
-#include "common/mma_params.h"
-#include "common/params.h"
-#include "emit_backends.h"
-#include "emit_common.h"
-#include "spec.h"
-#include "status.h"
-#include "strbuf.h"
+#include "core/activation.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/params.h"
+#include "codegen/emit_backends.h"
+#include "codegen/emit_common.h"
+#include "core/spec.h"
+#include "core/status.h"
+#include "core/strbuf.h"
 
 static const char *const kernel_names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
 _Static_assert(MJ_MMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the mma layer must fit in mj_program.kernels");

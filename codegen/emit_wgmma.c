@@ -15,10 +15,10 @@
  */
 #include <stdio.h>
 
-#include "common/mma_params.h"
-#include "common/wgmma_params.h"
-#include "program.h"
-#include "emit_backends.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/wgmma_params.h"
+#include "core/program.h"
+#include "codegen/emit_backends.h"
 
 /* mma's kernel table, then the tall, pair and short kernels */
 static const char *const kernel_names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST,

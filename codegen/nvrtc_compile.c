@@ -12,8 +12,8 @@
  * whatever locks the others held). posix_spawn execs at once, so nothing of the caller's
  * state is used in the child.
  */
-#include "nvrtc_compile.h"
-#include "nvrtc_wire.h"
+#include "codegen/nvrtc_compile.h"
+#include "codegen/nvrtc_wire.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "status.h"
-#include "strbuf.h"
+#include "core/status.h"
+#include "core/strbuf.h"
 
 extern char **environ;
 

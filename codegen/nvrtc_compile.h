@@ -13,8 +13,8 @@
 #ifndef MJ_NVRTC_COMPILE_H
 #define MJ_NVRTC_COMPILE_H
 
-#include "emit.h"
-#include "program.h"
+#include "codegen/emit.h"
+#include "core/program.h"
 
 typedef struct mj_compile_request {
     const mj_source *source;

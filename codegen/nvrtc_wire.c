@@ -1,7 +1,7 @@
 /*
  * This file contains the encoders of the compile worker's wire format (nvrtc_wire.h).
  */
-#include "nvrtc_wire.h"
+#include "codegen/nvrtc_wire.h"
 
 void mj_wire_put_u32(mj_buf *b, uint32_t v)
 {

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 /* The protocol between mj_nvrtc_compile and the worker, over a socket on the worker's stdin
  * and stdout. Integers are little-endian; str = u32 length + that many bytes (no NUL).

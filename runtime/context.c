@@ -9,17 +9,17 @@
  * A failed build hands its status and message to every waiter and leaves the registry, so a
  * later call may try again (a compile timeout, say, need not be permanent).
  */
-#include "context.h"
+#include "runtime/context.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_inputs.h"
-#include "matrix.h"
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "codegen/build_inputs.h"
+#include "core/matrix.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 /* Used when neither the options nor $MOEJIT_COMPILE_TIMEOUT set a compile timeout. */
 #define k_default_compile_timeout_s 300.0

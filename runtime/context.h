@@ -13,12 +13,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "cache.h"
-#include "driver.h"
-#include "loader.h"
+#include "cache/cache.h"
+#include "runtime/driver.h"
+#include "runtime/loader.h"
 #include "moejit.h"
-#include "program.h"
-#include "spec.h"
+#include "core/program.h"
+#include "core/spec.h"
 
 struct moejit_kernel {
     moejit_spec *spec;             /* owned clone: outlives the caller's spec */

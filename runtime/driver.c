@@ -8,7 +8,7 @@
  * afterwards, so every later call sees the same status and message without a lock.
  * moejit_driver_version lives here too: it needs nothing but the driver.
  */
-#include "driver.h"
+#include "runtime/driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "core/status.h"
 
 /* The CUDA version whose signatures mj_driver's fields have. Asking for this version makes
  * cuGetProcAddress hand back e.g. cuMemAlloc_v2 for "cuMemAlloc" and the pre-13.0

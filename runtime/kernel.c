@@ -8,10 +8,10 @@
  */
 #include <stddef.h>
 
-#include "context.h"
-#include "launch.h"
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "runtime/context.h"
+#include "runtime/launch.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 const moejit_spec *moejit_kernel_spec(const moejit_kernel *k) { return k ? k->spec : NULL; }
 

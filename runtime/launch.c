@@ -53,123 +53,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/params.h"
-#include "launch.h"
-#include "launch_backends.h"
-#include "launch_common.h"
-#include "status.h"
+#include "templates/common/params.h"
+#include "runtime/args_check.h"
+#include "runtime/launch.h"
+#include "runtime/launch_backends.h"
+#include "runtime/launch_common.h"
+#include "core/status.h"
 
 static int is_fp8(const moejit_spec *s) { return s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK; }
-
-/* H and I against the scale groups of the weight format (a group never straddles a row). */
-static moejit_status check_format_shape(const moejit_spec *spec, const moejit_moe_args *a)
-{
-    int64_t m = 8;
-    const char *why = NULL;
-    char buf[96];
-    switch (spec->quant) {
-    case MJ_QUANT_FP8_BLOCK:
-        m = MJ_FP8_BLOCK;
-        why = "quant=fp8_block scales 128x128 weight blocks and 1x128 activation groups";
-        break;
-    case MJ_QUANT_W4A16:
-        m = spec->zero_point ? 2 * spec->group_size : spec->group_size;
-        snprintf(buf, sizeof buf, "quant=w4a16 has one scale per %d along K%s", spec->group_size,
-                 spec->zero_point ? ", and two 4-bit zero points per byte" : "");
-        why = buf;
-        break;
-    case MJ_QUANT_MXFP4:
-        m = MJ_MXFP4_GROUP;
-        why = "quant=mxfp4 has one e8m0 scale per 32 along K";
-        break;
-    default: return MOEJIT_OK;
-    }
-    if (a->hidden % m)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.hidden: must be a multiple of %lld (%s), got %lld",
-                       (long long)m, why, (long long)a->hidden);
-    if (a->inter % m)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.inter: must be a multiple of %lld (%s), got %lld",
-                       (long long)m, why, (long long)a->inter);
-    return MOEJIT_OK;
-}
-
-/* The routing methods' own rules on E and k. */
-static moejit_status check_routing_shape(const moejit_spec *spec, const moejit_moe_args *a)
-{
-    if (spec->routing == MJ_ROUTING_LLAMA4 && a->topk != 1)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.topk: routing=llama4 is top-1, must be 1, got %lld",
-                       (long long)a->topk);
-    if (spec->routing != MJ_ROUTING_DEEPSEEK_V3) return MOEJIT_OK;
-    if (spec->n_group > a->num_experts || a->num_experts % spec->n_group)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.num_experts: routing=deepseek_v3 needs num_experts divisible by n_group (%d), "
-                       "got %lld",
-                       spec->n_group, (long long)a->num_experts);
-    int64_t eligible = (int64_t)spec->topk_group * (a->num_experts / spec->n_group);
-    if (a->topk > eligible)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.topk: routing=deepseek_v3 chooses among topk_group x num_experts/n_group = "
-                       "%d x %lld = %lld experts, got %lld",
-                       spec->topk_group, (long long)(a->num_experts / spec->n_group), (long long)eligible,
-                       (long long)a->topk);
-    return MOEJIT_OK;
-}
-
-moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_args *a)
-{
-    if (!spec || !a) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args: spec and args must not be NULL");
-    if (a->hidden <= 0 || a->hidden % 8 || a->hidden > MJ_SIMT_MAX_DIM)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.hidden: must be a positive multiple of 8 up to %d, got %lld",
-                       MJ_SIMT_MAX_DIM, (long long)a->hidden);
-    if (a->inter <= 0 || a->inter % 8 || a->inter > MJ_SIMT_MAX_DIM)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.inter: must be a positive multiple of 8 up to %d, got %lld",
-                       MJ_SIMT_MAX_DIM, (long long)a->inter);
-    if (a->num_experts < 1 || a->num_experts > MJ_SIMT_MAX_EXPERTS)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.num_experts: must be in 1..%d, got %lld",
-                       MJ_SIMT_MAX_EXPERTS, (long long)a->num_experts);
-    int64_t kmax = a->num_experts < MJ_SIMT_MAX_TOPK ? a->num_experts : MJ_SIMT_MAX_TOPK;
-    if (a->topk < 1 || a->topk > kmax)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.topk: must be in 1..min(%d, num_experts) = 1..%lld, got %lld",
-                       MJ_SIMT_MAX_TOPK, (long long)kmax, (long long)a->topk);
-    if (a->num_tokens < 0)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.num_tokens: must be >= 0, got %lld",
-                       (long long)a->num_tokens);
-    if (a->num_tokens > INT32_MAX / a->topk)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.num_tokens: num_tokens * topk must be at most %d (32-bit row indices), "
-                       "got %lld * %lld",
-                       INT32_MAX, (long long)a->num_tokens, (long long)a->topk);
-    if (a->expert_offset < 0 || a->expert_offset >= a->num_experts)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.expert_offset: must be in 0..num_experts-1 = 0..%lld, got %lld",
-                       (long long)a->num_experts - 1, (long long)a->expert_offset);
-    if (a->num_local_experts < 0 || a->num_local_experts > a->num_experts)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.num_local_experts: must be in 0..num_experts = 0..%lld (0 = all), got %lld",
-                       (long long)a->num_experts, (long long)a->num_local_experts);
-    if (a->expert_offset + mj_launch_local_experts(a) > a->num_experts)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.num_local_experts: expert_offset + num_local_experts must be <= "
-                       "num_experts = %lld (0 means all experts, which needs offset 0), got %lld + %lld",
-                       (long long)a->num_experts, (long long)a->expert_offset,
-                       (long long)a->num_local_experts);
-    moejit_status st = check_format_shape(spec, a);
-    if (st != MOEJIT_OK) return st;
-    st = check_routing_shape(spec, a);
-    if (st != MOEJIT_OK) return st;
-    static const char *const pin_name[4] = {"hidden", "inter", "num_experts", "topk"};
-    const int pinned[4] = {spec->hidden, spec->inter, spec->experts, spec->topk};
-    const int64_t given[4] = {a->hidden, a->inter, a->num_experts, a->topk};
-    for (int i = 0; i < 4; i++)
-        if (pinned[i] && pinned[i] != given[i])
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                           "args.%s: the spec pins it to %d, got %lld", pin_name[i], pinned[i],
-                           (long long)given[i]);
-    return MOEJIT_OK;
-}
 
 /* The regions of every layer (launch_common.c), with the two fp8 amax words after the
  * counters, then the fp8 regions. Regions a spec does not use stay at offset 0, size 0. */

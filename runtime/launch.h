@@ -8,13 +8,12 @@
 #ifndef MJ_LAUNCH_H
 #define MJ_LAUNCH_H
 
-#include "driver.h"
-#include "loader.h"
-#include "spec.h"
+#include "runtime/driver.h"
+#include "runtime/loader.h"
+#include "core/spec.h"
 
 /* Validates args' shape against spec (pinned dims, multiples of 8, E <= 512, k <= 32 ...),
  * naming the field on error. Pointers are not inspected. */
-moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_args *args);
 
 moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                        size_t *bytes);

@@ -9,10 +9,10 @@
 #ifndef MJ_LAUNCH_BACKENDS_H
 #define MJ_LAUNCH_BACKENDS_H
 
-#include "common/params.h"
-#include "driver.h"
-#include "loader.h"
-#include "spec.h"
+#include "templates/common/params.h"
+#include "runtime/driver.h"
+#include "runtime/loader.h"
+#include "core/spec.h"
 
 /* backend=mma (templates/mma_layer.cuh). Workspace as for simt (ids, weights, counters,
  * offsets, tile offsets, rows, intermediate, y). */

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch_common.h"
-#include "status.h"
+#include "runtime/launch_common.h"
+#include "core/status.h"
 
 size_t mj_launch_align_up(size_t v) { return (v + MJ_WS_ALIGN - 1) / MJ_WS_ALIGN * MJ_WS_ALIGN; }
 

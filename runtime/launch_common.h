@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/params.h"
-#include "driver.h"
-#include "loader.h"
-#include "spec.h"
+#include "templates/common/params.h"
+#include "runtime/driver.h"
+#include "runtime/loader.h"
+#include "core/spec.h"
 
 /* Every workspace region starts on this boundary (and the workspace itself must). */
 #define MJ_WS_ALIGN 256

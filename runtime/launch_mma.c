@@ -55,14 +55,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/mma_params.h"
-#include "common/params.h"
-#include "common/wgmma_params.h"
-#include "launch.h"
-#include "launch_backends.h"
-#include "launch_common.h"
-#include "status.h"
-#include "tune_table.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/params.h"
+#include "templates/common/wgmma_params.h"
+#include "runtime/args_check.h"
+#include "runtime/launch_backends.h"
+#include "runtime/launch_common.h"
+#include "core/status.h"
+#include "runtime/tune_table.h"
 
 static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads"};
 

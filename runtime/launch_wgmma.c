@@ -32,10 +32,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/mma_params.h"
-#include "common/wgmma_params.h"
-#include "launch_backends.h"
-#include "status.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/wgmma_params.h"
+#include "runtime/launch_backends.h"
+#include "core/status.h"
 
 static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, MJ_WGMMA_BM,
                                                "TMA tensor maps and 16-byte cp.async loads"};

@@ -6,12 +6,12 @@
  * on first use), so one load serves every context and thread of the process; kernels are
  * found by their extern "C" names, never by scraping symbols from the cubin.
  */
-#include "loader.h"
+#include "runtime/loader.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "status.h"
+#include "core/status.h"
 
 moejit_status mj_module_load(const mj_program *program, mj_module *out)
 {

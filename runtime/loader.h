@@ -5,8 +5,8 @@
 #ifndef MJ_LOADER_H
 #define MJ_LOADER_H
 
-#include "driver.h"
-#include "program.h"
+#include "runtime/driver.h"
+#include "core/program.h"
 
 typedef struct mj_module {
     CUlibrary library;

@@ -3,7 +3,7 @@
  * matching a forward against its entries, writing it back, and the process-wide table loaded
  * once from $MOEJIT_TUNE_FILE.
  */
-#include "tune_table.h"
+#include "runtime/tune_table.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/mma_params.h"
-#include "launch_backends.h"
-#include "launch_common.h"
-#include "status.h"
+#include "templates/common/mma_params.h"
+#include "runtime/launch_backends.h"
+#include "runtime/launch_common.h"
+#include "core/status.h"
 
 /* A table file is a few kilobytes; anything far larger is not one. */
 #define MAX_FILE_BYTES (16u << 20)

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "spec.h"
+#include "core/spec.h"
 
 /* The environment variable naming the process's table file (unset or empty: no table). */
 #define MJ_TUNE_FILE_ENV "MOEJIT_TUNE_FILE"

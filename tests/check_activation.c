@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of runtime/activation.c: constructors and defaults, the
+ * This file contains the tests of core/activation.c: constructors and defaults, the
  * validation errors and their messages, bit-exact identity (-0.0 vs +0.0, one ulp), and the
  * canonical text round trip over random bit patterns.
  */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
+#include "core/activation.h"
 #include "lib/check_main.h"
 #include "moejit.h"
 

@@ -6,7 +6,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "../tools/bench_floor.h"
+#include "tools/bench_floor.h"
 #include "lib/check_main.h"
 
 /* bench_routed_experts succeeds on (B, E, k) and counts `want` experts */

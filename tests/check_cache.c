@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "fault.h"
+#include "cache/cache.h"
+#include "cache/fault.h"
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "store.h"
+#include "cache/store.h"
 
 static mj_test_cache T;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "cache/config.h"
 #include "lib/check_main.h"
 
 static void clear_env(void)

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entry.h"
-#include "key.h"
+#include "cache/entry.h"
+#include "core/key.h"
 #include "lib/check_main.h"
 
 /* SHA-256 of the sample entry encoded by format version 1. */

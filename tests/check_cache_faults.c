@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "fault.h"
+#include "cache/cache.h"
+#include "cache/fault.h"
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "store.h"
+#include "cache/store.h"
 
 static mj_test_cache T;
 static const char *SPEC = "backend=simt,quant=bf16,act=silu,arch=sm_90a";

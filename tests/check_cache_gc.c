@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "fault.h"
+#include "cache/cache.h"
+#include "cache/fault.h"
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "store.h"
+#include "cache/store.h"
 
 static mj_test_cache T;
 static const char *SPEC = "backend=simt,act=gelu";

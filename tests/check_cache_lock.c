@@ -14,7 +14,7 @@
 
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "lock.h"
+#include "cache/lock.h"
 
 static mj_test_cache T;
 static atomic_int g_inside, g_max_inside;

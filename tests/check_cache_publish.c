@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fault.h"
+#include "cache/fault.h"
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "publish.h"
+#include "cache/publish.h"
 
 static mj_test_cache T;
 

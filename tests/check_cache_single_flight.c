@@ -19,12 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "fault.h"
+#include "cache/cache.h"
+#include "cache/fault.h"
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "lock.h"
-#include "store.h"
+#include "cache/lock.h"
+#include "cache/store.h"
 
 #define N_PROCS 16
 

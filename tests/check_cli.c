@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_main.h"
-#include "cli_run.h"
+#include "lib/check_main.h"
+#include "lib/cli_run.h"
 
 /* Small specs: each compile costs ~0.6 s. */
 #define SPEC_A "quant=fp16,act=relu2,arch=sm_80"

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_main.h"
-#include "cli_run.h"
+#include "lib/check_main.h"
+#include "lib/cli_run.h"
 
 #define SPEC_A "quant=fp16,act=relu2,arch=sm_80"
 #define SPEC_B "quant=bf16,act=relu2,arch=sm_86"

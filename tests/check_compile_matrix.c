@@ -17,15 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
-#include "common/params.h"
-#include "emit.h"
+#include "core/activation.h"
+#include "templates/common/params.h"
+#include "codegen/emit.h"
 #include "lib/check_main.h"
 #include "moejit.h"
-#include "nvrtc_compile.h"
-#include "program.h"
-#include "spec.h"
-#include "status.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/program.h"
+#include "core/spec.h"
+#include "core/status.h"
 
 #define MAX_CASES 512
 #define COMPILE_THREADS 2

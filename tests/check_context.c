@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "context.h"
+#include "runtime/context.h"
 #include "lib/check_main.h"
 #include "lib/fake_cuda.h"
-#include "status.h"
+#include "core/status.h"
 
 #define MISSING_LIB "/nonexistent/libcuda.so.1"
 #define SPEC_BF16 "backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a"

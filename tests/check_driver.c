@@ -14,10 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "driver.h"
+#include "runtime/driver.h"
 #include "lib/check_main.h"
 #include "lib/fake_cuda.h"
-#include "status.h"
+#include "core/status.h"
 
 #define MISSING_LIB "/nonexistent/libcuda.so.1"
 

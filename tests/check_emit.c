@@ -13,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/params.h"
-#include "emit.h"
+#include "templates/common/params.h"
+#include "codegen/emit.h"
 #include "lib/check_main.h"
 #include "moejit.h"
-#include "spec.h"
-#include "status.h"
-#include "strbuf.h"
+#include "core/spec.h"
+#include "core/status.h"
+#include "core/strbuf.h"
 
 #define GPT_OSS "backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a"
 

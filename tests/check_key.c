@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of the cache key (cache/key.c): the key depends on every input
+ * This file contains the tests of the cache key (core/key.c): the key depends on every input
  * that changes the binary — one header byte, one option, one activation bit — and on nothing
  * else, and the preimage is the documented tagged text.
  */
@@ -9,8 +9,8 @@
 
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
-#include "key.h"
-#include "status.h"
+#include "core/key.h"
+#include "core/status.h"
 
 /* A fixed set of inputs that each test perturbs in exactly one place. */
 typedef struct fixture {

@@ -14,17 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/mma_params.h"
-#include "common/params.h"
-#include "common/wgmma_params.h"
-#include "driver.h"
-#include "launch.h"
-#include "launch_backends.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/params.h"
+#include "templates/common/wgmma_params.h"
+#include "runtime/driver.h"
+#include "runtime/launch.h"
+#include "runtime/launch_backends.h"
 #include "lib/check_main.h"
-#include "loader.h"
+#include "runtime/loader.h"
 #include "moejit.h"
-#include "spec.h"
-#include "tune_table.h"
+#include "core/spec.h"
+#include "runtime/tune_table.h"
 
 /* ---- a recording driver -------------------------------------------------------------------- */
 

@@ -11,8 +11,8 @@
 
 #include "lib/check_main.h"
 #include "lib/fake_cuda.h"
-#include "loader.h"
-#include "status.h"
+#include "runtime/loader.h"
+#include "core/status.h"
 
 #define RUN_IN_CHILD(body)                                    \
     do {                                                      \

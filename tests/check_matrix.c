@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of runtime/matrix.c: the simt row accepts what it declares and
+ * This file contains the tests of core/matrix.c: the simt row accepts what it declares and
  * rejects the rest with a message naming the field, and the three printers.
  */
 #include <check.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "lib/check_main.h"
-#include "matrix.h"
+#include "core/matrix.h"
 #include "moejit.h"
-#include "spec.h"
+#include "core/spec.h"
 
 static moejit_spec *parse_ok(const char *text)
 {

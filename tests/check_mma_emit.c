@@ -14,14 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/mma_params.h"
-#include "emit_backends.h"
-#include "emit_test_util.h"
-#include "launch_backends.h"
+#include "templates/common/mma_params.h"
+#include "codegen/emit_backends.h"
+#include "lib/emit_test_util.h"
+#include "runtime/launch_backends.h"
 #include "lib/check_main.h"
-#include "nvrtc_compile.h"
-#include "spec.h"
-#include "status.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/spec.h"
+#include "core/status.h"
 
 #define BASE "backend=mma,quant=bf16,act=swiglu,routing=renormalize"
 

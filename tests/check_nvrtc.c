@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "lib/check_main.h"
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 static const char UTIL_H[] =
     "// mj/test_util.cuh: a header handed to NVRTC by name\n"

@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of codegen/program.c: reading kernel resources from ptxas'
+ * This file contains the tests of core/program.c: reading kernel resources from ptxas'
  * verbose report (logs captured from NVRTC 13.0 with --ptxas-options=--verbose) and
  * freeing a program.
  */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lib/check_main.h"
-#include "program.h"
+#include "core/program.h"
 
 /* sm_90a: no cmem, and k_add has no static shared memory so its "Used" line has no smem. */
 static const char LOG_SM90A[] =

@@ -1,8 +1,8 @@
 /*
  * This file contains the tests of the tests' own quantization code: the e4m3fn conversion
- * (tests/lib/halfconv.c), the e2m1 / e8m0 codes, nibble packing, each weight format's
+ * (core/halfconv.c), the e2m1 / e8m0 codes, nibble packing, each weight format's
  * quantizer and independent decoder, and the fp8 activation quantization and input snapping
- * (tests/lib/quant_ref.c, tests/lib/reference.c). The GPU suite builds every device tensor
+ * (tests/lib/quant_ref.c, reference/reference.c). The GPU suite builds every device tensor
  * with this code, so it is checked against values worked out by hand from the contract.
  */
 #include <check.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "lib/check_main.h"
-#include "lib/halfconv.h"
+#include "core/halfconv.h"
 #include "lib/quant_ref.h"
-#include "lib/reference.h"
+#include "reference/reference.h"
 
 /* ---- e4m3fn ---------------------------------------------------------------------------------------- */
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_main.h"
-#include "matrix.h"
+#include "lib/check_main.h"
+#include "core/matrix.h"
 
 static char *read_readme(void)
 {

@@ -1,6 +1,6 @@
 /*
- * This file contains the tests of the float64 CPU reference (tests/lib/reference.c) and of the
- * host half conversions (tests/lib/halfconv.c): every activation against values computed by
+ * This file contains the tests of the float64 CPU reference (reference/reference.c) and of the
+ * host half conversions (core/halfconv.c): every activation against values computed by
  * hand from the contract's formulas, every routing method (weights, ties, deepseek_v3's group
  * masking and selection-only bias, EP), tiny layers worked out by hand, the fp8 activation
  * replay, and the conversions' round-to-nearest-even and NaN behaviour. The GPU
@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "lib/check_main.h"
-#include "lib/halfconv.h"
-#include "lib/reference.h"
+#include "core/halfconv.h"
+#include "reference/reference.h"
 
 #define REL_EPS 1e-12
 

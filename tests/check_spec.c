@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of runtime/spec.c: defaults, the canonical form and its
+ * This file contains the tests of core/spec.c: defaults, the canonical form and its
  * idempotence, text and JSON readers agreeing, the validity rules and their messages, and
  * arch=native resolution (an error on a machine without a GPU).
  */
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "runtime/driver.h"
 #include "lib/check_main.h"
 #include "moejit.h"
-#include "spec.h"
-#include "status.h"
+#include "core/spec.h"
+#include "core/status.h"
 
 #define SWIGLU_DEFAULT "swiglu(alpha=0x1p+0,beta=0x0p+0,limit=0x1.fffffep+127)"
 #define TAIL_DEFAULT \

@@ -1,5 +1,5 @@
 /*
- * This file contains the tests of runtime/strbuf.c: the exact hex-float form (the basis of
+ * This file contains the tests of core/strbuf.c: the exact hex-float form (the basis of
  * every canonical text) and the buffer's growth.
  */
 #include <check.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "lib/check_main.h"
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 static void hex_is(float f, const char *expected)
 {

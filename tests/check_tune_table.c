@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check_main.h"
-#include "common/mma_params.h"
-#include "status.h"
-#include "tune_table.h"
+#include "lib/check_main.h"
+#include "templates/common/mma_params.h"
+#include "core/status.h"
+#include "runtime/tune_table.h"
 
 #define ENTRY(be, h, mt, path)                                                                            \
     "{\"backend\":\"" be "\",\"arch\":\"sm_90a\",\"hidden\":" #h ",\"inter\":768,\"experts\":128,\"topk\":8," \

@@ -19,15 +19,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/mma_params.h"
-#include "common/wgmma_params.h"
-#include "emit_backends.h"
-#include "emit_test_util.h"
-#include "launch_backends.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/wgmma_params.h"
+#include "codegen/emit_backends.h"
+#include "lib/emit_test_util.h"
+#include "runtime/launch_backends.h"
 #include "lib/check_main.h"
-#include "nvrtc_compile.h"
-#include "spec.h"
-#include "status.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/spec.h"
+#include "core/status.h"
 
 #define BASE "backend=wgmma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a"
 

@@ -2,15 +2,15 @@
  * This file contains the roofline floor of `moejit bench layer` and the count of the experts a
  * benchmark input set routes to (bench_floor.h says why the count comes from the inputs).
  */
-#include "bench_floor.h"
+#include "tools/bench_floor.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "reference.h"
-#include "spec.h"
+#include "reference/reference.h"
+#include "core/spec.h"
 
 double bench_uniform_experts(int E, int k, long long B)
 {

@@ -4,18 +4,18 @@
  * make random inputs on the device (gigabytes of weights never cross PCIe), and the
  * CUDA-graph replay timer.
  */
-#include "bench_layer_run.h"
+#include "tools/bench_layer_run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
-#include "emit_backends.h"
-#include "launch.h"
-#include "launch_backends.h"
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "runtime/context.h"
+#include "codegen/emit_backends.h"
+#include "runtime/launch.h"
+#include "runtime/launch_backends.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 /* ---- layers -------------------------------------------------------------------------------- */
 

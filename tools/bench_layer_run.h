@@ -13,12 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver.h"
-#include "gpu_harness.h"
-#include "gpu_telemetry.h"
-#include "loader.h"
-#include "program.h"
-#include "spec.h"
+#include "runtime/driver.h"
+#include "tools/gpu_harness.h"
+#include "tools/gpu_telemetry.h"
+#include "runtime/loader.h"
+#include "core/program.h"
+#include "core/spec.h"
 
 typedef struct bench_layer {
     moejit_spec *spec;

@@ -3,7 +3,7 @@
  * values, the cache handle, arch lists, and rewriting a spec's fields (--arch, manifest
  * shapes) before it is parsed.
  */
-#include "cli.h"
+#include "tools/cli.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 
 #include <cJSON.h>
 
-#include "spec.h"
-#include "strbuf.h"
+#include "core/spec.h"
+#include "core/strbuf.h"
 
 const char cli_default_spec[] =
     "backend=simt,quant=bf16,act=swiglu,routing=renormalize,hidden=2048,inter=768,"

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "cache.h"
+#include "cache/cache.h"
 #include "moejit.h"
 
 enum { MJ_EXIT_OK = 0, MJ_EXIT_FAIL = 1, MJ_EXIT_USAGE = 2 };

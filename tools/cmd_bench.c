@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_layer.h"
-#include "cli.h"
-#include "gpu_harness.h"
-#include "spec.h"
+#include "tools/bench_layer.h"
+#include "tools/cli.h"
+#include "tools/gpu_harness.h"
+#include "core/spec.h"
 
 extern char **environ;
 

@@ -23,15 +23,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench_floor.h"
-#include "bench_layer.h"
-#include "bench_layer_run.h"
-#include "cli.h"
-#include "halfconv.h"
-#include "launch_backends.h"
-#include "common/mma_params.h"
-#include "reference.h"
-#include "spec.h"
+#include "tools/bench_floor.h"
+#include "tools/bench_layer.h"
+#include "tools/bench_layer_run.h"
+#include "tools/cli.h"
+#include "core/halfconv.h"
+#include "runtime/launch_backends.h"
+#include "templates/common/mma_params.h"
+#include "reference/reference.h"
+#include "core/spec.h"
 
 typedef bench_model_shape model_shape;
 

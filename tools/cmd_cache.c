@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "plan.h"
-#include "spec.h"
+#include "tools/cli.h"
+#include "tools/plan.h"
+#include "core/spec.h"
 
 #define MAX_ARCHS 16
 

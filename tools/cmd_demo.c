@@ -3,7 +3,7 @@
  * (the Qwen3-30B-A3B expert shape, bf16, SwiGLU) it generates, compiles and loads the layer
  * and reports what a user needs to trust it — canonical spec, key, compile time, kernels
  * and their resources — and, with a GPU, runs T tokens against the float64 CPU reference
- * (tests/lib/reference.c, the same oracle the GPU suite uses) and times the layer.
+ * (reference/reference.c, the same oracle the GPU suite uses) and times the layer.
  */
 #include <getopt.h>
 #include <math.h>
@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "gpu_harness.h"
-#include "halfconv.h"
-#include "reference.h"
-#include "spec.h"
+#include "tools/cli.h"
+#include "tools/gpu_harness.h"
+#include "core/halfconv.h"
+#include "reference/reference.h"
+#include "core/spec.h"
 
 /* Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, SwiGLU, bf16 (perf-targets.md); shared
  * with `moejit bench jit` (cli.c). */

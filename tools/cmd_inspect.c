@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "inspect.h"
-#include "warm_pool.h"
+#include "tools/cli.h"
+#include "tools/inspect.h"
+#include "tools/warm_pool.h"
 
 static const char inspect_usage[] =
     "usage: moejit inspect SPEC|KEY [--source|--ptx|--sass|--log|--preimage] [options]\n"

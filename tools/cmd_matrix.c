@@ -1,14 +1,14 @@
 /*
  * This file contains `moejit matrix`: the support matrix printed from the backends' own
- * declarations (runtime/matrix.c). The README's table is this command's markdown output,
+ * declarations (core/matrix.c). The README's table is this command's markdown output,
  * and a test fails when the two drift.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "matrix.h"
+#include "tools/cli.h"
+#include "core/matrix.h"
 
 static const char matrix_usage[] =
     "usage: moejit matrix [--format text|markdown|json]\n"

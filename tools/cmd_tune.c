@@ -19,13 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench_layer.h"
-#include "bench_layer_run.h"
-#include "cli.h"
-#include "common/mma_params.h"
-#include "launch_backends.h"
-#include "spec.h"
-#include "tune_table.h"
+#include "tools/bench_layer.h"
+#include "tools/bench_layer_run.h"
+#include "tools/cli.h"
+#include "templates/common/mma_params.h"
+#include "runtime/launch_backends.h"
+#include "core/spec.h"
+#include "runtime/tune_table.h"
 
 #define MAX_SHAPES 16
 #define MAX_BATCHES 32

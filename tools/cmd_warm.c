@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "plan.h"
-#include "presets.h"
-#include "warm_pool.h"
+#include "tools/cli.h"
+#include "tools/plan.h"
+#include "tools/presets.h"
+#include "tools/warm_pool.h"
 
 #define MAX_ARCHS 16
 #define MAX_JOBS 256

@@ -4,7 +4,7 @@
  * devices, not NVML's), and a thread that samples the SM clock, the board power and the
  * clock-limit reasons every 10 ms while a timing runs.
  */
-#include "gpu_telemetry.h"
+#include "tools/gpu_telemetry.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

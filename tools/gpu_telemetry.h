@@ -21,7 +21,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "gpu_harness.h"
+#include "tools/gpu_harness.h"
 
 /* What a timing saw. samples == 0: no NVML. */
 typedef struct gpu_clocks {

@@ -5,10 +5,10 @@
 #ifndef MJ_CLI_INSPECT_H
 #define MJ_CLI_INSPECT_H
 
-#include "build_inputs.h"
-#include "cache.h"
+#include "codegen/build_inputs.h"
+#include "cache/cache.h"
 #include "moejit.h"
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 /* `inspect --why SPEC`: the spec's key and preimage against the nearest cache entries. */
 int inspect_why(const char *spec_text, int json);

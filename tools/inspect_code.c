@@ -9,7 +9,7 @@
  * in the Python wheels nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm; a toolkit without them
  * (such as the build machine's) gets a message that says so.
  */
-#include "inspect.h"
+#include "tools/inspect.h"
 
 #include <nvrtc.h>
 #include <errno.h>
@@ -22,8 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 extern char **environ;
 

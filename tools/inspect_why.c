@@ -6,13 +6,13 @@
  * lines in common. The nearest one is shown as a line diff, so the one field that changed
  * (an activation bit, a header's hash, the NVRTC build) is what the reader sees.
  */
-#include "inspect.h"
+#include "tools/inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 
 #define NEAREST_SHOWN 3
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 
 static const char usage_text[] =
     "usage: moejit <command> [options]\n"

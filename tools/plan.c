@@ -3,7 +3,7 @@
  * specs, deduplicating them by canonical text, checking support, and finding out which ones
  * the cache already holds.
  */
-#include "plan.h"
+#include "tools/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +11,10 @@
 
 #include <cJSON.h>
 
-#include "build_inputs.h"
-#include "cli.h"
-#include "presets.h"
-#include "strbuf.h"
+#include "codegen/build_inputs.h"
+#include "tools/cli.h"
+#include "tools/presets.h"
+#include "core/strbuf.h"
 
 #define MAX_ARCHS 16
 

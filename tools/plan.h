@@ -17,7 +17,7 @@
 #ifndef MJ_CLI_PLAN_H
 #define MJ_CLI_PLAN_H
 
-#include "cache.h"
+#include "cache/cache.h"
 #include "moejit.h"
 
 typedef enum cli_plan_state {

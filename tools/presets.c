@@ -8,12 +8,12 @@
  * run the grouped top-k themselves and hand the layer ids and weights, and that layer is one
  * the simt backend builds today.
  */
-#include "presets.h"
+#include "tools/presets.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 #define DSV3_ROUTING "routing=deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5"
 #define KIMI_ROUTING "routing=deepseek_v3,n_group=1,topk_group=1,routed_scaling=2.827"

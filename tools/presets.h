@@ -11,7 +11,7 @@
 #ifndef MJ_CLI_PRESETS_H
 #define MJ_CLI_PRESETS_H
 
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 #define CLI_PRESET_MAX_VARIANTS 8
 

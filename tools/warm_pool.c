@@ -3,7 +3,7 @@
  * result pipes, one compile per job through the cache's single-flight path, and the
  * failed/ folder that keeps what a failed compile was given and said.
  */
-#include "warm_pool.h"
+#include "tools/warm_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "build_inputs.h"
-#include "cache.h"
-#include "cli.h"
-#include "dirs.h"
-#include "nvrtc_compile.h"
-#include "status.h"
+#include "codegen/build_inputs.h"
+#include "cache/cache.h"
+#include "tools/cli.h"
+#include "cache/dirs.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
 
 /* Longest error message sent back per job: the first lines of a compile error are the
  * useful ones, and the whole log is in failed/<key>/log.txt. */

@@ -16,8 +16,8 @@
 #ifndef MJ_CLI_WARM_POOL_H
 #define MJ_CLI_WARM_POOL_H
 
-#include "build_inputs.h"
-#include "cache.h"
+#include "codegen/build_inputs.h"
+#include "cache/cache.h"
 #include "moejit.h"
 
 typedef struct warm_job {

@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "core/status.h"
 #include "suite.h"
 
 #define FUZZ_DEFAULT 200

@@ -16,11 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpu_harness.h"
+#include "tools/gpu_harness.h"
 #include "moejit.h"
-#include "quant_ref.h"
-#include "reference.h"
-#include "spec.h"
+#include "lib/quant_ref.h"
+#include "reference/reference.h"
+#include "core/spec.h"
 
 /* Bytes past the end of out that must stay poisoned (out-of-bounds writes). */
 #define GUARD_BYTES 4096

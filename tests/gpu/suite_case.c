@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "halfconv.h"
-#include "status.h"
+#include "core/halfconv.h"
+#include "core/status.h"
 #include "suite.h"
 
 /* ---- the contract's bars and the replay's ----------------------------------------------------- */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "halfconv.h"
-#include "status.h"
+#include "core/halfconv.h"
+#include "core/status.h"
 #include "suite.h"
 
 void device_free(const mj_gpu *g, device_case *d)

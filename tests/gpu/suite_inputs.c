@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "halfconv.h"
-#include "status.h"
+#include "core/halfconv.h"
+#include "core/status.h"
 #include "suite.h"
 
 const char *const part_names[PART_COUNT] = {"issue2", "issue5", "fuzz"};

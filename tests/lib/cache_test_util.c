@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "key.h"
-#include "nvrtc_compile.h"
-#include "spec.h"
+#include "core/key.h"
+#include "codegen/nvrtc_compile.h"
+#include "core/spec.h"
 
 /* Not Check's asserts: tests/lib is also linked into the GPU suite, which has no libcheck. A
  * failed helper aborts, which Check reports as an error of the running test. */

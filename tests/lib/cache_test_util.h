@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 typedef struct mj_test_cache {
     char root[256];      /* mkdtemp directory holding both */
@@ -54,7 +54,7 @@ void mj_test_age(const char *path, long age_s);
 
 /* ---- real compiles (emit + NVRTC worker), for the tests the issue wants on real cubins ---- */
 
-#include "emit.h"
+#include "codegen/emit.h"
 
 typedef struct mj_test_real_job {
     moejit_spec *spec;

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 extern char **environ;
 

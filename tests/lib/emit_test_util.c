@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-#include "common/mma_params.h"
-#include "common/wgmma_params.h"
+#include "templates/common/mma_params.h"
+#include "templates/common/wgmma_params.h"
 #include "fake_cuda.h"
 
 int mj_test_cubin_contains(const mj_program *p, const char *name)

@@ -8,7 +8,7 @@
 #ifndef MJ_TEST_EMIT_TEST_UTIL_H
 #define MJ_TEST_EMIT_TEST_UTIL_H
 
-#include "program.h"
+#include "core/program.h"
 
 /* Whether the cubin holds name as a NUL-terminated string (a symbol). */
 int mj_test_cubin_contains(const mj_program *p, const char *name);

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "halfconv.h"
-#include "status.h"
+#include "core/halfconv.h"
+#include "core/status.h"
 
 #define FP8_BLOCK 128 /* weight block edge of fp8_block (both N and K) */
 #define MX_BLOCK 32   /* elements per e8m0 scale of mxfp4 */

@@ -32,8 +32,8 @@
 #include <stdint.h>
 
 #include "moejit.h"
-#include "reference.h"
-#include "spec.h"
+#include "reference/reference.h"
+#include "core/spec.h"
 
 /* A weight format: the spec fields that decide the device tensors. */
 typedef struct mj_qref_format {

@@ -12,8 +12,9 @@
 
 #include <stddef.h>
 
-#include "emit.h"
-#include "strbuf.h"
+#include "moejit.h"
+#include "core/header.h"
+#include "core/strbuf.h"
 
 typedef struct mj_key_inputs {
     int generator_version;          /* MJ_GENERATOR_VERSION */

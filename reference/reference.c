@@ -6,7 +6,7 @@
  * replaying the kernel's 16-bit stores. It is written from the contract alone; it shares no
  * code with templates/, so a misreading there cannot be repeated here.
  */
-#include "reference.h"
+#include "reference/reference.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "halfconv.h"
-#include "status.h"
+#include "core/halfconv.h"
+#include "core/status.h"
 
 /* ---- activations ------------------------------------------------------------------------ */
 

@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "driver.h"
-#include "spec.h"
+#include "runtime/driver.h"
+#include "core/spec.h"
 
 typedef struct mj_gpu {
     const mj_driver *d;

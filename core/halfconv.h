@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spec.h"
+#include "core/spec.h"
 
 uint16_t mj_half_bf16_from_float(float f);
 float mj_half_bf16_to_float(uint16_t h);

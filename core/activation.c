@@ -7,7 +7,7 @@
  * 1.7f and its neighbour) must never share a compiled kernel, so equality, the hash and the
  * canonical text all look at the raw bits and never at float comparison.
  */
-#include "activation.h"
+#include "core/activation.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "status.h"
+#include "core/status.h"
 
 /* A parameter with a value by default, and one whose value may also be none. */
 #define PARAM(n, d, r) {.name = (n), .default_value = (d), .default_present = 1, .rule = (r)}

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "spec.h"
+#include "core/spec.h"
 
 #define MJ_BIT(x) (1u << (unsigned)(x))
 

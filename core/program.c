@@ -18,7 +18,7 @@
  * "N bytes smem" is left out when a kernel has no static shared memory (and "cmem" is left
  * out from sm_90 on), so a "Used" line without smem means 0 bytes, not unknown.
  */
-#include "program.h"
+#include "core/program.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -21,9 +21,9 @@
 
 #include <stdint.h>
 
-#include "activation.h"
+#include "core/activation.h"
 #include "moejit.h"
-#include "spec.h"
+#include "core/spec.h"
 
 /* Largest k the reference routes (the kernels allow 32), and largest E. */
 #define MJ_REF_MAX_TOPK 512

@@ -25,14 +25,14 @@
  * Header and source bytes enter through their digests and lengths, which keeps the stored
  * preimage small enough to keep beside every entry and to diff for `moejit inspect --why`.
  */
-#include "key.h"
+#include "core/key.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "status.h"
+#include "core/status.h"
 
 /* Bumped when the preimage grammar above changes, so old keys can never collide with new. */
 #define PREIMAGE_VERSION 1

@@ -6,7 +6,7 @@
  * top half of a binary32 (8-bit exponent, 7 stored mantissa bits); fp16 is binary16 (5-bit
  * exponent bias 15, 10 stored bits, subnormals down to 2^-24, largest finite 65504).
  */
-#include "halfconv.h"
+#include "core/halfconv.h"
 
 #include <math.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * Validity here means "a meaningful spec" (dtype matches quant, shapes are multiples of 8);
  * whether a backend can build it is the capability matrix's question (matrix.c).
  */
-#include "spec.h"
+#include "core/spec.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -24,9 +24,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "driver.h"
-#include "status.h"
-#include "strbuf.h"
+#include "core/status.h"
+#include "core/strbuf.h"
 
 const char *const mj_backend_names[MJ_BACKEND_COUNT] = {"simt", "mma", "wgmma"};
 const char *const mj_quant_names[MJ_QUANT_COUNT] = {"bf16",      "fp16",  "fp8_tensor",
@@ -338,30 +337,6 @@ static moejit_status check_shape(int v, const char *name)
     return MOEJIT_OK;
 }
 
-static moejit_status resolve_native(mj_arch *arch)
-{
-    int major = 0, minor = 0;
-    moejit_status st = mj_driver_device_cc(0, &major, &minor);
-    if (st == MOEJIT_OK) {
-        if (mj_arch_from_cc(major, minor, arch) == MOEJIT_OK) return MOEJIT_OK;
-        mj_buf b = MJ_BUF_INIT;
-        name_list(&b, mj_arch_names, MJ_ARCH_COUNT);
-        st = mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                     "arch: native device 0 has compute capability %d.%d, which moejit does not "
-                     "target; give one of %s",
-                     major, minor, b.data ? b.data : "");
-        mj_buf_free(&b);
-        return st;
-    }
-    char why[512];
-    snprintf(why, sizeof why, "%s", moejit_last_error());
-    mj_buf b = MJ_BUF_INIT;
-    name_list(&b, mj_arch_names, MJ_ARCH_COUNT);
-    st = mj_fail(st, "arch: native needs a CUDA device (%s); give one of %s", why, b.data ? b.data : "");
-    mj_buf_free(&b);
-    return st;
-}
-
 #define TRY(expr)                         \
     do {                                  \
         moejit_status st_ = (expr);       \
@@ -376,7 +351,7 @@ static moejit_status resolve_native(mj_arch *arch)
     } while (0)
 
 /* Interprets the collected fields into s (defaults, validity rules; no allocation). */
-static moejit_status build(const raw *fields, moejit_spec *s)
+static moejit_status build(const raw *fields, mj_native_arch_fn native, moejit_spec *s)
 {
     memset(s, 0, sizeof *s);
     s->backend = MJ_BACKEND_SIMT;
@@ -507,8 +482,15 @@ static moejit_status build(const raw *fields, moejit_spec *s)
         READ_ENUM(F_ARCH, mj_arch_names, MJ_ARCH_COUNT, s->arch);
     } else if (arch->set && !arch->s) {
         return type_error(arch, "arch", "a string (native or an arch name)");
+    } else if (!native) {
+        mj_buf b = MJ_BUF_INIT;
+        name_list(&b, mj_arch_names, MJ_ARCH_COUNT);
+        moejit_status st = mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "arch: native is not available here; give one of %s",
+                                   b.data ? b.data : "");
+        mj_buf_free(&b);
+        return st;
     } else {
-        TRY(resolve_native(&s->arch));
+        TRY(native(&s->arch));
     }
     return MOEJIT_OK;
 }
@@ -552,10 +534,10 @@ static uint64_t fnv1a_str(const char *s)
 }
 
 /* Builds the spec and caches its canonical text and hash. */
-static moejit_status finish(const raw *fields, moejit_spec **out)
+static moejit_status finish(const raw *fields, mj_native_arch_fn native, moejit_spec **out)
 {
     moejit_spec tmp;
-    TRY(build(fields, &tmp));
+    TRY(build(fields, native, &tmp));
     mj_buf b = MJ_BUF_INIT;
     mj_spec_format(&tmp, &b);
     tmp.canonical = mj_buf_take(&b);
@@ -572,7 +554,7 @@ static moejit_status finish(const raw *fields, moejit_spec **out)
 
 /* ---- readers ----------------------------------------------------------------------------- */
 
-moejit_status moejit_spec_parse(const char *text, moejit_spec **out)
+moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_spec **out)
 {
     if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: out is NULL");
     *out = NULL;
@@ -616,7 +598,7 @@ moejit_status moejit_spec_parse(const char *text, moejit_spec **out)
         if (p + i >= text + total) break;
         p += i + 1; /* past the comma; a trailing one leaves an empty field, reported above */
     }
-    return finish(fields, out);
+    return finish(fields, native, out);
 }
 
 static const char *json_type(const cJSON *v)
@@ -628,7 +610,7 @@ static const char *json_type(const cJSON *v)
     return "an unsupported JSON value";
 }
 
-moejit_status moejit_spec_from_json(const char *json, moejit_spec **out)
+moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moejit_spec **out)
 {
     if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: out is NULL");
     *out = NULL;
@@ -664,7 +646,7 @@ moejit_status moejit_spec_from_json(const char *json, moejit_spec **out)
         }
         st = put_field(fields, it->string, strlen(it->string), v);
     }
-    if (st == MOEJIT_OK) st = finish(fields, out);
+    if (st == MOEJIT_OK) st = finish(fields, native, out);
 done:
     cJSON_Delete(root);
     return st;

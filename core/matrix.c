@@ -6,12 +6,12 @@
  * Everything below the table is generic over the masks (the field table `cap_fields`), so a
  * later backend or format is one new row or one new bit, never new checking code.
  */
-#include "matrix.h"
+#include "core/matrix.h"
 
 #include <stddef.h>
 #include <string.h>
 
-#include "status.h"
+#include "core/status.h"
 
 #define ALL_ACTS                                                                                    \
     (MJ_BIT(MOEJIT_ACT_GELU) | MJ_BIT(MOEJIT_ACT_RELU) | MJ_BIT(MOEJIT_ACT_SILU) |                  \

@@ -1,7 +1,7 @@
 /*
  * This file contains the thread-local error message and the status names.
  */
-#include "status.h"
+#include "core/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>

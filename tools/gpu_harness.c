@@ -4,13 +4,13 @@
  * This file contains nothing but driver calls and their error checks: every CUresult is
  * turned into a status naming the call, since "exit code 0 proves nothing" on a GPU.
  */
-#include "gpu_harness.h"
+#include "tools/gpu_harness.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "halfconv.h"
-#include "status.h"
+#include "core/halfconv.h"
+#include "core/status.h"
 
 moejit_status mj_gpu_open(int ordinal, mj_gpu *g)
 {

@@ -1,7 +1,7 @@
 /*
  * This file contains the growable text buffer and the exact hex-float formatter.
  */
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "moejit.h"
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 #define MJ_ACT_MAX_PARAMS 3
 

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "activation.h"
+#include "core/activation.h"
 #include "moejit.h"
 
 typedef enum mj_backend { MJ_BACKEND_SIMT = 0, MJ_BACKEND_MMA, MJ_BACKEND_WGMMA, MJ_BACKEND_COUNT } mj_backend;
@@ -85,5 +85,13 @@ moejit_status mj_arch_from_cc(int major, int minor, mj_arch *out);
 void mj_spec_format(const moejit_spec *spec, mj_buf *b);
 /* Deep copy (for the registry, which outlives the caller's spec). */
 moejit_status mj_spec_clone(const moejit_spec *spec, moejit_spec **out);
+
+/* Resolves arch=native to the current device's arch. The parser calls it last, after every
+ * other field is checked, so that a machine without a GPU reports the spec's own mistakes
+ * first. Asking the driver is the runtime's business: the public parsers pass its resolver,
+ * and NULL refuses arch=native. */
+typedef moejit_status (*mj_native_arch_fn)(mj_arch *out);
+moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_spec **out);
+moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moejit_spec **out);
 
 #endif
