@@ -87,7 +87,7 @@ CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(CHECK_SRCS))
 ASAN_CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(CHECK_SRCS))
 GPU_BIN := $(BUILD)/tests/gpu_suite
 
-.PHONY: all test test-cpu test-asan test-gpu run bundle clean deps readme-example readme-matrix
+.PHONY: all test test-cpu test-asan test-gpu run bundle clean deps readme-example readme-matrix sass-digest
 all: $(DEPS_STAMP) $(LIB_A) $(LIB_SO) $(BUILD)/lib/libmoejit.so $(CLI) $(WORKER)
 deps: $(DEPS_STAMP)
 
@@ -210,6 +210,17 @@ test-gpu: all $(GPU_BIN)
 
 run: all
 	$(CLI) demo
+
+# One line per spec of tests/sass_specs.txt: a digest of its SASS and the spec. A change meant
+# to keep the machine code (a refactor of templates, of code generation or of the build) shows
+# the same lines before and after: `make sass-digest > a`, change, `make sass-digest > b`,
+# `diff a b`. Compiles into its own cache directory, so nothing stale is compared.
+sass-digest: all $(NVDISASM)
+	@rm -rf $(BUILD)/sass-cache
+	@grep -v '^#' tests/sass_specs.txt | grep . | while IFS= read -r spec; do \
+	  h=$$(MOEJIT_NVDISASM=$(abspath $(NVDISASM)) $(CLI) inspect "$$spec" --sass --cache-dir $(BUILD)/sass-cache \
+	       | sha256sum | cut -c1-16) && echo "$$h $$spec" || exit 1; \
+	done
 
 # Libraries the GPU host lacks (no cJSON there), copied beside libmoejit.
 bundle: all $(GPU_BIN)

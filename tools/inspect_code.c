@@ -113,10 +113,16 @@ static int on_path(const char *name, char *out, size_t cap)
     return found;
 }
 
-/* Where `tool` is: $CUDA_HOME/bin, PATH, /usr/local/cuda/bin, then the pip wheels
- * (nvidia/<package>/bin/ for CUDA 12, nvidia/cu13/bin/ for CUDA 13). */
-static int find_one(const char *tool, const char *wheel_dir, char *out, size_t cap)
+/* Where `tool` is: its variable (MOEJIT_NVDISASM, MOEJIT_CUOBJDUMP), $CUDA_HOME/bin, PATH,
+ * /usr/local/cuda/bin, then the pip wheels (nvidia/<package>/bin/ for CUDA 12,
+ * nvidia/cu13/bin/ for CUDA 13). */
+static int find_one(const char *tool, const char *env, const char *wheel_dir, char *out, size_t cap)
 {
+    const char *given = getenv(env);
+    if (given && *given) {
+        snprintf(out, cap, "%s", given);
+        if (executable(out)) return 1;
+    }
     const char *cuda = getenv("CUDA_HOME");
     const char *venv = getenv("VIRTUAL_ENV");
     const char *home = getenv("HOME");
@@ -153,8 +159,8 @@ static int same_dir(const char *a, const char *b)
 static int find_tool(char *out, size_t cap, int *is_nvdisasm)
 {
     char nv[4096], cu[4096];
-    int have_nv = find_one("nvdisasm", "cuda_nvdisasm", nv, sizeof nv);
-    int have_cu = find_one("cuobjdump", "cuda_cuobjdump", cu, sizeof cu);
+    int have_nv = find_one("nvdisasm", "MOEJIT_NVDISASM", "cuda_nvdisasm", nv, sizeof nv);
+    int have_cu = find_one("cuobjdump", "MOEJIT_CUOBJDUMP", "cuda_cuobjdump", cu, sizeof cu);
     if (have_cu && have_nv && same_dir(cu, nv)) {
         snprintf(out, cap, "%s", cu);
         *is_nvdisasm = 0;
@@ -207,9 +213,10 @@ moejit_status inspect_sass(const void *cubin, size_t len, mj_buf *sass, const ch
     int nvdisasm = 0;
     if (!find_tool(path, sizeof path, &nvdisasm))
         return mj_fail(MOEJIT_ERR_IO,
-                       "inspect --sass: no nvdisasm found (cuobjdump needs it too; looked in $CUDA_HOME/bin, "
-                       "PATH, /usr/local/cuda/bin and the pip wheel nvidia-cuda-nvdisasm); install the "
-                       "toolkit's nvdisasm, or use --ptx");
+                       "inspect --sass: no nvdisasm found (cuobjdump needs it too; looked at $MOEJIT_NVDISASM, "
+                       "in $CUDA_HOME/bin, PATH, /usr/local/cuda/bin and the pip wheel nvidia-cuda-nvdisasm); "
+                       "install one with `python3 -m pip install nvidia-cuda-nvdisasm` or the toolkit's "
+                       "nvdisasm, or set MOEJIT_NVDISASM to its path; --ptx needs no disassembler");
     *tool = path;
     const char *tmp = getenv("TMPDIR");
     char file[4096];
