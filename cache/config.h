@@ -1,7 +1,7 @@
 /*
- * config.h — the cache's settings as one table (ccache's model): each setting has a key, an
- * environment variable, a type, a default and the reason it exists. The table is the source of
- * truth for the resolver and for `moejit cache config` style listings.
+ * config.h — the cache's settings: its seven rows of the one settings table (core/settings.h,
+ * which holds each setting's key, environment variable, type, default and reason, and the
+ * resolver), gathered into the configuration the cache runs with.
  *
  * Resolution order per setting: moejit_options field (where there is one), else the
  * environment variable (an empty variable counts as unset), else the default. A bad value is
@@ -13,45 +13,35 @@
 #include <stdint.h>
 
 #include "moejit.h"
+#include "core/settings.h"
 #include "core/strbuf.h"
 
 typedef enum mj_cache_mode {
-    MJ_CACHE_READ_WRITE = 0,
-    MJ_CACHE_READ_ONLY,   /* never writes; a miss compiles in memory */
-    MJ_CACHE_OFFLINE,     /* a miss is MOEJIT_ERR_CACHE_MISS naming the spec */
-    MJ_CACHE_OFF          /* no disk at all */
+    MJ_CACHE_READ_WRITE = MJ_CACHE_MODE_READ_WRITE,
+    MJ_CACHE_READ_ONLY = MJ_CACHE_MODE_READ_ONLY, /* never writes; a miss compiles in memory */
+    MJ_CACHE_OFFLINE = MJ_CACHE_MODE_OFFLINE,     /* a miss is MOEJIT_ERR_CACHE_MISS naming the spec */
+    MJ_CACHE_OFF = MJ_CACHE_MODE_OFF              /* no disk at all */
 } mj_cache_mode;
 
-#define MJ_CACHE_PATH_MAX 4096
+#define MJ_CACHE_PATH_MAX MJ_SETTINGS_PATH_MAX
 
-/* Row numbers of the table; the order is the listing order. */
+/* Row numbers of the cache's rows of the settings table (core/settings.h); the order is the
+ * listing order. */
 typedef enum mj_cache_setting {
-    MJ_SET_DIR = 0,
-    MJ_SET_MODE,
-    MJ_SET_MAX_BYTES,
-    MJ_SET_MAX_AGE,
-    MJ_SET_LOCK_DIR,
-    MJ_SET_LOCK_TIMEOUT,
-    MJ_SET_SHARED,
-    MJ_SET_COUNT
+    MJ_SET_DIR = MJ_SETTING_CACHE_DIR,
+    MJ_SET_MODE = MJ_SETTING_CACHE_MODE,
+    MJ_SET_MAX_BYTES = MJ_SETTING_CACHE_MAX_BYTES,
+    MJ_SET_MAX_AGE = MJ_SETTING_CACHE_MAX_AGE,
+    MJ_SET_LOCK_DIR = MJ_SETTING_LOCK_DIR,
+    MJ_SET_LOCK_TIMEOUT = MJ_SETTING_LOCK_TIMEOUT,
+    MJ_SET_SHARED = MJ_SETTING_CACHE_SHARED,
+    MJ_SET_COUNT = MJ_SETTING_CACHE_COUNT
 } mj_cache_setting;
 
-typedef struct mj_cache_setting_info {
-    const char *key;          /* "cache_dir" */
-    const char *env;          /* "MOEJIT_CACHE_DIR" */
-    const char *type;         /* "path", "mode", "size", "seconds", "bool" */
-    const char *default_text; /* the default as a user reads it */
-    const char *allowed;      /* the allowed values, quoted in error messages */
-    const char *why;          /* one sentence */
-} mj_cache_setting_info;
-
-extern const mj_cache_setting_info mj_cache_settings[MJ_SET_COUNT];
-
-typedef enum mj_cache_origin {
-    MJ_ORIGIN_DEFAULT = 0,
-    MJ_ORIGIN_ENV,
-    MJ_ORIGIN_OPTION /* moejit_options or an explicit API value */
-} mj_cache_origin;
+typedef mj_setting_info mj_cache_setting_info;
+typedef mj_setting_origin mj_cache_origin;
+/* The cache's rows are the first MJ_SET_COUNT of the one table. */
+#define mj_cache_settings mj_settings_table
 
 typedef struct mj_cache_config {
     char dir[MJ_CACHE_PATH_MAX];
@@ -64,11 +54,15 @@ typedef struct mj_cache_config {
     mj_cache_origin origin[MJ_SET_COUNT];
 } mj_cache_config;
 
-#define MJ_CACHE_DEFAULT_MAX_BYTES (4LL << 30)
-#define MJ_CACHE_DEFAULT_LOCK_TIMEOUT_S 120.0
+#define MJ_CACHE_DEFAULT_MAX_BYTES MJ_SETTINGS_DEFAULT_MAX_BYTES
+#define MJ_CACHE_DEFAULT_LOCK_TIMEOUT_S MJ_SETTINGS_DEFAULT_LOCK_TIMEOUT_S
 
-/* Resolves every setting; opts may be NULL. */
+/* Resolves the cache's settings alone (a bad value of another setting does not stop the
+ * cache); opts and cli (core/settings.h) may be NULL. */
 moejit_status mj_cache_config_resolve(const moejit_options *opts, mj_cache_config *out);
+moejit_status mj_cache_config_resolve_cli(const moejit_options *opts, const char *const *cli, mj_cache_config *out);
+/* The cache's part of settings resolved already (by a context). */
+void mj_cache_config_from_settings(const mj_settings *s, mj_cache_config *out);
 /* Appends the resolved value of one setting as text (what a listing prints). */
 void mj_cache_config_format(const mj_cache_config *cfg, mj_cache_setting s, mj_buf *out);
 const char *mj_cache_origin_name(mj_cache_origin o);
