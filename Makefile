@@ -28,6 +28,14 @@ DEB_PACKAGES := check libcjson-dev pkg-config libssl-dev
 PKGS := check libcjson libcrypto
 
 BUILD := build
+
+# ---- install locations (make install PREFIX=... DESTDIR=...) -----------------------------
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 $(DEPS_STAMP):
@@ -77,9 +85,11 @@ obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 LIB_OBJS := $(call obj,$(BUILD),$(LIB_SRCS)) $(BUILD)/obj/gen/templates_embedded.o
 ASAN_OBJS := $(call obj,$(BUILD)/asan,$(LIB_SRCS)) $(BUILD)/asan/obj/gen/templates_embedded.o
 
+VERSION := $(shell sed -n 's/^\#define MOEJIT_VERSION_STRING "\(.*\)"/\1/p' include/moejit.h)
 SONAME := libmoejit.so.0
+REALNAME := libmoejit.so.$(VERSION)
 LIB_A := $(BUILD)/lib/libmoejit.a
-LIB_SO := $(BUILD)/lib/$(SONAME)
+LIB_SO := $(BUILD)/lib/$(REALNAME)
 ASAN_LIB_A := $(BUILD)/asan/lib/libmoejit.a
 CLI := $(BUILD)/bin/moejit
 WORKER := $(BUILD)/libexec/moejit-compile-worker
@@ -87,8 +97,8 @@ CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(CHECK_SRCS))
 ASAN_CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(CHECK_SRCS))
 GPU_BIN := $(BUILD)/tests/gpu_suite
 
-.PHONY: all test test-cpu test-asan test-gpu run bundle clean deps readme-example readme-matrix sass-digest
-all: $(DEPS_STAMP) $(LIB_A) $(LIB_SO) $(BUILD)/lib/libmoejit.so $(CLI) $(WORKER)
+.PHONY: all test test-cpu test-asan test-gpu run install bundle clean deps readme-example readme-matrix sass-digest install-check FORCE
+all: $(DEPS_STAMP) $(LIB_A) $(LIB_SO) $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libmoejit.so $(CLI) $(WORKER)
 deps: $(DEPS_STAMP)
 
 # ---- embedded templates ----------------------------------------------------------------------
@@ -122,11 +132,27 @@ $(LIB_A): $(LIB_OBJS)
 $(ASAN_LIB_A): $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+# The shared library names the toolkit's directory only where the dynamic linker cannot find
+# NVRTC by itself (a toolkit installed without an ld.so.conf entry).
+SO_RPATH := $(if $(shell /sbin/ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.' && echo found),,-Wl,-rpath,$(CUDA_LIB))
 $(LIB_SO): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(CUDA_LIB) -o $@ $^ $(LDLIBS)
-$(BUILD)/lib/libmoejit.so: $(LIB_SO)
+	$(CC) -shared -Wl,-soname,$(SONAME) $(SO_RPATH) -o $@ $^ $(LDLIBS)
+$(BUILD)/lib/$(SONAME): $(LIB_SO)
+	ln -sf $(REALNAME) $@
+$(BUILD)/lib/libmoejit.so: $(BUILD)/lib/$(SONAME)
 	ln -sf $(SONAME) $@
+
+# The library looks for its compile worker in LIBEXECDIR after the places beside itself; the
+# object is rebuilt when LIBEXECDIR changes (the stamp's content is the directory).
+INSTALL_DIR_STAMP := $(BUILD)/gen/libexecdir
+$(INSTALL_DIR_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LIBEXECDIR)' | cmp -s - $@ || echo '$(LIBEXECDIR)' > $@
+$(BUILD)/obj/codegen/nvrtc_compile.o $(BUILD)/asan/obj/codegen/nvrtc_compile.o: $(INSTALL_DIR_STAMP)
+$(BUILD)/obj/codegen/nvrtc_compile.o $(BUILD)/asan/obj/codegen/nvrtc_compile.o: \
+  CPPFLAGS += -DMJ_WORKER_INSTALL_DIR='"$(LIBEXECDIR)"'
+FORCE:
 
 # ---- programs ------------------------------------------------------------------------------
 $(CLI): $(call obj,$(BUILD),$(TOOL_SRCS)) $(LIB_A)
@@ -177,7 +203,7 @@ TEST_ENV := MOEJIT_NVDISASM=$(abspath $(NVDISASM)) MOEJIT_CUOBJDUMP=$(abspath $(
 
 test: test-cpu test-asan
 
-test-cpu: all $(CHECK_BINS) $(README_EXAMPLE) $(NVDISASM)
+test-cpu: all $(CHECK_BINS) $(README_EXAMPLE) $(NVDISASM) install-check
 	@set -e; pass=0; fail=0; \
 	for t in $(CHECK_BINS); do \
 	  echo "== $$t"; \
@@ -210,6 +236,54 @@ test-gpu: all $(GPU_BIN)
 
 run: all
 	$(CLI) demo
+
+# ---- install -------------------------------------------------------------------------------
+# install-check: `make install` into a prefix under build/ from a build of its own, then
+# examples/forward.c built against it the way a user would (pkg-config, shared and static)
+# and run with no environment at all: the installed library must find its worker by itself.
+INSTALL_CHECK := $(BUILD)/install-check
+INSTALL_PREFIX := $(abspath $(INSTALL_CHECK))/prefix
+INSTALL_PC = env PKG_CONFIG_PATH=$(INSTALL_PREFIX)/lib/pkgconfig pkg-config
+EXAMPLE_CUDART := -isystem $(CUDA_HOME)/include -L$(CUDA_LIB) -lcudart_static -lrt -ldl -lpthread -lm
+install-check: $(DEPS_STAMP)
+	@mkdir -p $(INSTALL_CHECK)
+	@$(MAKE) --no-print-directory BUILD=$(INSTALL_CHECK)/build PREFIX=$(INSTALL_PREFIX) install \
+	  >$(INSTALL_CHECK)/install.log 2>&1 || { cat $(INSTALL_CHECK)/install.log; exit 1; }
+	@mkdir -p $(INSTALL_CHECK)/examples
+	$(CC) -std=c11 $(WARN) -o $(INSTALL_CHECK)/examples/forward examples/forward.c \
+	  $$($(INSTALL_PC) --cflags --libs moejit) -Wl,-rpath,$(INSTALL_PREFIX)/lib $(EXAMPLE_CUDART)
+	$(CC) -std=c11 $(WARN) -o $(INSTALL_CHECK)/examples/forward-static examples/forward.c \
+	  $$($(INSTALL_PC) --cflags moejit) $(INSTALL_PREFIX)/lib/libmoejit.a \
+	  $$($(INSTALL_PC) --static --libs moejit | sed 's/-lmoejit//') $(EXAMPLE_CUDART)
+	env -i $(INSTALL_CHECK)/examples/forward
+	env -i MOEJIT_CACHE_MODE=off $(INSTALL_CHECK)/examples/forward-static
+	@# Without its worker the static program fails, naming the installed location among those tried.
+	@mv $(INSTALL_PREFIX)/libexec/moejit-compile-worker $(INSTALL_CHECK)/worker.moved
+	@! env -i MOEJIT_CACHE_MODE=off $(INSTALL_CHECK)/examples/forward-static 2>$(INSTALL_CHECK)/noworker.err
+	@mv $(INSTALL_CHECK)/worker.moved $(INSTALL_PREFIX)/libexec/moejit-compile-worker
+	@grep -q 'tried .*$(INSTALL_PREFIX)/libexec/moejit-compile-worker' $(INSTALL_CHECK)/noworker.err \
+	  || { cat $(INSTALL_CHECK)/noworker.err; echo "error: the missing-worker message does not name the installed path"; exit 1; }
+	@cat $(INSTALL_CHECK)/noworker.err
+	@echo "install-check: the installed library, shared and static, compiles a layer with no environment"
+$(BUILD)/moejit.pc: Makefile include/moejit.h
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	  'Name: moejit' 'Description: JIT-compiled, cached fused Mixture-of-Experts GPU kernels' \
+	  'Version: $(VERSION)' 'Requires.private: libcjson libcrypto' \
+	  'Libs: -L$${libdir} -lmoejit' 'Libs.private: -L$(CUDA_LIB) -lnvrtc -ldl -lpthread -lm' \
+	  'Cflags: -I$${includedir}' > $@
+
+install: all $(BUILD)/moejit.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 0644 include/moejit.h $(DESTDIR)$(INCLUDEDIR)/moejit.h
+	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libmoejit.a
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/$(REALNAME)
+	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmoejit.so
+	install -m 0755 $(WORKER) $(DESTDIR)$(LIBEXECDIR)/moejit-compile-worker
+	install -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/moejit
+	install -m 0644 $(BUILD)/moejit.pc $(DESTDIR)$(PKGCONFIGDIR)/moejit.pc
 
 # One line per spec of tests/sass_specs.txt: a digest of its SASS and the spec. A change meant
 # to keep the machine code (a refactor of templates, of code generation or of the build) shows

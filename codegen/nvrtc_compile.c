@@ -93,26 +93,34 @@ static const char *not_executable(const char *path)
     return NULL;
 }
 
-/* "<parent of file's directory>/libexec/moejit-compile-worker" (file's "../libexec"), with
- * symlinks resolved first, or NULL. */
-static char *beside(const char *file)
+/* The worker's installed path, compiled in by the build (make install's LIBEXECDIR). */
+#ifndef MJ_WORKER_INSTALL_DIR
+#define MJ_WORKER_INSTALL_DIR "/usr/local/libexec"
+#endif
+
+/* Appends to places the worker paths relative to `file` (symlinks resolved first): its
+ * directory's ../libexec (a build tree or an installed prefix, wherever it was moved) and its
+ * own directory (a Python wheel keeps the worker beside the shared library). */
+static void beside(const char *file, char **places, int *n, int cap)
 {
     char *real = realpath(file, NULL);
-    if (!real) return NULL;
-    for (int up = 0; up < 2; up++) {
-        char *slash = strrchr(real, '/');
-        if (slash) *slash = '\0';
-    }
+    if (!real) return;
+    char *slash = strrchr(real, '/');
+    if (slash) *slash = '\0';
     mj_buf b = MJ_BUF_INIT;
-    mj_buf_printf(&b, "%s/libexec/" WORKER_NAME, real);
+    mj_buf_printf(&b, "%s/../libexec/" WORKER_NAME, real);
+    if (*n < cap) places[(*n)++] = mj_buf_take(&b);
+    mj_buf_printf(&b, "%s/" WORKER_NAME, real);
+    if (*n < cap) places[(*n)++] = mj_buf_take(&b);
+    mj_buf_free(&b);
     free(real);
-    return mj_buf_take(&b);
 }
 
 /* $MOEJIT_COMPILE_WORKER when set (no fallback: a wrong explicit setting is an error, not
- * something to paper over), else ../libexec beside the object holding this code (the
- * shared library, or the executable it is linked into), else beside /proc/self/exe (glibc
- * names the main program by argv[0], which may be relative to another directory). */
+ * something to paper over); else, first found: beside the object holding this code (the
+ * shared library, or the executable it is linked into), beside /proc/self/exe (glibc names the
+ * main program by argv[0], which may be relative to another directory), then the install
+ * location compiled in. The error names every place tried. */
 static moejit_status find_worker(char **out)
 {
     const char *env = getenv("MOEJIT_COMPILE_WORKER");
@@ -121,33 +129,40 @@ static moejit_status find_worker(char **out)
         if (!why && (*out = strdup(env))) return MOEJIT_OK;
         return mj_fail(MOEJIT_ERR_IO,
                        "compile worker: MOEJIT_COMPILE_WORKER=%s is not an executable file "
-                       "(%s); set it to build/libexec/" WORKER_NAME " or unset it to use the "
-                       "one beside the library", env, why ? why : "out of memory");
+                       "(%s); set it to the path of " WORKER_NAME " or unset it to use the "
+                       "one beside the library or installed in " MJ_WORKER_INSTALL_DIR,
+                       env, why ? why : "out of memory");
     }
-    char *tried[2] = {NULL, NULL};
+    enum { CAP = 5 };
+    char *places[CAP] = {0};
+    int n = 0;
     Dl_info info;
     union { moejit_status (*fn)(const mj_compile_request *, mj_program *); void *p; } self;
     self.fn = mj_nvrtc_compile;
-    if (dladdr(self.p, &info) && info.dli_fname) tried[0] = beside(info.dli_fname);
-    tried[1] = beside("/proc/self/exe");
-    if (tried[0] && tried[1] && strcmp(tried[0], tried[1]) == 0) {
-        free(tried[1]);
-        tried[1] = NULL;
-    }
-    for (int i = 0; i < 2; i++) {
-        if (tried[i] && !not_executable(tried[i])) {
-            *out = tried[i];
-            free(tried[1 - i]);
-            return MOEJIT_OK;
+    if (dladdr(self.p, &info) && info.dli_fname) beside(info.dli_fname, places, &n, CAP);
+    beside("/proc/self/exe", places, &n, CAP);
+    places[n++] = strdup(MJ_WORKER_INSTALL_DIR "/" WORKER_NAME);
+    moejit_status st = MOEJIT_OK;
+    *out = NULL;
+    for (int i = 0; i < n && !*out; i++)
+        if (places[i] && !not_executable(places[i])) {
+            *out = places[i];
+            places[i] = NULL;
         }
+    if (!*out) {
+        mj_buf tried = MJ_BUF_INIT;
+        for (int i = 0; i < n; i++) {
+            int dup = 0;
+            for (int j = 0; j < i && places[i]; j++) dup |= places[j] && strcmp(places[i], places[j]) == 0;
+            if (places[i] && !dup) mj_buf_printf(&tried, "%s%s", tried.len ? ", " : "", places[i]);
+        }
+        st = mj_fail(MOEJIT_ERR_IO,
+                     "compile worker: no executable " WORKER_NAME "; tried %s; set "
+                     "MOEJIT_COMPILE_WORKER to its path",
+                     tried.data ? tried.data : "(nothing)");
+        mj_buf_free(&tried);
     }
-    moejit_status st = mj_fail(MOEJIT_ERR_IO,
-                               "compile worker: no executable " WORKER_NAME "; tried %s%s%s; "
-                               "MOEJIT_COMPILE_WORKER is unset (set it to the worker's path)",
-                               tried[0] ? tried[0] : "(no path for this library)",
-                               tried[1] ? " and " : "", tried[1] ? tried[1] : "");
-    free(tried[0]);
-    free(tried[1]);
+    for (int i = 0; i < n; i++) free(places[i]);
     return st;
 }
 
