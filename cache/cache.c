@@ -83,6 +83,14 @@ moejit_status mj_cache_open(const moejit_options *opts, mj_cache **out)
     return st != MOEJIT_OK ? st : mj_cache_open_config(&cfg, out);
 }
 
+moejit_status mj_cache_open_settings(const mj_settings *s, mj_cache **out)
+{
+    mj_sha256_prewarm();
+    mj_cache_config cfg;
+    mj_cache_config_from_settings(s, &cfg);
+    return mj_cache_open_config(&cfg, out);
+}
+
 void mj_cache_flush_stats(mj_cache *c)
 {
     if (!c->usable || c->cfg.mode == MJ_CACHE_READ_ONLY) return;

@@ -30,6 +30,8 @@ typedef struct mj_cache mj_cache;
 moejit_status mj_cache_open(const moejit_options *opts, mj_cache **out);
 /* The same with an explicit configuration (tests, the CLI's --cache-dir etc.). */
 moejit_status mj_cache_open_config(const mj_cache_config *cfg, mj_cache **out);
+/* The same with settings resolved already (a context's). */
+moejit_status mj_cache_open_settings(const mj_settings *s, mj_cache **out);
 void mj_cache_close(mj_cache *cache);
 const mj_cache_config *mj_cache_get_config(const mj_cache *cache);
 

@@ -11,7 +11,6 @@
  */
 #include "runtime/context.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +20,6 @@
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
 
-/* Used when neither the options nor $MOEJIT_COMPILE_TIMEOUT set a compile timeout. */
-#define k_default_compile_timeout_s 300.0
 /* Initial bucket count; the table doubles when entries outnumber buckets. */
 #define k_initial_buckets 64
 
@@ -40,31 +37,6 @@ struct mj_registry_entry {
 };
 
 /* ---- options ------------------------------------------------------------------------ */
-
-static moejit_status resolve_timeout(double from_options, double *out)
-{
-    if (from_options != 0) {
-        if (!isfinite(from_options) || from_options < 0)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                           "options.compile_timeout_s: must be a positive number of seconds, or 0 "
-                           "for $MOEJIT_COMPILE_TIMEOUT / the default 300; got %g", from_options);
-        *out = from_options;
-        return MOEJIT_OK;
-    }
-    const char *env = getenv("MOEJIT_COMPILE_TIMEOUT");
-    if (!env || !*env) {
-        *out = k_default_compile_timeout_s;
-        return MOEJIT_OK;
-    }
-    char *end = NULL;
-    double v = strtod(env, &end);
-    if (end == env || *end != '\0' || !isfinite(v) || v <= 0)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "MOEJIT_COMPILE_TIMEOUT: must be a positive number of seconds (e.g. 300); "
-                       "got \"%s\"", env);
-    *out = v;
-    return MOEJIT_OK;
-}
 
 static moejit_status copy_string(const char *s, char **out)
 {
@@ -89,13 +61,14 @@ moejit_status moejit_context_create(const moejit_options *opts, moejit_context *
     if (st == MOEJIT_OK) st = copy_string(ctx->opts.cache_mode, &ctx->cache_mode);
     ctx->opts.cache_dir = ctx->cache_dir;
     ctx->opts.cache_mode = ctx->cache_mode;
-    if (st == MOEJIT_OK) st = resolve_timeout(ctx->opts.compile_timeout_s, &ctx->compile_timeout_s);
+    if (st == MOEJIT_OK) st = mj_settings_resolve(&ctx->opts, NULL, &ctx->settings);
+    ctx->compile_timeout_s = ctx->settings.compile_timeout_s;
     if (st == MOEJIT_OK) {
         ctx->n_buckets = k_initial_buckets;
         ctx->buckets = calloc(ctx->n_buckets, sizeof *ctx->buckets);
         if (!ctx->buckets) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
     }
-    if (st == MOEJIT_OK) st = mj_cache_open(&ctx->opts, &ctx->cache);
+    if (st == MOEJIT_OK) st = mj_cache_open_settings(&ctx->settings, &ctx->cache);
     if (st == MOEJIT_OK) st = mj_build_inputs_prewarm();
     if (st != MOEJIT_OK) {
         free(ctx->buckets);
@@ -331,6 +304,7 @@ static moejit_status build_kernel(moejit_context *ctx, const moejit_spec *spec, 
                      "allowed: 1..%d", spec->canonical, k->program.n_kernels, MJ_MAX_KERNELS);
     if (st == MOEJIT_OK) {
         memcpy(k->key, in.key.hex, sizeof k->key);
+        k->knobs = (mj_launch_knobs){ctx->settings.decode, ctx->settings.pdl};
         atomic_fetch_add(&ctx->build_count, 1);
         st = load_kernel(ctx, k);
     }
@@ -409,6 +383,12 @@ moejit_status moejit_kernel_get(moejit_context *ctx, const moejit_spec *spec, mo
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }
+
+/* ---- settings ---------------------------------------------------------------------------- */
+
+const mj_settings *mj_context_settings(const moejit_context *ctx) { return &ctx->settings; }
+
+int mj_context_allow_unvalidated(const moejit_context *ctx) { return ctx->settings.allow_unvalidated; }
 
 /* ---- counters for tests ---------------------------------------------------------------- */
 

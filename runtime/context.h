@@ -15,9 +15,11 @@
 
 #include "cache/cache.h"
 #include "runtime/driver.h"
+#include "runtime/launch.h"
 #include "runtime/loader.h"
 #include "moejit.h"
 #include "core/program.h"
+#include "core/settings.h"
 #include "core/spec.h"
 
 struct moejit_kernel {
@@ -29,6 +31,7 @@ struct moejit_kernel {
     const mj_driver *driver;       /* set when loaded */
     moejit_status unloaded_status; /* why not loaded (NO_DRIVER / NO_DEVICE) */
     char *unloaded_message;        /* owned; the message forward re-raises */
+    mj_launch_knobs knobs;         /* its context's decode mode and PDL */
 };
 
 typedef struct mj_registry_entry mj_registry_entry;
@@ -37,7 +40,8 @@ struct moejit_context {
     char *cache_dir;               /* owned copies of the caller's option strings */
     char *cache_mode;
     moejit_options opts;           /* the caller's options, strings pointing at the copies */
-    double compile_timeout_s;      /* resolved: options, $MOEJIT_COMPILE_TIMEOUT, 300 */
+    mj_settings settings;          /* every setting, resolved once at creation */
+    double compile_timeout_s;      /* settings.compile_timeout_s */
     mj_cache *cache;
 
     pthread_mutex_t lock;          /* guards everything below */
@@ -49,6 +53,17 @@ struct moejit_context {
     atomic_long compile_count;     /* builds this context ran (NVRTC compiles) */
     atomic_long build_count;       /* kernels produced (compiled or from the disk cache) */
 };
+
+/* The context's resolved settings (core/settings.h), with their origins. */
+const mj_settings *mj_context_settings(const moejit_context *ctx);
+/* Whether the context may run kernel tuples built but not yet validated on hardware
+ * ($MOEJIT_ALLOW_UNVALIDATED, moejit_options.allow_unvalidated): for the capability check. */
+int mj_context_allow_unvalidated(const moejit_context *ctx);
+/* The launch settings k's forwards run with (its context's). */
+mj_launch_knobs mj_kernel_knobs(const moejit_kernel *k);
+/* moejit_moe_forward with explicit launch settings (benchmarks and tests; NULL: k's own). */
+moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *args, void *workspace,
+                                size_t workspace_bytes, void *stream, const mj_launch_knobs *knobs);
 
 /* Test-visible counters. */
 long mj_context_compile_count(const moejit_context *ctx);

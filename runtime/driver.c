@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/settings.h"
 #include "core/status.h"
 
 /* The CUDA version whose signatures mj_driver's fields have. Asking for this version makes
@@ -25,7 +26,6 @@
  * cuCtxGetDevice(CUdevice *), whatever newer versions the installed driver also has. */
 enum { k_cuda_api_version = 12000 };
 
-#define k_default_libcuda "libcuda.so.1"
 
 typedef CUresult (*get_proc_v2_fn)(const char *, void **, int, cuuint64_t,
                                    CUdriverProcAddressQueryResult *);
@@ -114,10 +114,16 @@ static void remember(moejit_status status, const char *fmt, ...)
     g_status = status;
 }
 
+/* The driver library is process-wide (one libcuda per process): its setting is read through
+ * the settings table once, here, under pthread_once. */
 static void load_driver(void)
 {
-    const char *path = getenv("MOEJIT_LIBCUDA");
-    if (!path || !*path) path = k_default_libcuda;
+    static mj_settings s; /* written only inside pthread_once */
+    if (mj_settings_resolve_one(MJ_SETTING_LIBCUDA, NULL, NULL, &s) != MOEJIT_OK) {
+        remember(MOEJIT_ERR_NO_DRIVER, "no CUDA driver: %s", moejit_last_error());
+        return;
+    }
+    const char *path = s.libcuda;
 
     dlerror();
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);

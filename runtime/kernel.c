@@ -53,8 +53,8 @@ moejit_status moejit_workspace_size(const moejit_kernel *k, const moejit_moe_arg
     return mj_launch_workspace_size(k->spec, args, bytes);
 }
 
-moejit_status moejit_moe_forward(const moejit_kernel *k, const moejit_moe_args *args,
-                                 void *workspace, size_t workspace_bytes, void *stream)
+moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *args, void *workspace,
+                                size_t workspace_bytes, void *stream, const mj_launch_knobs *knobs)
 {
     if (!k) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "moe_forward: kernel must not be NULL");
     if (!args) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "moe_forward: args must not be NULL");
@@ -62,7 +62,15 @@ moejit_status moejit_moe_forward(const moejit_kernel *k, const moejit_moe_args *
         return mj_fail(k->unloaded_status, "%s",
                        k->unloaded_message ? k->unloaded_message : "moe_forward: kernel not loaded");
     return mj_launch_forward(k->driver, k->spec, &k->module, args, workspace, workspace_bytes,
-                             (CUstream)stream);
+                             (CUstream)stream, knobs ? knobs : &k->knobs);
+}
+
+mj_launch_knobs mj_kernel_knobs(const moejit_kernel *k) { return k->knobs; }
+
+moejit_status moejit_moe_forward(const moejit_kernel *k, const moejit_moe_args *args,
+                                 void *workspace, size_t workspace_bytes, void *stream)
+{
+    return mj_kernel_forward(k, args, workspace, workspace_bytes, stream, NULL);
 }
 
 moejit_status moejit_nvrtc_version(int *major, int *minor)

@@ -235,14 +235,14 @@ static unsigned amax_blocks(int64_t chunks)
 
 moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                 const moejit_moe_args *args, void *workspace,
-                                size_t workspace_bytes, CUstream stream)
+                                size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
     if (!d || !spec || !m || !args)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
     if (spec->backend == MJ_BACKEND_MMA)
-        return mj_launch_mma_forward(d, spec, m, args, workspace, workspace_bytes, stream);
+        return mj_launch_mma_forward(d, spec, m, args, workspace, workspace_bytes, stream, knobs);
     if (spec->backend == MJ_BACKEND_WGMMA)
-        return mj_launch_wgmma_forward(d, spec, m, args, workspace, workspace_bytes, stream);
+        return mj_launch_wgmma_forward(d, spec, m, args, workspace, workspace_bytes, stream, knobs);
     if (spec->backend != MJ_BACKEND_SIMT)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "backend: the launcher runs simt layers only, got %s",
                        (unsigned)spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?");

@@ -10,7 +10,18 @@
 
 #include "runtime/driver.h"
 #include "runtime/loader.h"
+#include "core/settings.h"
 #include "core/spec.h"
+
+/* The launch-time settings of a forward (core/settings.h): a kernel carries its context's, so
+ * nothing a launch reads is process-wide. */
+typedef struct mj_launch_knobs {
+    int decode; /* MJ_DECODE_* */
+    int pdl;    /* MJ_PDL_* */
+} mj_launch_knobs;
+
+/* The defaults, for launches without a context (NULL knobs mean the same). */
+#define MJ_LAUNCH_KNOBS_DEFAULT ((mj_launch_knobs){MJ_DECODE_AUTO, MJ_PDL_ALL})
 
 /* Validates args' shape against spec (pinned dims, multiples of 8, E <= 512, k <= 32 ...),
  * naming the field on error. Pointers are not inspected. */
@@ -18,9 +29,10 @@
 moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                        size_t *bytes);
 
-/* Checks args (shape and required pointers) and enqueues the layer on stream. */
+/* Checks args (shape and required pointers) and enqueues the layer on stream, with the
+ * decode mode and PDL of knobs (NULL: the defaults). */
 moejit_status mj_launch_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                 const moejit_moe_args *args, void *workspace,
-                                size_t workspace_bytes, CUstream stream);
+                                size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "templates/common/params.h"
 #include "runtime/driver.h"
+#include "runtime/launch.h"
 #include "runtime/loader.h"
 #include "core/spec.h"
 
@@ -20,7 +21,7 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
                                            size_t *bytes);
 moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                     const moejit_moe_args *args, void *workspace,
-                                    size_t workspace_bytes, CUstream stream);
+                                    size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs);
 /* The GEMM path a forward of args takes (MJ_MMA_PATH_LARGE, _SMALL or, for wgmma, _TALL or
  * _PAIR of templates/common/mma_params.h): the spec's tile=large|small|tall|pair, else the tuning table's
  * entry for the shape and T (tune_table.h), else the heuristic. For
@@ -37,34 +38,23 @@ int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *a
 /* Whether the forward's GEMM2 and finalize are one kernel (batch 1: launch_mma.c's rule);
  * mma and wgmma specs, valid shape. */
 int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args);
-/* The persistent decode layer (templates/decode_persistent.cuh) on a device of sms SMs: its
- * GEMM2 K splits when the forward runs it, else 0 (the chain of kernels); mma and wgmma specs,
- * valid shape. */
-int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms);
+/* The persistent decode layer (templates/decode_persistent.cuh) on a device of sms SMs under
+ * decode mode `decode` (MJ_DECODE_*, core/settings.h): its GEMM2 K splits when the forward runs
+ * it, else 0 (the chain of kernels); mma and wgmma specs, valid shape. */
+int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode);
 /* ... and, where it runs, whether in its shallow blocks (mj_decode_persistent_shallow, 3 per
  * SM; common/mma_params.h: mj_mma_decode_persistent_shallow), else 0. */
-int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms);
+int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode);
 /* Whether the forward's large path runs its short tiles (wgmma, a gated activation, up to
  * MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT rows per local expert: common/wgmma_params.h); mma and
  * wgmma specs, valid shape. */
 int mj_launch_mma_short_tiles(const moejit_spec *spec, const moejit_moe_args *args);
-/* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS: MJ_DECODE_AUTO (the rule),
+/* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS is the forward's decode mode
+ * (mj_launch_knobs.decode, MJ_DECODE_* of core/settings.h): MJ_DECODE_AUTO (the rule),
  * _PERSISTENT or _CHAIN (always / never the persistent one), _PERSISTENT_DEEP or
  * _PERSISTENT_SHALLOW (always the persistent one, in its 2 x 9-stage or 3 x 6-stage blocks per
- * SM; _PERSISTENT and _AUTO pick those by their rule). The process starts with
- * $MOEJIT_DECODE (auto, persistent, persistent_deep, persistent_shallow, chain; any other
- * value fails every mma and wgmma forward, naming it); the benchmark's float64 cases set the
- * mode to run every layer; setting -1 reads $MOEJIT_DECODE again (tests). */
-enum {
-    MJ_DECODE_AUTO = 0,
-    MJ_DECODE_PERSISTENT,
-    MJ_DECODE_CHAIN,
-    MJ_DECODE_PERSISTENT_DEEP,
-    MJ_DECODE_PERSISTENT_SHALLOW,
-    MJ_DECODE_INVALID /* a bad $MOEJIT_DECODE */
-};
-int mj_launch_decode_mode(void);
-void mj_launch_set_decode_mode(int mode);
+ * SM; _PERSISTENT and _AUTO pick those by their rule). A context takes it from $MOEJIT_DECODE;
+ * the benchmark's float64 cases pass each mode explicitly to run every layer. */
 
 /* backend=wgmma (templates/wgmma_layer.cuh, sm_90a). Workspace as mma's; the large-batch
  * GEMMs take a W1 / W2 tensor map encoded here per forward (cuTensorMapEncodeTiled). */
@@ -72,7 +62,7 @@ moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moej
                                              size_t *bytes);
 moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                       const moejit_moe_args *args, void *workspace,
-                                      size_t workspace_bytes, CUstream stream);
+                                      size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs);
 /* As mj_launch_mma_path: MJ_MMA_PATH_SMALL (mma's decode kernels), MJ_MMA_PATH_LARGE,
  * MJ_MMA_PATH_TALL or MJ_MMA_PATH_PAIR (the warpgroup-MMA GEMMs in 128 x 256 or 256 x 128
  * tiles, or 128 x 256 in clusters of two sharing weight tiles). */
@@ -118,11 +108,11 @@ typedef struct mj_mma_gemms {
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
                                                   const moejit_moe_args *args, size_t *bytes);
-/* Checks spec, shape, tensors and workspace, then fills f; OK with num_tokens = 0 means
- * there is nothing to launch (f is then unset). */
+/* Checks spec, shape, tensors and workspace, then fills f (decode mode and PDL from knobs, NULL:
+ * the defaults); OK with num_tokens = 0 means there is nothing to launch (f is then unset). */
 moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
                                   const mj_module *m, const moejit_moe_args *args, void *workspace,
-                                  size_t workspace_bytes, mj_mma_forward *f);
+                                  size_t workspace_bytes, const mj_launch_knobs *knobs, mj_mma_forward *f);
 /* Refuses GEMM grids (or row tiles) past INT32_MAX, naming num_tokens. */
 moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2);
 /* The decode (small) path's GEMM grids, the same in both layers: weight tiles x row tiles,

@@ -7,7 +7,6 @@
  * None of it allocates, synchronises or reads device memory: a forward built from these
  * steps can still be captured in a CUDA graph.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,37 +115,6 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
     p->expert_offset = (int)args->expert_offset;
     p->num_local_experts = (int)e_local;
     p->max_tiles = (int)max_tiles;
-}
-
-static pthread_once_t g_pdl_once = PTHREAD_ONCE_INIT;
-static int g_pdl_mode = MJ_PDL_ALL;
-static char g_pdl_bad[64]; /* the refused value, "" when $MOEJIT_PDL was fine or unset */
-
-static void read_pdl_env(void)
-{
-    const char *v = getenv("MOEJIT_PDL");
-    if (!v || !*v || strcmp(v, "1") == 0) return;
-    if (strcmp(v, "0") == 0) {
-        g_pdl_mode = MJ_PDL_OFF;
-        return;
-    }
-    if (strcmp(v, "inner") == 0) {
-        g_pdl_mode = MJ_PDL_INNER;
-        return;
-    }
-    snprintf(g_pdl_bad, sizeof g_pdl_bad, "%s", v);
-}
-
-moejit_status mj_launch_pdl_mode(int *mode)
-{
-    pthread_once(&g_pdl_once, read_pdl_env);
-    *mode = g_pdl_mode;
-    if (g_pdl_bad[0])
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "MOEJIT_PDL: must be 1 (the default: every kernel), inner (all but a forward's first "
-                       "kernel) or 0 (none); got \"%s\"",
-                       g_pdl_bad);
-    return MOEJIT_OK;
 }
 
 moejit_status mj_launch_kernel(const mj_driver *d, const mj_module *m, int index, const char *name, unsigned gx,

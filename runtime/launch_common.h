@@ -13,6 +13,7 @@
 #include "templates/common/params.h"
 #include "runtime/driver.h"
 #include "runtime/loader.h"
+#include "core/settings.h"
 #include "core/spec.h"
 
 /* Every workspace region starts on this boundary (and the workspace itself must). */
@@ -57,7 +58,7 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
                            mj_layer_params *p);
 
 /* Which of a tensor-core forward's kernels are programmatic dependent launches on sm_90+
- * ($MOEJIT_PDL, read once per process):
+ * (mj_launch_knobs.pdl, which a context takes from $MOEJIT_PDL; MJ_PDL_* of core/settings.h):
  *   MJ_PDL_ALL    "1" or unset: every kernel, the forward's first too, so that its blocks are
  *                 resident and waiting when whatever ran before it on the stream completes
  *                 (the launch latency of the layer's first kernel is hidden when the kernel
@@ -68,10 +69,7 @@ void mj_launch_fill_params(const moejit_moe_args *args, const mj_ws_layout *w, v
  *   MJ_PDL_OFF    "0": none (an escape hatch for a driver or tool that mishandles PDL)
  * Every kernel executes griddepcontrol.wait before it touches the workspace or an input that
  * the kernels before it may still be writing (templates/common/grid_dep.cuh says what little
- * comes before), so the three are the same computation. Another value is an error naming
- * the variable, on every forward. */
-enum { MJ_PDL_OFF = 0, MJ_PDL_INNER = 1, MJ_PDL_ALL = 2 };
-moejit_status mj_launch_pdl_mode(int *mode);
+ * comes before), so the three are the same computation. */
 
 /* Launch of kernel `index` of m on a (gx, gy) grid of 1-D blocks; a failure names the
  * kernel. programmatic != 0: cuLaunchKernelEx with programmatic stream serialization

@@ -128,30 +128,10 @@ static int persistent_case(const moejit_spec *spec, const moejit_moe_args *args,
            spec->routing != MJ_ROUTING_PRECOMPUTED && path == MJ_MMA_PATH_SMALL;
 }
 
-static _Atomic int g_decode_mode = -1; /* MJ_DECODE_*; -1 until $MOEJIT_DECODE is read */
-
-int mj_launch_decode_mode(void)
-{
-    int mode = g_decode_mode;
-    if (mode < 0) { /* a race here reads the same variable twice: harmless */
-        const char *v = getenv("MOEJIT_DECODE");
-        mode = !v || !*v || strcmp(v, "auto") == 0 ? MJ_DECODE_AUTO
-             : strcmp(v, "persistent") == 0         ? MJ_DECODE_PERSISTENT
-             : strcmp(v, "persistent_deep") == 0    ? MJ_DECODE_PERSISTENT_DEEP
-             : strcmp(v, "persistent_shallow") == 0 ? MJ_DECODE_PERSISTENT_SHALLOW
-             : strcmp(v, "chain") == 0              ? MJ_DECODE_CHAIN
-                                                    : MJ_DECODE_INVALID;
-        g_decode_mode = mode;
-    }
-    return mode;
-}
-
-void mj_launch_set_decode_mode(int mode) { g_decode_mode = mode; }
-
 /* It runs where the routed experts' GEMM1 tiles outnumber the blocks the device holds at once
  * (mj_mma_decode_persistent, common/mma_params.h) and, past 4 tokens, the shape suits it
- * (mj_mma_decode_persistent_shape), or always / never under
- * mj_launch_set_decode_mode: its GEMM2 K splits, or 0 for the chain of kernels. */
+ * (mj_mma_decode_persistent_shape), or always / never under the decode mode (MJ_DECODE_*):
+ * its GEMM2 K splits, or 0 for the chain of kernels. */
 /* The local experts a decode batch routes to at most: min(T·k, E_local). */
 static int64_t routed_bound(const moejit_moe_args *args)
 {
@@ -159,11 +139,10 @@ static int64_t routed_bound(const moejit_moe_args *args)
     return pairs < e_local ? pairs : e_local;
 }
 
-static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *args, int path, int sms)
+static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *args, int path, int sms, int mode)
 {
     if (!persistent_case(spec, args, path)) return 0;
-    const int mode = mj_launch_decode_mode();
-    if (mode == MJ_DECODE_CHAIN || mode == MJ_DECODE_INVALID) return 0;
+    if (mode == MJ_DECODE_CHAIN) return 0;
     const int64_t routed = routed_bound(args);
     const int take = mode == MJ_DECODE_PERSISTENT || mode == MJ_DECODE_PERSISTENT_DEEP ||
                      mode == MJ_DECODE_PERSISTENT_SHALLOW ||
@@ -172,17 +151,16 @@ static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *
     return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
 }
 
-int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode)
 {
-    return decode_persistent_at(spec, args, forward_path(spec, args), sms);
+    return decode_persistent_at(spec, args, forward_path(spec, args), sms, decode);
 }
 
 /* Where the persistent layer runs: its shallow blocks where the GEMM1 tiles make 1.5 rounds
  * of them (mj_mma_decode_persistent_shallow) on an SM of 228 KiB (sm_90a, sm_100a: three
  * blocks of 60 KiB stages and ~7 KiB of routing fit; measured on sm_90a only), or as told. */
-static int decode_shallow_at(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+static int decode_shallow_at(const moejit_spec *spec, const moejit_moe_args *args, int sms, int mode)
 {
-    const int mode = mj_launch_decode_mode();
     if (mode == MJ_DECODE_PERSISTENT_SHALLOW || mode == MJ_DECODE_PERSISTENT_DEEP)
         return mode == MJ_DECODE_PERSISTENT_SHALLOW;
     if (spec->arch != MJ_ARCH_SM90A && spec->arch != MJ_ARCH_SM100A) return 0;
@@ -190,9 +168,11 @@ static int decode_shallow_at(const moejit_spec *spec, const moejit_moe_args *arg
                                             sms);
 }
 
-int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms)
+int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode)
 {
-    return decode_persistent_at(spec, args, forward_path(spec, args), sms) ? decode_shallow_at(spec, args, sms) : 0;
+    return decode_persistent_at(spec, args, forward_path(spec, args), sms, decode)
+               ? decode_shallow_at(spec, args, sms, decode)
+               : 0;
 }
 
 /* The y copies the workspace holds: the chain's K splits, or where it may run the persistent
@@ -347,7 +327,7 @@ typedef struct launch_cfg {
 
 moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
                                   const mj_module *m, const moejit_moe_args *args, void *workspace,
-                                  size_t workspace_bytes, mj_mma_forward *f)
+                                  size_t workspace_bytes, const mj_launch_knobs *knobs, mj_mma_forward *f)
 {
     if (!d || !spec || !m || !args)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
@@ -362,10 +342,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     /* a few tokens: the persistent layer or the chain (its rule needs the device's SM count) */
-    if (mj_launch_decode_mode() == MJ_DECODE_INVALID)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "MOEJIT_DECODE: must be auto (the default), persistent, "
-                                                    "persistent_deep, persistent_shallow or chain; got \"%s\"",
-                       getenv("MOEJIT_DECODE"));
+    const mj_launch_knobs k = knobs ? *knobs : MJ_LAUNCH_KNOBS_DEFAULT;
     f->persistent_splits = 0;
     f->persistent_shallow = 0;
     if (persistent_case(spec, args, path)) {
@@ -376,8 +353,8 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuDeviceGetAttribute(multiprocessor count)");
         if (sms < 1) return mj_fail(MOEJIT_ERR_CUDA, "cuDeviceGetAttribute(multiprocessor count): reported %d", sms);
         f->sms = sms;
-        f->persistent_splits = decode_persistent_at(spec, args, path, sms);
-        f->persistent_shallow = f->persistent_splits && decode_shallow_at(spec, args, sms);
+        f->persistent_splits = decode_persistent_at(spec, args, path, sms, k.decode);
+        f->persistent_shallow = f->persistent_splits && decode_shallow_at(spec, args, sms, k.decode);
     }
     const int splits = f->persistent_splits ? f->persistent_splits : gemm2_splits_at(args, path);
     const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
@@ -396,10 +373,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->pair = path == MJ_MMA_PATH_PAIR;
     f->short_tiles = short_tiles_at(spec, args, path);
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
-    int pdl = MJ_PDL_OFF;
-    st = mj_launch_pdl_mode(&pdl);
-    if (st != MOEJIT_OK) return st;
-    f->programmatic = spec->arch >= MJ_ARCH_SM90A ? pdl : MJ_PDL_OFF;
+    f->programmatic = spec->arch >= MJ_ARCH_SM90A ? k.pdl : MJ_PDL_OFF;
     /* the pair path runs the large path's row tiles, two to a cluster (common/wgmma_params.h) */
     f->max_tiles = mj_simt_max_tiles(f->pairs,
                                      f->small         ? MJ_MMA_SMALL_BT
@@ -529,10 +503,10 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
 
 moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                     const moejit_moe_args *args, void *workspace,
-                                    size_t workspace_bytes, CUstream stream)
+                                    size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
     mj_mma_forward f;
-    moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, &f);
+    moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
 
     const int small = f.small;

@@ -109,10 +109,11 @@ static moejit_status encode_map(const mj_driver *d, const moejit_spec *spec, CUt
 
 moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
                                       const moejit_moe_args *args, void *workspace,
-                                      size_t workspace_bytes, CUstream stream)
+                                      size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
     mj_mma_forward f;
-    moejit_status st = mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, &f);
+    moejit_status st =
+        mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
     const int gated = f.gated, small = f.small, pair = f.pair;

@@ -15,6 +15,7 @@
 #include "templates/common/mma_params.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
+#include "core/settings.h"
 #include "core/status.h"
 
 /* A table file is a few kilobytes; anything far larger is not one. */
@@ -214,10 +215,17 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static mj_tune_table g_table;
 
+/* The table is process-wide (launches without a context consult it too): its setting is read
+ * through the settings table once, here, under pthread_once. */
 static void load_from_env(void)
 {
-    const char *path = getenv(MJ_TUNE_FILE_ENV);
-    if (!path || !*path) return;
+    static mj_settings s; /* written only inside pthread_once */
+    if (mj_settings_resolve_one(MJ_SETTING_TUNE_FILE, NULL, NULL, &s) != MOEJIT_OK) {
+        mj_clear_error();
+        return;
+    }
+    const char *path = s.tune_file;
+    if (!*path) return;
     mj_tune_table t;
     if (mj_tune_table_load(path, &t) != MOEJIT_OK) {
         fprintf(stderr, "moejit: warning: %s=%s ignored: %s; using the built-in tile heuristic\n", MJ_TUNE_FILE_ENV,

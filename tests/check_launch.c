@@ -34,6 +34,9 @@ typedef struct launch_rec {
     mj_layer_params p;
 } launch_rec;
 
+/* The launch settings every forward of these tests runs with (a test may change them). */
+static mj_launch_knobs g_knobs = {MJ_DECODE_AUTO, MJ_PDL_ALL};
+
 static launch_rec recs[32];
 static int n_recs;
 static size_t memset_count;
@@ -119,7 +122,7 @@ static moejit_status forward(const moejit_spec *s, const moejit_moe_args *a)
     memset_count = 0;
     moejit_status st = mj_launch_workspace_size(s, a, &bytes);
     if (st != MOEJIT_OK) return st;
-    return mj_launch_forward(&d, s, &m, a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
+    return mj_launch_forward(&d, s, &m, a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &g_knobs);
 }
 
 static void expect_error(moejit_status st, const char *what, const char *part)
@@ -614,7 +617,7 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     mj_driver d;
     mj_module m;
     tc_setup(&d, &m);
-    moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
+    moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &g_knobs);
     ck_assert_msg(st == MOEJIT_OK, "%s: %s", text, moejit_last_error());
     moejit_spec_destroy(s);
 }
@@ -629,7 +632,7 @@ static moejit_status qwen3_30b_forward_status(const char *text, int64_t T)
     mj_driver d;
     mj_module m;
     tc_setup(&d, &m);
-    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL);
+    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &g_knobs);
     moejit_spec_destroy(s);
     return st;
 }
@@ -662,7 +665,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
 {
     /* T = 1: no routing launch: gemm1_small_routed (its blocks route the batch), then GEMM2
      * and finalize in one kernel (k = 8 slots, 2048 columns in blocks of 8); no memset; on
-     * sm_90a every launch is a programmatic dependent launch, the first too (MOEJIT_PDL=inner:
+     * sm_90a every launch is a programmatic dependent launch, the first too (pdl=inner:
      * below) */
     static const tc_launch_rec want1[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 216, 1, 128, 92160, -1, 1},
                                           {MJ_MMA_K_GEMM2_FINALIZE_T1, 256, 1, 128, 92160, -1, 1}};
@@ -682,13 +685,13 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                          {7, 24 * 43, 1, 128, 92160, -1, 1},
                                          {8, 32 * 43, 1, 128, 92160, -1, 1},
                                          {5, 5, 4, 128, 0, -1, 1}};
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
+    g_knobs.decode = MJ_DECODE_CHAIN;
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 5, 2048, 768, 128, 8, 0, 0, 0);
         expect_launches(specs[i], want, 4);
         ck_assert_int_eq(memset_count, 0);
     }
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     tc_forward(MMA, 5, 2048, 768, 128, 8, 0, 0, 0); /* 40 x 24 GEMM1 tiles: the shallow blocks */
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT_SHALLOW);
     tc_forward(MMA, 9, 2048, 768, 128, 8, 0, 0, 0);
@@ -697,10 +700,10 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
      * the fused routing kernel and the chain */
     tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_DECODE_RESET);
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
+    g_knobs.decode = MJ_DECODE_CHAIN;
     tc_forward(MMA, 2, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[0].kernel, 9);
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     /* T = 1 with more slots than the one-kernel GEMM2 holds (k = 10): GEMM2 small, finalize */
     static const tc_launch_rec want_k10[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 24 * 11, 1, 128, 92160, -1, 1},
                                              {MJ_MMA_K_GEMM2_SMALL, 32 * 11, 1, 128, 92160, -1, 1},
@@ -714,7 +717,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
                                           {7, 0, 3, MJ_MMA_K_GEMM2_SMALL},
                                           {8, 4, 3, MJ_MMA_K_GEMM2_SMALL},
                                           {8, 128, 2, MJ_MMA_K_GEMM2_FINALIZE_T1}}; /* k, local, launches, GEMM2 */
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN); /* 58 x 6 GEMM1 tiles would take the persistent layer */
+    g_knobs.decode = MJ_DECODE_CHAIN; /* 58 x 6 GEMM1 tiles would take the persistent layer */
     for (size_t c = 0; c < sizeof t1_cases / sizeof t1_cases[0]; c++) {
         const int64_t k = t1_cases[c][0], local = t1_cases[c][1], n = t1_cases[c][2];
         tc_forward(WGMMA, 1, 2688, 1856, 128, k, 0, local, 0);
@@ -728,7 +731,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         ck_assert_int_eq(mj_launch_mma_t1_fused(sp, &a), n == 2);
         moejit_spec_destroy(sp);
     }
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     /* precomputed ids may repeat an expert within a token, which the routed GEMM1 cannot
      * tile: T = 1 takes the fused routing kernel */
     tc_forward("backend=mma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a", 1, 2048, 768, 128, 8, 0, 0, 0);
@@ -813,7 +816,7 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
                                          {8, 384, 1, 128, 92160, -1, 1},
                                          {5, 1, 8, 128, 0, -1, 1}};
     const char *const specs[] = {MMA, WGMMA};
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN); /* at T = 1 Mixtral takes the persistent layer */
+    g_knobs.decode = MJ_DECODE_CHAIN; /* at T = 1 Mixtral takes the persistent layer */
     for (int i = 0; i < 2; i++) {
         /* ids .. rows: 6 regions of 256 bytes and the counters (33 x 8 int32: 1280); inter
          * 2 x 14336 x 2; y 8 copies of 2 x 4096 x 4 (fp32 partial sums: the persistent
@@ -822,7 +825,7 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
         expect_launches(specs[i], want, 3);
         ck_assert_int_eq(tc_splits, 2);
     }
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     /* the large path never splits: one copy of y, in the dtype (2 x 4096 x 2) */
     tc_forward(MMA ",tile=large", 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 16384);
     ck_assert_int_eq(tc_splits, 1);
@@ -832,20 +835,20 @@ START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
     /* Mixtral at T = 4 (9 row tiles: 64 x 9 x 2 GEMM2 CTAs) splits, at T = 8 not; inter 2k x
      * 14336 x 2 bytes, y 2 x 2k x 4096 x 4 (split: fp32 partial sums) or 2k x 4096 x 2; at T = 4
      * the workspace holds the persistent layer's 8 copies, which it takes unless told */
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
+    g_knobs.decode = MJ_DECODE_CHAIN;
     tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 8 * 131072);
     ck_assert_int_eq(tc_splits, 2);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9 * 2); /* GEMM2 after the fused routing and GEMM1 */
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     tc_forward(WGMMA, 4, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 229376 + 8 * 131072);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
     ck_assert_int_eq(tc_splits, 8);
     /* at T = 8 (the persistent layer's 8 copies of y: 8 x 16 x 4096 x 4 bytes) */
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN);
+    g_knobs.decode = MJ_DECODE_CHAIN;
     tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 8 * 262144);
     ck_assert_int_eq(tc_splits, 1);
     ck_assert_uint_eq(tc_recs[2].gx, 64 * 9); /* GEMM2 after the fused routing and GEMM1 */
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     tc_forward(WGMMA, 8, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 458752 + 8 * 262144);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT);
     ck_assert_int_eq(tc_splits, 8);
@@ -871,11 +874,11 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
         ck_assert_int_eq(tc_attr_smem, 92160);
     }
     /* told: the shallow blocks, 3 per SM with 6 stages of the small GEMMs' 10 KiB */
-    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
+    g_knobs.decode = MJ_DECODE_PERSISTENT_SHALLOW;
     tc_forward(WGMMA, 1, 4096, 14336, 8, 2, 0, 0, 6 * 256 + 1280 + 57344 + 8 * 32768);
     expect_launches("mixtral shallow", want_shallow, 2);
     ck_assert_int_eq(tc_attr_smem, 61440);
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     /* Qwen3-235B at T = 2 (16 x 48 GEMM1 tiles: 1.9 rounds of 3 x 132) takes them by the rule */
     for (int i = 0; i < 2; i++) {
         tc_forward(specs[i], 2, 4096, 1536, 128, 8, 0, 0, 0);
@@ -884,44 +887,44 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
     }
     moejit_spec *sp = spec_of(WGMMA);
     moejit_moe_args a = args_for(sp, 1, 4096, 14336, 8, 2);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 448), 0); /* 896 tiles in one wave of 2 x 448 */
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132, g_knobs.decode), 8);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 448, g_knobs.decode), 0); /* 896 tiles in one wave of 2 x 448 */
     a.num_tokens = 8; /* up to MJ_MMA_PERSISTENT_MAX_TOKENS: a GEMM1 tile (k 4096) <= 4 x a GEMM2 tile's (1792) */
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 8);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132, g_knobs.decode), 8);
     a.num_tokens = 9;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132), 0);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132, g_knobs.decode), 0);
     /* Qwen3-235B: from 5 tokens its GEMM1 tiles (k 4096) outlast 4 of its GEMM2 tiles (768) */
     moejit_moe_args q = args_for(sp, 4, 4096, 1536, 128, 8);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
     q.num_tokens = 5;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 0);
-    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT); /* unless told */
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
-    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 0);
+    g_knobs.decode = MJ_DECODE_PERSISTENT; /* unless told */
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
+    g_knobs.decode = MJ_DECODE_PERSISTENT_SHALLOW;
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
+    g_knobs.decode = MJ_DECODE_AUTO;
     /* its blocks: Qwen3-235B at T = 1 (8 x 48 = 384 GEMM1 tiles, under 1.5 rounds of 3 x 132)
      * the deep ones, at T = 2 (16 x 48) the shallow ones; as told either way */
     q.num_tokens = 1;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132), 2);
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 0);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 0);
     q.num_tokens = 2;
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 1);
-    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_DEEP);
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 0);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 1);
+    g_knobs.decode = MJ_DECODE_PERSISTENT_DEEP;
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 0);
     q.num_tokens = 1;
-    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 1);
-    mj_launch_set_decode_mode(MJ_DECODE_CHAIN); /* no persistent layer: no blocks of it */
+    g_knobs.decode = MJ_DECODE_PERSISTENT_SHALLOW;
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 1);
+    g_knobs.decode = MJ_DECODE_CHAIN; /* no persistent layer: no blocks of it */
     q.num_tokens = 2;
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132), 0);
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 0);
+    g_knobs.decode = MJ_DECODE_AUTO;
     moejit_spec_destroy(sp);
     /* ... on an SM of 228 KiB only (three blocks of 60 + 7 KiB): sm_86's runs the deep ones */
     moejit_spec *s86 = spec_of("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_86");
     moejit_moe_args q86 = args_for(s86, 2, 4096, 1536, 128, 8);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(s86, &q86, 132), 2);
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(s86, &q86, 132), 0);
+    ck_assert_int_eq(mj_launch_mma_decode_persistent(s86, &q86, 132, g_knobs.decode), 2);
+    ck_assert_int_eq(mj_launch_mma_decode_shallow(s86, &q86, 132, g_knobs.decode), 0);
     moejit_spec_destroy(s86);
     /* the rule itself: at least 1.5 rounds of 3 blocks per SM (2 x tiles >= 9 x SMs) */
     ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 1536, 1, 132), 0);  /* 384 tiles */
@@ -945,14 +948,14 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
     /* Qwen3-30B (8 x 24 tiles: one wave) keeps the chain, unless told */
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED);
-    mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT);
+    g_knobs.decode = MJ_DECODE_PERSISTENT;
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     expect_launches("qwen3-30b forced", want, 2);
     ck_assert_int_eq(tc_splits, 1); /* I = 768: runs of ~1024 */
     /* ... but never with precomputed ids (they may repeat an expert) */
     tc_forward("backend=wgmma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a", 1, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
-    mj_launch_set_decode_mode(MJ_DECODE_AUTO);
+    g_knobs.decode = MJ_DECODE_AUTO;
     /* the split rule: the power of two nearest I / 1024, at most 8 */
     ck_assert_int_eq(mj_mma_decode_persistent_splits(768), 1);
     ck_assert_int_eq(mj_mma_decode_persistent_splits(1536), 2);
@@ -974,22 +977,6 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
 }
 END_TEST
 
-START_TEST(moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable)
-{
-    setenv("MOEJIT_DECODE", "fast", 1);
-    mj_launch_set_decode_mode(-1);
-    ck_assert_int_eq(qwen3_30b_forward_status(WGMMA, 1), MOEJIT_ERR_INVALID_ARGUMENT);
-    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "MOEJIT_DECODE"));
-    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "\"fast\""));
-    ck_assert_int_eq(n_tc_recs, 0);
-    setenv("MOEJIT_DECODE", "chain", 1);
-    mj_launch_set_decode_mode(-1);
-    ck_assert_int_eq(mj_launch_decode_mode(), MJ_DECODE_CHAIN);
-    unsetenv("MOEJIT_DECODE");
-    mj_launch_set_decode_mode(-1);
-    ck_assert_int_eq(mj_launch_decode_mode(), MJ_DECODE_AUTO);
-}
-END_TEST
 
 START_TEST(mma_large_forward_launches_the_tiled_gemms)
 {
@@ -1190,36 +1177,21 @@ START_TEST(wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles)
 }
 END_TEST
 
-/* Check runs every test in its own process, so each of these reads $MOEJIT_PDL afresh; with
- * CK_FORK=no an earlier test has read it already, and they skip. */
-static int pdl_env_testable(void)
+START_TEST(pdl_off_makes_every_tensor_core_launch_a_plain_one)
 {
-    const char *f = getenv("CK_FORK");
-    if (f && strcmp(f, "no") == 0) {
-        printf("check_launch: CK_FORK=no: $MOEJIT_PDL is read once per process; skipping its tests\n");
-        return 0;
-    }
-    return 1;
-}
-
-START_TEST(moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one)
-{
-    if (!pdl_env_testable()) return;
-    setenv("MOEJIT_PDL", "0", 1);
+    g_knobs.pdl = MJ_PDL_OFF;
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(n_tc_recs, 2); /* decode: GEMM1 routes for itself, GEMM2 finalizes */
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
-    setenv("MOEJIT_PDL", "1", 1); /* read once per process: still off */
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
-    unsetenv("MOEJIT_PDL");
+    g_knobs.pdl = MJ_PDL_ALL;
 }
 END_TEST
 
-START_TEST(moejit_pdl_inner_launches_a_forwards_first_kernel_plainly)
+START_TEST(pdl_inner_launches_a_forwards_first_kernel_plainly)
 {
-    if (!pdl_env_testable()) return;
-    setenv("MOEJIT_PDL", "inner", 1);
+    g_knobs.pdl = MJ_PDL_INNER;
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512); /* routed GEMM1, GEMM2 + finalize */
     ck_assert_int_eq(n_tc_recs, 2);
     ck_assert_int_eq(tc_recs[0].pdl, 0);
@@ -1227,25 +1199,13 @@ START_TEST(moejit_pdl_inner_launches_a_forwards_first_kernel_plainly)
     tc_forward(MMA, 4096, 2048, 768, 128, 8, 0, 0, 184995840); /* after the memset: route first */
     ck_assert_int_eq(n_tc_recs, 6);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, i > 0);
-    /* sm_80 has no griddepcontrol whatever the variable says */
+    /* sm_80 has no griddepcontrol whatever the setting says */
     tc_forward("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_80", 5, 2048, 768, 128, 8, 0, 0, 0);
     for (int i = 0; i < n_tc_recs; i++) ck_assert_int_eq(tc_recs[i].pdl, 0);
-    unsetenv("MOEJIT_PDL");
+    g_knobs.pdl = MJ_PDL_ALL;
 }
 END_TEST
 
-START_TEST(moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable)
-{
-    if (!pdl_env_testable()) return;
-    setenv("MOEJIT_PDL", "yes", 1);
-    ck_assert_int_eq(qwen3_30b_forward_status(MMA, 1), MOEJIT_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(moejit_last_error(),
-                     "MOEJIT_PDL: must be 1 (the default: every kernel), inner (all but a forward's first "
-                     "kernel) or 0 (none); got \"yes\"");
-    ck_assert_int_eq(n_tc_recs, 0); /* refused before anything was enqueued */
-    unsetenv("MOEJIT_PDL");
-}
-END_TEST
 
 START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
 {
@@ -1334,15 +1294,13 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, route_blocks_zero_their_own_counters_and_offsets_scatter_small_batches);
     tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
     tcase_add_test(tc, a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
-    tcase_add_test(tc, moejit_decode_other_than_auto_persistent_or_chain_is_refused_naming_the_variable);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
     tcase_add_test(tc, wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);
     tcase_add_test(tc, wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles);
-    tcase_add_test(tc, moejit_pdl_0_makes_every_tensor_core_launch_a_plain_one);
-    tcase_add_test(tc, moejit_pdl_inner_launches_a_forwards_first_kernel_plainly);
-    tcase_add_test(tc, moejit_pdl_other_than_0_1_or_inner_is_refused_naming_the_variable);
+    tcase_add_test(tc, pdl_off_makes_every_tensor_core_launch_a_plain_one);
+    tcase_add_test(tc, pdl_inner_launches_a_forwards_first_kernel_plainly);
     tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);
     tcase_add_test(tc, a_tuning_table_entry_flips_the_auto_path_only);
     suite_add_tcase(s, tc);

@@ -22,6 +22,8 @@
 moejit_status bench_layer_build(moejit_context *ctx, const char *text, bench_layer *L)
 {
     memset(L, 0, sizeof *L);
+    const mj_settings *s = mj_context_settings(ctx);
+    L->knobs = (mj_launch_knobs){s->decode, s->pdl};
     moejit_status st = moejit_spec_parse(text, &L->spec);
     if (st != MOEJIT_OK) return st;
     if (moejit_check_support(L->spec) == MOEJIT_OK) {
@@ -55,8 +57,8 @@ moejit_status bench_layer_forward(const mj_gpu *g, const bench_layer *L, const m
                                   CUdeviceptr ws, size_t ws_bytes, CUstream stream)
 {
     if (L->direct)
-        return mj_launch_forward(g->d, L->spec, &L->module, a, (void *)ws, ws_bytes, stream);
-    return moejit_moe_forward(L->kernel, a, (void *)ws, ws_bytes, stream);
+        return mj_launch_forward(g->d, L->spec, &L->module, a, (void *)ws, ws_bytes, stream, &L->knobs);
+    return mj_kernel_forward(L->kernel, a, (void *)ws, ws_bytes, stream, &L->knobs);
 }
 
 const mj_program *bench_layer_program(const bench_layer *L)

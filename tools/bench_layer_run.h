@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "runtime/driver.h"
+#include "runtime/launch.h"
 #include "tools/gpu_harness.h"
 #include "tools/gpu_telemetry.h"
 #include "runtime/loader.h"
@@ -27,9 +28,11 @@ typedef struct bench_layer {
     mj_program program;    /* direct path */
     mj_module module;      /* direct path */
     double compile_seconds;
+    mj_launch_knobs knobs; /* decode mode and PDL its forwards run with (the context's) */
 } bench_layer;
 
-/* Builds the layer of spec text (which pins the shape); ctx serves the public path. */
+/* Builds the layer of spec text (which pins the shape); ctx serves the public path and gives
+ * the launch settings (L->knobs, which a caller may change between forwards). */
 moejit_status bench_layer_build(moejit_context *ctx, const char *text, bench_layer *L);
 moejit_status bench_layer_workspace(const bench_layer *L, const moejit_moe_args *a, size_t *bytes);
 moejit_status bench_layer_forward(const mj_gpu *g, const bench_layer *L, const moejit_moe_args *a,

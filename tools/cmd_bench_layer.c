@@ -287,13 +287,13 @@ static float *host_random(size_t n, float scale, mj_dtype dt)
  * K, "small/t1" for batch 1's one-kernel GEMM2 + finalize, "small/p" or "small/p8" for the
  * persistent decode layer (its GEMM2 split in 8) on a device of sms SMs, "small/ps" or
  * "small/p8s" in its shallow blocks, "large/64" for wgmma's short (64-row) tiles; "-" for simt. */
-static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sms, char *buf, size_t n)
+static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sms, int decode, char *buf, size_t n)
 {
     snprintf(buf, n, "-");
     if (spec->backend != MJ_BACKEND_MMA && spec->backend != MJ_BACKEND_WGMMA) return;
     const char *name = mj_mma_path_name(mj_launch_mma_path(spec, a));
-    const int splits = mj_launch_mma_gemm2_splits(spec, a), persistent = mj_launch_mma_decode_persistent(spec, a, sms);
-    const char *shallow = mj_launch_mma_decode_shallow(spec, a, sms) ? "s" : "";
+    const int splits = mj_launch_mma_gemm2_splits(spec, a), persistent = mj_launch_mma_decode_persistent(spec, a, sms, decode);
+    const char *shallow = mj_launch_mma_decode_shallow(spec, a, sms, decode) ? "s" : "";
     if (persistent > 1) snprintf(buf, n, "%s/p%d%s", name, persistent, shallow);
     else if (persistent) snprintf(buf, n, "%s/p%s", name, shallow);
     else if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
@@ -392,7 +392,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         e_replay = fmax(e_replay, fabs(out[i] - replay[i]));
         m = fmax(m, fabs(replay[i]));
     }
-    path_label(L->spec, &a, g->sms, path, sizeof path);
+    path_label(L->spec, &a, g->sms, L->knobs.decode, path, sizeof path);
     /* m > 0 keeps a degenerate all-zero reference from passing anything; on an EP rank every
      * token may legitimately route only to other ranks' experts (T = 1: 3 times in 14), and
      * then the bars below demand exact zeros */
@@ -403,9 +403,10 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         ok = 0;
     }
     /* -2: the persistent layer, in the block shape the decode mode names (if it names one) */
-    const int mode = mj_launch_decode_mode();
-    if (want_splits == -2 && (!mj_launch_mma_decode_persistent(L->spec, &a, g->sms) ||
-                              (mode == MJ_DECODE_PERSISTENT_SHALLOW) != mj_launch_mma_decode_shallow(L->spec, &a, g->sms))) {
+    const int mode = L->knobs.decode;
+    if (want_splits == -2 && (!mj_launch_mma_decode_persistent(L->spec, &a, g->sms, mode) ||
+                              (mode == MJ_DECODE_PERSISTENT_SHALLOW) !=
+                                  mj_launch_mma_decode_shallow(L->spec, &a, g->sms, mode))) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s not the persistent decode layer  FAIL\n", dtype,
                 act, T, path);
         ok = 0;
@@ -460,12 +461,12 @@ static int reference_layer(const mj_gpu *g, moejit_context *ctx, const char *tex
             if (ts[i] > MJ_MMA_PERSISTENT_MAX_TOKENS) continue;
             /* and the persistent decode layer, which layers this small take only when told, in
              * both of its block shapes (2 x 9 stages per SM, and the shallow 3 x 6) */
-            const int mode = mj_launch_decode_mode();
-            mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_DEEP);
+            const int mode = L.knobs.decode;
+            L.knobs.decode = MJ_DECODE_PERSISTENT_DEEP;
             failed += !reference_run(g, &L, act, dtype, ts[i], I, k, -2, ep_local, log);
-            mj_launch_set_decode_mode(MJ_DECODE_PERSISTENT_SHALLOW);
+            L.knobs.decode = MJ_DECODE_PERSISTENT_SHALLOW;
             failed += !reference_run(g, &L, act, dtype, ts[i], I, k, -2, ep_local, log);
-            mj_launch_set_decode_mode(mode);
+            L.knobs.decode = mode;
         }
     }
     bench_layer_free(&L);
@@ -759,7 +760,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             snprintf(r->path, sizeof r->path, "-");
             moejit_moe_args a;
             args_of(s, B, &b, b.out, &a);
-            path_label(v[i].layer.spec, &a, g->sms, r->path, sizeof r->path);
+            path_label(v[i].layer.spec, &a, g->sms, v[i].layer.knobs.decode, r->path, sizeof r->path);
             snprintf(r->check, sizeof r->check, "-");
             if (o->check && i != simt_ref) {
                 st = run_once(g, &v[i].layer, s, B, &b, b.out, h_got, stream);
