@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/include_closure.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
 
 void mj_build_inputs_free(mj_build_inputs *in)
 {
     mj_source_free(&in->source);
+    free(in->headers);
     mj_buf_free(&in->option_text);
     mj_buf_free(&in->preimage);
     memset(in, 0, sizeof *in);
@@ -52,10 +54,39 @@ moejit_status mj_build_inputs_prewarm(void)
     int major, minor;
     char build_id[41];
     moejit_status st = embedded_header_digests(&digests);
+    if (st == MOEJIT_OK) st = mj_include_closure_prewarm();
     return st == MOEJIT_OK ? mj_nvrtc_identity(&major, &minor, build_id) : st;
 }
 
+/* Fills in->headers with the headers (of h[0..n)) in the include closure of in->source, and
+ * *sha256 (owned) with their digests, in the same order; all_sha256 may be NULL (hash here). */
+static moejit_status closure_headers(mj_build_inputs *in, const mj_header *h, size_t n,
+                                     const char (*all_sha256)[65], char (**sha256)[65])
+{
+    unsigned char *reached = malloc(n ? n : 1);
+    in->headers = calloc(n ? n : 1, sizeof *in->headers);
+    *sha256 = calloc(n ? n : 1, sizeof **sha256);
+    moejit_status st = reached && in->headers && *sha256
+                           ? mj_include_closure(in->source.text, in->source.len, h, n, reached)
+                           : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "build inputs: out of memory");
+    in->n_headers = 0;
+    for (size_t i = 0; i < n && st == MOEJIT_OK; i++)
+        if (reached[i]) {
+            if (all_sha256) memcpy((*sha256)[in->n_headers], all_sha256[i], sizeof **sha256);
+            else st = mj_sha256_hex(h[i].data, h[i].size, (*sha256)[in->n_headers]);
+            in->headers[in->n_headers++] = h[i];
+        }
+    free(reached);
+    return st;
+}
+
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
+{
+    return mj_build_inputs_make_with(spec, mj_embedded_headers, mj_embedded_headers_len, in);
+}
+
+moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header *headers,
+                                        size_t n_headers, mj_build_inputs *in)
 {
     memset(in, 0, sizeof *in);
     in->arch = mj_arch_target(spec->arch);
@@ -67,18 +98,21 @@ moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
         if (!mj_buf_ok(&in->option_text))
             st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "build inputs: out of memory");
     }
-    const char (*header_sha256)[65] = NULL;
+    const char (*all_sha256)[65] = NULL;
+    char (*header_sha256)[65] = NULL;
     if (st == MOEJIT_OK) st = mj_nvrtc_identity(&major, &minor, build_id);
-    if (st == MOEJIT_OK) st = embedded_header_digests(&header_sha256);
+    int embedded = headers == mj_embedded_headers && n_headers == mj_embedded_headers_len;
+    if (st == MOEJIT_OK && embedded) st = embedded_header_digests(&all_sha256);
+    if (st == MOEJIT_OK) st = closure_headers(in, headers, n_headers, all_sha256, &header_sha256);
     if (st == MOEJIT_OK) {
         mj_key_inputs k = {
             .generator_version = MJ_GENERATOR_VERSION,
             .canonical_spec = spec->canonical,
             .source = in->source.text,
             .source_len = in->source.len,
-            .headers = mj_embedded_headers,
-            .n_headers = mj_embedded_headers_len,
-            .header_sha256 = header_sha256,
+            .headers = in->headers,
+            .n_headers = in->n_headers,
+            .header_sha256 = (const char (*)[65])header_sha256,
             .options = in->options,
             .n_options = in->n_options,
             .arch = in->arch,
@@ -88,6 +122,7 @@ moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
         };
         st = mj_key_compute(&k, &in->key, &in->preimage);
     }
+    free(header_sha256);
     if (st != MOEJIT_OK) mj_build_inputs_free(in);
     return st;
 }

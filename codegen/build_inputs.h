@@ -19,6 +19,10 @@
 
 typedef struct mj_build_inputs {
     mj_source source;              /* the generated translation unit */
+    mj_header *headers;            /* the headers the source's includes reach (an owned array
+                                      of entries; the texts are not copied), in their order: what the compile
+                                      reads and the key hashes */
+    size_t n_headers;
     const char *arch;              /* NVRTC target, static */
     const char *options[MJ_MAX_OPTIONS];
     int n_options;
@@ -30,9 +34,13 @@ typedef struct mj_build_inputs {
 /* Fills in for spec (which must have passed mj_check_support). On failure nothing needs
  * freeing; on success release with mj_build_inputs_free. */
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in);
+/* As mj_build_inputs_make, against another header set than the embedded templates (tests
+ * simulate an edited template with it); in->headers then point into headers. */
+moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header *headers,
+                                        size_t n_headers, mj_build_inputs *in);
 void mj_build_inputs_free(mj_build_inputs *in);
-/* Computes the process-wide constants every key needs (the embedded headers' digests,
- * NVRTC's identity) now, so that a context's first lookup does not pay for them. */
+/* Computes the process-wide constants every key needs (the embedded headers' digests and
+ * include graph, NVRTC's identity) now, so that a context's first lookup does not pay for them. */
 moejit_status mj_build_inputs_prewarm(void);
 
 #endif

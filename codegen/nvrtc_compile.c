@@ -13,6 +13,7 @@
  * state is used in the child.
  */
 #include "codegen/nvrtc_compile.h"
+#include "codegen/include_closure.h"
 #include "codegen/nvrtc_wire.h"
 
 #include <dlfcn.h>
@@ -203,8 +204,21 @@ static moejit_status check_request(const mj_compile_request *req)
     return MOEJIT_OK;
 }
 
+/* The request on the wire. Only the headers in the source's include closure go to NVRTC, the
+ * ones the cache key hashes: a header the closure missed fails the compile instead of
+ * entering the binary unkeyed. */
 static moejit_status encode_request(const mj_compile_request *req, mj_buf *b)
 {
+    unsigned char *reached = malloc(req->n_headers ? req->n_headers : 1);
+    if (!reached) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "compile request: out of memory");
+    moejit_status st = mj_include_closure(req->source->text, req->source->len, req->headers,
+                                          req->n_headers, reached);
+    if (st != MOEJIT_OK) {
+        free(reached);
+        return st;
+    }
+    uint32_t n_reached = 0;
+    for (size_t i = 0; i < req->n_headers; i++) n_reached += reached[i];
     const char *opts[16];
     int n_opts = 0;
     mj_buf optbuf = MJ_BUF_INIT;
@@ -215,8 +229,9 @@ static moejit_status encode_request(const mj_compile_request *req, mj_buf *b)
     mj_wire_put_str(b, req->source->text, req->source->len);
     mj_wire_put_u32(b, (uint32_t)n_opts);
     for (int i = 0; i < n_opts; i++) mj_wire_put_str(b, opts[i], strlen(opts[i]));
-    mj_wire_put_u32(b, (uint32_t)req->n_headers);
+    mj_wire_put_u32(b, n_reached);
     for (size_t i = 0; i < req->n_headers; i++) {
+        if (!reached[i]) continue;
         mj_wire_put_str(b, req->headers[i].name, strlen(req->headers[i].name));
         mj_wire_put_str(b, req->headers[i].data, req->headers[i].size);
     }
@@ -225,6 +240,7 @@ static moejit_status encode_request(const mj_compile_request *req, mj_buf *b)
         mj_wire_put_str(b, req->source->kernel_names[i], strlen(req->source->kernel_names[i]));
     int ok = mj_buf_ok(&optbuf) && n_opts > 0 && mj_buf_ok(b);
     mj_buf_free(&optbuf);
+    free(reached);
     return ok ? MOEJIT_OK : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "compile request: out of memory");
 }
 

@@ -19,7 +19,8 @@
 typedef struct mj_compile_request {
     const mj_source *source;
     const char *arch;              /* "sm_90a" */
-    const mj_header *headers;      /* headers NVRTC may include */
+    const mj_header *headers;      /* headers NVRTC may include: only those in the source's
+                                      include closure are handed to it */
     size_t n_headers;
     double timeout_s;              /* <= 0: 300 s */
 } mj_compile_request;

@@ -16,7 +16,8 @@
  *   generator_version <decimal>
  *   spec <n>:<canonical spec>
  *   source <sha256 hex> <n>
- *   header <n>:<name> <sha256 hex> <n>       (one per header, in the given order)
+ *   header <n>:<name> <sha256 hex> <n>       (one per header, in the given order: the
+ *                                            headers the compile reads, codegen/include_closure.h)
  *   option <n>:<option>                     (one per option, in the given order)
  *   arch <n>:<arch>
  *   nvrtc_version <major>.<minor>

@@ -21,7 +21,7 @@ typedef struct mj_key_inputs {
     const char *canonical_spec;
     const char *source;             /* the full generated source */
     size_t source_len;
-    const mj_header *headers;       /* every header handed to NVRTC */
+    const mj_header *headers;       /* every header the compile reads (the include closure) */
     size_t n_headers;
     const char (*header_sha256)[65];/* optional: headers[i]'s SHA-256 hex, already known (the
                                        embedded headers never change in a process); NULL:

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/key.h"
+#include "codegen/build_inputs.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/spec.h"
 
@@ -165,33 +166,18 @@ void mj_test_age(const char *path, long age_s)
 moejit_status mj_test_real_job_init(mj_test_real_job *j, const char *spec_text)
 {
     memset(j, 0, sizeof *j);
+    mj_build_inputs in;
     moejit_status st = moejit_spec_parse(spec_text, &j->spec);
-    if (st == MOEJIT_OK) st = mj_emit(j->spec, &j->src);
+    if (st == MOEJIT_OK) st = mj_build_inputs_make(j->spec, &in);
     if (st != MOEJIT_OK) return st;
-    mj_buf opt_buf = MJ_BUF_INIT;
-    const char *opts[32];
-    int n_opts = 0, major = 0, minor = 0;
-    char build_id[41] = "unknown";
-    const char *arch = mj_arch_target(j->spec->arch);
-    mj_nvrtc_options(arch, &opt_buf, opts, 32, &n_opts);
-    st = mj_nvrtc_identity(&major, &minor, build_id);
-    if (st == MOEJIT_OK) {
-        mj_key_inputs in = {.generator_version = MJ_GENERATOR_VERSION,
-                            .canonical_spec = j->spec->canonical,
-                            .source = j->src.text,
-                            .source_len = j->src.len,
-                            .headers = mj_embedded_headers,
-                            .n_headers = mj_embedded_headers_len,
-                            .options = opts,
-                            .n_options = n_opts,
-                            .arch = arch,
-                            .nvrtc_major = major,
-                            .nvrtc_minor = minor,
-                            .nvrtc_build_id = build_id};
-        st = mj_key_compute(&in, &j->key, &j->preimage);
-    }
-    mj_buf_free(&opt_buf);
-    return st;
+    /* The source, key and preimage move into the job; the rest is freed. */
+    j->src = in.source;
+    j->key = in.key;
+    j->preimage = in.preimage;
+    memset(&in.source, 0, sizeof in.source);
+    in.preimage = (mj_buf)MJ_BUF_INIT;
+    mj_build_inputs_free(&in);
+    return MOEJIT_OK;
 }
 
 moejit_status mj_test_real_build_fn(void *ctx, mj_program *out)
