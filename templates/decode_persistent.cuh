@@ -44,6 +44,7 @@
 #include "common/grid_dep.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
+#include "common/ptx.cuh"
 #include "common/types.cuh"
 #include "decode_route.cuh"
 #include "finalize.cuh"
@@ -54,13 +55,6 @@
 #include "route.cuh"
 
 namespace mj {
-
-__device__ __forceinline__ int load_acquire(const int *p)
-{
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 
 // The gate of a GEMM2 item: one thread waits until *count reaches target (acquire), then the
 // block synchronises, so every thread's later reads of the intermediate see the GEMM1 items'

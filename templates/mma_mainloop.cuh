@@ -25,38 +25,12 @@
 #pragma once
 
 #include "common/mma_params.h"
+#include "common/ptx.cuh"
 #include "common/types.cuh"
 
 namespace mj {
 
-// ---- PTX wrappers --------------------------------------------------------------------------
-
-__device__ __forceinline__ u32 smem_addr(const void *p)
-{
-    return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; src_bytes 0 writes 16 zero bytes and reads nothing.
-__device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
+// ---- the warp MMA ----------------------------------------------------------------------
 
 template <Dtype D>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1)

@@ -60,6 +60,7 @@
 
 #include "act.cuh"
 #include "common/params.h"
+#include "common/ptx.cuh"
 #include "common/types.cuh"
 #include "common/wgmma_params.h"
 #include "mma_gemm2.cuh"
@@ -203,7 +204,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
             mbar_init(empty_bar(s), kEmptyArrivals);
         }
         fence_proxy_async(); // the copy engine must see initialised barriers
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        fence_mbarrier_init();
         tma_prefetch_desc(&tmap);
     }
     // pair: the other CTA multicasts into this one's stages and arrives on its barriers
