@@ -206,7 +206,7 @@ moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entr
         mj_kernel_info *k = &out->kernels[i];
         const uint8_t *name;
         size_t nn = get_str(&r, &name);
-        if (nn >= MJ_KERNEL_NAME_MAX) r.short_read = 2;
+        if (nn >= MJ_KERNEL_NAME_MAX || (nn && memchr(name, 0, nn))) r.short_read = 2;
         else if (nn) memcpy(k->name, name, nn);
         k->registers = (int32_t)get_u32(&r);
         k->shared_bytes = (int32_t)get_u32(&r);
@@ -224,7 +224,11 @@ moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entr
         memset(out, 0, sizeof *out);
         return MOEJIT_OK;
     }
-    if (r.short_read || r.p != r.end || key_n != 64) {
+    /* Text fields are compared as C strings, so one with a NUL inside ("A\0junk" equal to "A")
+     * is malformed, as are kernel names. */
+    int nul_in_text = (spec_n && memchr(spec, 0, spec_n)) || (pre_n && memchr(pre, 0, pre_n)) ||
+                      (arch_n && memchr(arch, 0, arch_n)) || (key_n && memchr(key, 0, key_n));
+    if (r.short_read || r.p != r.end || key_n != 64 || nul_in_text) {
         *fault = MJ_ENTRY_MALFORMED;
         memset(out, 0, sizeof *out);
         return MOEJIT_OK;

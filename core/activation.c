@@ -180,12 +180,10 @@ static void trim(const char **s, size_t *len)
     while (*len && isspace((unsigned char)(*s)[*len - 1])) (*len)--;
 }
 
-/* strtof in the C locale (a host process may have set one with a decimal comma), requiring
- * the whole token to be consumed. Sets *overflow when the value is beyond float's range. */
-static int parse_float(const char *s, size_t len, float *out, int *overflow)
+mj_float_read mj_parse_float(const char *s, size_t len, float *out)
 {
     char tmp[FLOAT_TOKEN_MAX + 1];
-    if (len == 0 || len > FLOAT_TOKEN_MAX) return 0;
+    if (len == 0 || len > FLOAT_TOKEN_MAX) return MJ_FLOAT_SYNTAX;
     memcpy(tmp, s, len);
     tmp[len] = '\0';
     char *end = NULL;
@@ -194,10 +192,36 @@ static int parse_float(const char *s, size_t len, float *out, int *overflow)
     float v = c ? strtof_l(tmp, &end, c) : strtof(tmp, &end);
     int err = errno;
     if (c) freelocale(c);
-    if (end != tmp + len) return 0;
-    *overflow = err == ERANGE && isinf(v);
+    if (end != tmp + len) return MJ_FLOAT_SYNTAX;
+    if (err == ERANGE && isinf(v)) return MJ_FLOAT_OVERFLOW;
+    if (err == ERANGE && v == 0.0f) return MJ_FLOAT_UNDERFLOW; /* strtof only reports ERANGE at 0 for a nonzero text */
     *out = v;
-    return 1;
+    return MJ_FLOAT_OK;
+}
+
+const char *mj_float_read_name(mj_float_read r)
+{
+    switch (r) {
+    case MJ_FLOAT_OK: return "ok";
+    case MJ_FLOAT_SYNTAX: return "not a number";
+    case MJ_FLOAT_OVERFLOW: return "beyond float range";
+    case MJ_FLOAT_UNDERFLOW: return "a nonzero value that underflows to zero";
+    }
+    return "invalid";
+}
+
+mj_float_read mj_float_from_double(double d, float *out)
+{
+    if (isnan(d)) {
+        *out = NAN;
+        return MJ_FLOAT_OK;
+    }
+    /* Converting a double beyond float's range is undefined behaviour in C, so compare first. */
+    if (fabs(d) > FLT_MAX) return isinf(d) ? (*out = (float)d, MJ_FLOAT_OK) : MJ_FLOAT_OVERFLOW;
+    float f = (float)d;
+    if (f == 0.0f && d != 0.0) return MJ_FLOAT_UNDERFLOW;
+    *out = f;
+    return MJ_FLOAT_OK;
 }
 
 /* One "key=value" item inside the parentheses. */
@@ -235,15 +259,15 @@ static moejit_status parse_param(const mj_act_desc *d, const char *s, size_t len
         act->value[idx] = 0.0f;
         return MOEJIT_OK;
     }
-    float v;
-    int overflow = 0;
-    if (!parse_float(val, vlen, &v, &overflow))
+    float v = 0.0f;
+    mj_float_read fr = mj_parse_float(val, vlen, &v);
+    if (fr == MJ_FLOAT_SYNTAX)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "activation.%s: '%.*s' is not a number; expected a decimal or hex float%s",
                        p->name, (int)(vlen > 64 ? 64 : vlen), val, p->optional ? " or none" : "");
-    if (overflow)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "activation.%s: %s, got '%.*s' (beyond float range)",
-                       p->name, rule_text(p), (int)vlen, val);
+    if (fr != MJ_FLOAT_OK)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "activation.%s: %s, got '%.*s' (%s)", p->name,
+                       rule_text(p), (int)(vlen > 64 ? 64 : vlen), val, mj_float_read_name(fr));
     moejit_status st = check_value(p, v);
     if (st != MOEJIT_OK) return st;
     act->present[idx] = 1;

@@ -62,4 +62,16 @@ moejit_status mj_activation_validate(const moejit_activation *act);
 /* Appends the canonical text form. */
 void mj_activation_format(const moejit_activation *act, mj_buf *b);
 
+/* How a float was read: the value exactly as strtof rounds it, or why it was refused. A value
+ * beyond float's range and a nonzero value that rounds to zero are refused, never read as
+ * inf or 0, so that a spec is read exactly or not at all. */
+typedef enum mj_float_read { MJ_FLOAT_OK = 0, MJ_FLOAT_SYNTAX, MJ_FLOAT_OVERFLOW, MJ_FLOAT_UNDERFLOW } mj_float_read;
+/* Reads the whole token [s, s+len) in the C locale (a host may have set a decimal comma). */
+mj_float_read mj_parse_float(const char *s, size_t len, float *out);
+/* A JSON number (already a double) as a float, with the same refusals; NaN and inf pass
+ * through for the caller's own range check. */
+mj_float_read mj_float_from_double(double d, float *out);
+/* "beyond float range", "underflows to zero", ... */
+const char *mj_float_read_name(mj_float_read r);
+
 #endif

@@ -214,36 +214,27 @@ static moejit_status read_int(const raw *r, int field, int *out)
     return MOEJIT_OK;
 }
 
-/* strtof in the C locale, the whole token consumed (as the activation parser does). */
-static int parse_float(const char *s, size_t len, float *out)
-{
-    char tmp[129];
-    if (len == 0 || len >= sizeof tmp) return 0;
-    memcpy(tmp, s, len);
-    tmp[len] = '\0';
-    char *end = NULL;
-    locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-    float v = c ? strtof_l(tmp, &end, c) : strtof(tmp, &end);
-    if (c) freelocale(c);
-    if (end != tmp + len) return 0;
-    *out = v;
-    return 1;
-}
-
 /* A float from text (bit-exact through strtof) or from a JSON number. NOTE: a JSON number
  * has already been rounded to double by cJSON, so it is rounded twice (decimal -> double ->
  * float); where bit-exactness matters, give the value as a string ("0x1.b3b646p+0"). */
 static moejit_status read_float(const raw *r, const char *name, float *out)
 {
+    mj_float_read fr;
     if (r->is_num) {
-        *out = isfinite(r->num) ? (float)r->num : INFINITY; /* beyond float range -> inf */
+        fr = mj_float_from_double(r->num, out);
+        if (fr != MJ_FLOAT_OK)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: %g is %s", name, r->num, mj_float_read_name(fr));
         return MOEJIT_OK;
     }
     if (!r->s) return type_error(r, name, "a float");
-    if (!parse_float(r->s, r->n, out))
+    fr = mj_parse_float(r->s, r->n, out);
+    if (fr == MJ_FLOAT_SYNTAX)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "%s: '%.*s' is not a number; expected a decimal or hex float", name,
                        (int)(r->n > 64 ? 64 : r->n), r->s);
+    if (fr != MJ_FLOAT_OK)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: '%.*s' is %s", name, (int)(r->n > 64 ? 64 : r->n),
+                       r->s, mj_float_read_name(fr));
     return MOEJIT_OK;
 }
 
@@ -274,8 +265,13 @@ static moejit_status act_from_json(const cJSON *obj, moejit_activation *act)
         act->value[i] = d->params[i].default_present ? d->params[i].default_value : 0.0f;
     }
     int seen[MJ_ACT_MAX_PARAMS] = {0};
+    int kinds = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        if (strcmp(it->string, "kind") == 0) continue;
+        if (strcmp(it->string, "kind") == 0) {
+            if (kinds++)
+                return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "activation %s: duplicate parameter 'kind'", d->name);
+            continue;
+        }
         int idx = -1;
         for (int i = 0; i < d->n_params; i++)
             if (strcmp(d->params[i].name, it->string) == 0) idx = i;
@@ -601,6 +597,20 @@ moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_s
     return finish(fields, native, out);
 }
 
+long mj_json_nul_escape(const char *json)
+{
+    int in_string = 0;
+    for (const char *p = json; *p; p++) {
+        if (*p == '"') {
+            in_string = !in_string;
+        } else if (in_string && *p == '\\') {
+            if (p[1] == 'u' && p[2] == '0' && p[3] == '0' && p[4] == '0' && p[5] == '0') return (long)(p - json);
+            if (p[1]) p++; /* the escaped character, which may be a quote */
+        }
+    }
+    return -1;
+}
+
 static const char *json_type(const cJSON *v)
 {
     if (cJSON_IsBool(v)) return "a boolean";
@@ -615,6 +625,10 @@ moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moe
     if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: out is NULL");
     *out = NULL;
     if (!json) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec json: text is NULL");
+    long nul = mj_json_nul_escape(json);
+    if (nul >= 0)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "spec json: a string holds \\u0000 at offset %ld; no field allows a NUL character", nul);
     const char *end = NULL;
     /* NOTE: the error position comes from return_parse_end, not cJSON's global error pointer. */
     cJSON *root = cJSON_ParseWithOpts(json, &end, 1);

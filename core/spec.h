@@ -94,4 +94,9 @@ typedef moejit_status (*mj_native_arch_fn)(mj_arch *out);
 moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_spec **out);
 moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moejit_spec **out);
 
+/* The offset of the first \u0000 escape inside a JSON string of json, or -1. cJSON ends a
+ * decoded string at a NUL, which would silently cut a value or a key ("simt\u0000mma" read as
+ * simt), so every JSON reader refuses such text instead. */
+long mj_json_nul_escape(const char *json);
+
 #endif

@@ -3,6 +3,7 @@
  * field, version 1's bytes are pinned, and each kind of damage is named by its own fault.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +138,34 @@ START_TEST(every_damage_is_named_by_its_fault)
 }
 END_TEST
 
+/* Rewrites the trailer after an edit, so that only the edit itself can be refused. */
+static void reseal(mj_buf *b)
+{
+    char hex[65];
+    ck_assert_int_eq(mj_sha256_hex(b->data, b->len - 32, hex), MOEJIT_OK);
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        b->data[b->len - 32 + i] = (char)v;
+    }
+}
+
+/* A stored spec is compared as a C string: "A\0junk" must not read as "A". */
+START_TEST(a_nul_inside_a_text_field_is_malformed)
+{
+    mj_entry e, d;
+    sample(&e);
+    mj_buf b = MJ_BUF_INIT;
+    ck_assert_int_eq(mj_entry_encode(&e, &b), MOEJIT_OK);
+    /* header (12) + key (4 + 64), then the spec's length and its bytes */
+    ck_assert_mem_eq(b.data + 84, "backend=simt", 12);
+    b.data[84 + 12] = '\0';
+    reseal(&b);
+    ck_assert_int_eq(decode(&b, &d), MJ_ENTRY_MALFORMED);
+    mj_entry_free(&e), mj_buf_free(&b);
+}
+END_TEST
+
 START_TEST(program_conversion_copies_and_reads_nvrtc_from_the_preimage)
 {
     mj_program p;
@@ -174,6 +203,7 @@ static Suite *cache_entry_suite(void)
     tcase_add_test(tc, a_round_trip_keeps_every_field);
     tcase_add_test(tc, version_1_bytes_are_pinned);
     tcase_add_test(tc, every_damage_is_named_by_its_fault);
+    tcase_add_test(tc, a_nul_inside_a_text_field_is_malformed);
     tcase_add_test(tc, program_conversion_copies_and_reads_nvrtc_from_the_preimage);
     suite_add_tcase(s, tc);
     return s;

@@ -238,6 +238,22 @@ START_TEST(manifest_expands_specs_archs_and_shapes)
     RUN("warm", "--manifest", path, "--dry-run");
     ASSERT_RC(2);
     ck_assert_int_eq(mj_test_count_lines(r.err), 1);
+
+    /* Keys match whole, once; numbers are range-checked before any conversion; no NUL. */
+    static const char *const refused[][2] = {
+        {"{\"kernels\":[{\"spe\":\"quant=bf16,arch=sm_80\"}]}", "unknown key \"spe\""},
+        {"{\"kernels\":[{\"spec\":\"quant=bf16,arch=sm_80\",\"spec\":\"quant=fp16,arch=sm_80\"}]}",
+         "duplicate key \"spec\""},
+        {"{\"kernels\":[{\"spec\":\"quant=bf16,arch=sm_80\",\"shapes\":[{\"hidden\":1e300}]}]}",
+         "hidden: expected a non-negative integer"},
+        {"{\"kernels\":[{\"spec\":\"quant=bf16,arch=sm_80\\u0000,quant=fp16\"}]}", "a NUL character"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        mj_test_write_file(path, refused[i][0]);
+        RUN("warm", "--manifest", path, "--dry-run");
+        ASSERT_RC(2);
+        ck_assert_msg(strstr(r.err, refused[i][1]) && mj_test_count_lines(r.err) == 1, "%s: %s", refused[i][0], r.err);
+    }
 }
 END_TEST
 

@@ -271,9 +271,36 @@ START_TEST(json_reader_rejects_wrong_types_and_keys)
     json_fails("{\"arch\":\"sm_80\",\"act\":{\"kind\":\"swiglu\",\"limit\":\"nan\"}}",
                "activation.limit: must be finite and > 0, got nan");
     json_fails("{\"arch\":\"sm_80\",\"act\":{\"kind\":\"swiglu\",\"alpha\":1e300}}",
-               "activation.alpha: must be finite");
+               "activation.alpha: 1e+300 is beyond float range");
     json_fails("{\"arch\":\"sm_80\",\"act\":[1]}", "act: expected a string");
     json_fails("{\"arch\":\"sm_80\",\"act\":{\"alpha\":1}}", "act.kind: missing or not a string; allowed: gelu");
+}
+END_TEST
+
+/* A value is read exactly or refused: never cut at a NUL, never silently zero, never the first
+ * of two. */
+START_TEST(values_are_read_exactly_or_refused)
+{
+    json_fails("{\"arch\":\"sm_80\",\"backend\":\"simt\\u0000mma\"}", "spec json: a string holds \\u0000 at offset");
+    json_fails("{\"arch\":\"sm_80\",\"act\":\"swiglu(alpha=2)\\u0000,beta=3\"}", "\\u0000");
+    json_fails("{\"arch\":\"sm_80\",\"back\\u0000end\":\"simt\"}", "\\u0000");
+    /* An escaped backslash before "u0000" is text, not a NUL: the field's own check answers. */
+    json_fails("{\"arch\":\"sm_80\",\"backend\":\"x\\\\u0000\"}", "backend: unknown value");
+    json_fails("{\"arch\":\"sm_80\",\"act\":{\"kind\":\"swiglu\",\"kind\":\"gelu\"}}",
+               "activation swiglu: duplicate parameter 'kind'");
+    parse_fails("arch=sm_80,act=swiglu(alpha=1e-46)", "activation.alpha:");
+    parse_fails("arch=sm_80,act=swiglu(alpha=1e-46)", "underflows to zero");
+    json_fails("{\"arch\":\"sm_80\",\"act\":{\"kind\":\"swiglu\",\"alpha\":1e-46}}",
+               "activation.alpha: 1e-46 is a nonzero value that underflows to zero");
+    json_fails("{\"arch\":\"sm_80\",\"act\":{\"kind\":\"swiglu\",\"alpha\":\"1e-46\"}}", "underflows to zero");
+    parse_fails("arch=sm_80,routing=deepseek_v3,routed_scaling=1e-60", "routed_scaling: '1e-60' is a nonzero value");
+    parse_fails("arch=sm_80,act=swiglu(alpha=1e39)", "beyond float range");
+    /* Zero written as zero, and the smallest subnormal, are still values. */
+    moejit_spec_destroy(parse_ok("arch=sm_80,act=swiglu(beta=0e10)"));
+    moejit_spec_destroy(parse_ok("arch=sm_80,act=swiglu(beta=0x1p-149)"));
+    ck_assert_int_eq(mj_json_nul_escape("{\"a\":\"b\"}"), -1);
+    ck_assert_int_eq(mj_json_nul_escape("{\"a\":\"\\u0000\"}"), 6);
+    ck_assert_int_eq(mj_json_nul_escape("{\"a\":\"\\\"\\u0000\"}"), 8);
 }
 END_TEST
 
@@ -349,6 +376,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, unknown_duplicate_and_foreign_fields_are_errors);
     tcase_add_test(tc, validity_rules_name_the_field);
     tcase_add_test(tc, json_reader_rejects_wrong_types_and_keys);
+    tcase_add_test(tc, values_are_read_exactly_or_refused);
     tcase_add_test(tc, native_arch_needs_a_device);
     tcase_add_test(tc, arch_table_maps_compute_capabilities);
     tcase_add_test(tc, equal_handles_null_and_identity);

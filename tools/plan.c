@@ -12,6 +12,7 @@
 #include <cJSON.h>
 
 #include "codegen/build_inputs.h"
+#include "core/spec.h"
 #include "tools/cli.h"
 #include "tools/presets.h"
 #include "core/strbuf.h"
@@ -149,17 +150,27 @@ static char *read_file(const char *path, size_t *len)
     return mj_buf_take(&b);
 }
 
+/* Every key of o is one of allowed (a comma-separated list, matched whole) and appears once:
+ * cJSON keeps duplicate keys, of which a lookup would silently read only the first. */
 static int only_keys(const char *cmd, const char *where, const cJSON *o, const char *allowed)
 {
     for (const cJSON *it = o->child; it; it = it->next) {
-        char needle[80];
-        snprintf(needle, sizeof needle, ",%s,", it->string);
-        char list[128];
-        snprintf(list, sizeof list, ",%s,", allowed);
-        if (!strstr(list, needle)) {
+        size_t n = strlen(it->string);
+        int known = 0;
+        for (const char *a = allowed; *a && !known;) {
+            size_t len = strcspn(a, ",");
+            known = len == n && strncmp(a, it->string, n) == 0;
+            a += len + (a[len] == ',');
+        }
+        if (!known) {
             cli_error("%s: %s: unknown key \"%s\"; allowed: %s", cmd, where, it->string, allowed);
             return MJ_EXIT_USAGE;
         }
+        for (const cJSON *prev = o->child; prev != it; prev = prev->next)
+            if (strcmp(prev->string, it->string) == 0) {
+                cli_error("%s: %s: duplicate key \"%s\"", cmd, where, it->string);
+                return MJ_EXIT_USAGE;
+            }
     }
     return MJ_EXIT_OK;
 }
@@ -179,8 +190,9 @@ static int shape_fields(const char *cmd, const char *where, const cJSON *shape, 
     for (int k = 0; k < 4; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(shape, keys[k]);
         if (!v) continue;
-        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(long long)v->valuedouble ||
-            v->valuedouble > 1e9) {
+        /* The range first: converting a double beyond long long's range is undefined. */
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1e9) ||
+            v->valuedouble != (double)(long long)v->valuedouble) {
             cli_error("%s: %s.%s: expected a non-negative integer", cmd, where, keys[k]);
             return MJ_EXIT_USAGE;
         }
@@ -269,9 +281,18 @@ static int add_manifest_entry(cli_plan *p, const char *cmd, const char *where, c
 
 int cli_plan_add_manifest(cli_plan *p, const char *cmd, const char *path, const char *const *archs, int n_archs)
 {
-    char *data = read_file(path, NULL);
+    size_t len = 0;
+    char *data = read_file(path, &len);
     if (!data) {
         cli_error("%s: --manifest: cannot read %s", cmd, path);
+        return MJ_EXIT_USAGE;
+    }
+    /* Read exactly or refuse: a NUL byte or a \u0000 escape would cut the text cJSON sees. */
+    long nul = strlen(data) != len ? (long)strlen(data) : mj_json_nul_escape(data);
+    if (nul >= 0) {
+        cli_error("%s: manifest %s: a NUL character (a byte or \\u0000) at byte %ld; no field allows one", cmd,
+                  path, nul);
+        free(data);
         return MJ_EXIT_USAGE;
     }
     const char *end = NULL;
