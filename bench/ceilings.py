@@ -12,7 +12,7 @@ gives at that size rather than against the 4.48 TB/s of a 4 GiB stream alone.
 - dense: the layer's two GEMMs as dense torch.mm calls with M = B·k rows (bf16: [M, H] x [H, rows],
   then [M, I] x [I, H]), the same FLOPs with each weight matrix shared by all M rows: no routing,
   no gather, no per-expert tiles. Where the floor is the FLOPs.
-- peak: one dense 8192^3 bf16 torch.mm, the matmul ceiling perf-targets.md quotes, in the same run.
+- peak: one dense 8192^3 bf16 torch.mm, the matmul ceiling docs/PERFORMANCE.md quotes, in the same run.
 
 It prints one JSON object per (shape, batch) on stdout (and --json FILE), which bench/merge.py
 joins with the moejit rows (--ceilings).

@@ -1,5 +1,5 @@
 """This file contains what the bench scripts (torch_baseline.py, ceilings.py, merge.py) share: the
-model shapes of perf-targets.md, the floor's two rates and which of them binds, the device
+model shapes of docs/PERFORMANCE.md, the floor's two rates and which of them binds, the device
 scripts' one command line (--shapes, --batches, --rotate, --json), their timing of a replayed
 callable, and the JSON-lines output that merge.py reads. torch is imported only by the timing,
 so the rest is tested on the CPU (tests/check_bench_scripts.py)."""
@@ -18,7 +18,7 @@ SHAPES = {
 }
 DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
 
-# the floor's rates: the H200's measured read stream and bf16 matmul (perf-targets.md,
+# the floor's rates: the H200's measured read stream and bf16 matmul (docs/PERFORMANCE.md,
 # tools/bench_floor.c)
 READ_STREAM_TBPS, MATMUL_TFLOPS = 4.48, 790.0
 

@@ -43,7 +43,7 @@ const char *const mj_fp8_act_names[MJ_FP8_ACT_COUNT] = {"tensor", "token", "stat
 /* Compute capability of each arch, in mj_arch order. */
 static const int arch_cc[MJ_ARCH_COUNT][2] = {{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {12, 0}};
 
-/* Contract limits (moe-semantics.md §4): production kernels route at most 32 of 512. */
+/* Contract limits (docs/SEMANTICS.md §1): production kernels route at most 32 of 512. */
 #define MAX_EXPERTS 512
 #define MAX_TOPK 32
 

@@ -1,7 +1,7 @@
 /*
  * reference.c — the float64 CPU reference of the fused-MoE layer.
  *
- * This file contains the contract's layer (moe-semantics.md §1, §2, §4) computed in double
+ * This file contains the contract's layer (docs/SEMANTICS.md §1, §2, §4) computed in double
  * precision: routing, GEMM1, the activation, GEMM2 and the weighted finalize, optionally
  * replaying the kernel's 16-bit stores. It is written from the contract alone; it shares no
  * code with templates/, so a misreading there cannot be repeated here.

@@ -1,6 +1,6 @@
 /*
  * reference.h — the float64 CPU reference of one whole fused-MoE layer, written from the
- * contract (shared/reference/moe-semantics.md), never from the templates.
+ * contract (docs/SEMANTICS.md), never from the templates.
  *
  * This file contains the description of a layer as the reference sees it (mj_ref_layer), the
  * activation and routing primitives on their own (so tests can check them by hand), and the
@@ -51,7 +51,7 @@ typedef enum mj_ref_round {
  * bf16 8.75, while the H200 stored 8.6875). */
 #define MJ_REF_AMAX_SLACK 0x1p-16
 
-/* The replay of the simt kernels of issue 2: a is stored once in bf16/fp16. */
+/* The replay of the simt kernels: a is stored once in bf16/fp16. */
 #define MJ_REF_REPLAY_SIMT ((unsigned)MJ_REF_ROUND_ACT)
 /* The replay of the tensor-core backends (mma, wgmma): a, and each expert's y, stored once in
  * bf16/fp16 (templates/finalize.cuh). */
@@ -59,7 +59,7 @@ typedef enum mj_ref_round {
 /* fp8 formats: a stored once in the dtype, then x and a quantized to e4m3 as act_quant says. */
 #define MJ_REF_REPLAY_FP8 ((unsigned)(MJ_REF_ROUND_ACT | MJ_REF_QUANT_X | MJ_REF_QUANT_ACT))
 
-/* How the fp8 formats quantize activations in the layer (moe-semantics.md §3): the scale of a
+/* How the fp8 formats quantize activations in the layer (docs/SEMANTICS.md §5): the scale of a
  * group of values is amax/448 (fp32), each value becomes e4m3(v / scale) · scale. The
  * intermediate a is grouped like x, with I in place of H and one row per (token, expert). */
 typedef enum mj_ref_act_quant {

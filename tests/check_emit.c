@@ -2,7 +2,7 @@
  * This file contains the tests of codegen/emit.c: the generated source is byte-deterministic
  * (same spec, and a spec re-read from its own canonical text), carries the canonical spec,
  * changes with every bit of an activation parameter (one ulp, -0.0 vs +0.0) and with every
- * field of issue 5 (quant, fp8_act, group, zero_point, w1_layout, bias, routing and its
+ * field of the format and layout widening (quant, fp8_act, group, zero_point, w1_layout, bias, routing and its
  * deepseek_v3 parameters, logits), writes floats only as exact hex literals, lists the
  * layer's kernel table, and refuses what the simt templates cannot build, naming the field.
  */
@@ -357,7 +357,7 @@ START_TEST(edited_spec_values_the_templates_lack_are_refused)
 }
 END_TEST
 
-/* Every field of issue 5 reaches the source as a constant the templates read. */
+/* Every format, layout, bias and routing field reaches the source as a constant the templates read. */
 START_TEST(format_layout_bias_and_routing_fields_become_constants)
 {
     char *src = source_of("backend=simt,arch=sm_90a,quant=fp8_tensor,fp8_act=static,act=swiglu,"
@@ -439,7 +439,7 @@ START_TEST(fp8_act_is_canonical_for_fp8_tensor_only)
 }
 END_TEST
 
-/* Specs that differ in exactly one field of issue 5 never share a source (hence a kernel). */
+/* Specs that differ in exactly one of those fields never share a source (hence a kernel). */
 START_TEST(each_new_field_changes_the_source)
 {
     static const char *const base = "backend=simt,arch=sm_90a,act=swiglu";

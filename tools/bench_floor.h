@@ -1,8 +1,8 @@
 /*
- * bench_floor.h — the roofline floor of one layer forward (perf-targets.md) and the experts
+ * bench_floor.h — the roofline floor of one layer forward (docs/PERFORMANCE.md, "Floor") and the experts
  * whose weights that forward reads.
  *
- * perf-targets.md states the floor for uniform routing through the expected count of experts
+ * docs/PERFORMANCE.md states the floor for uniform routing through the expected count of experts
  * touched, E_act = E·(1 − (1 − k/E)^B). A benchmark's inputs route to a definite set instead,
  * and at a few tokens of a few experts the two differ by several percent (Mixtral-8x7B at
  * B = 2: E_act 3.5, the benchmark's eight seeded input sets 3.75 on average), so the bytes a

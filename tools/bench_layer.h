@@ -1,6 +1,6 @@
 /*
  * bench_layer.h — `moejit bench layer`: whole-layer timings of the model shapes of
- * perf-targets.md on the device (CUDA-graph replay, rotating inputs), their fraction of the
+ * docs/PERFORMANCE.md on the device (CUDA-graph replay, rotating inputs), their fraction of the
  * roofline floor, and a correctness mode (--check) that compares a backend with simt on the
  * model shapes and with the float64 CPU reference on small shapes for every activation.
  *
@@ -10,7 +10,7 @@
 #ifndef MJ_CLI_BENCH_LAYER_H
 #define MJ_CLI_BENCH_LAYER_H
 
-/* A model shape of perf-targets.md, by the name --shapes takes (also `moejit tune`'s). */
+/* A model shape of docs/PERFORMANCE.md, by the name --shapes takes (also `moejit tune`'s). */
 typedef struct bench_model_shape {
     const char *name;
     int hidden, inter, experts, topk;

@@ -12,12 +12,13 @@
 #include <stdio.h>
 
 #include "cache/cache.h"
+#include "core/settings.h"
 #include "moejit.h"
 
 enum { MJ_EXIT_OK = 0, MJ_EXIT_FAIL = 1, MJ_EXIT_USAGE = 2 };
 
 /* The layer `moejit demo` and `moejit bench jit` use by default: Qwen3-30B-A3B's expert
- * shape, bf16, SwiGLU, renormalize routing (perf-targets.md). No arch: callers add one. */
+ * shape, bf16, SwiGLU, renormalize routing (docs/PERFORMANCE.md, "Model shapes"). No arch: callers add one. */
 extern const char cli_default_spec[];
 
 /* Prints "moejit: <message>" on stderr (one line). */
@@ -38,6 +39,13 @@ int cli_bad_option(const char *cmd, int c, char **argv);
 /* --cache-dir DIR: sets MOEJIT_CACHE_DIR for this process and every process it starts, so
  * that the library, forked workers and spawned children resolve the same cache. */
 void cli_set_cache_dir(const char *dir);
+/* Settings given by this command line's flags (text as the environment's; it must outlive the
+ * command: argv's strings do), and all of them as the resolver takes them. */
+void cli_set_setting(mj_setting_id id, const char *text);
+const char *const *cli_settings(void);
+/* Resolves every setting (command line, environment, defaults): MJ_EXIT_OK, or the exit code
+ * after an error that names the bad value and its variable, prefixed with cmd. */
+int cli_resolve_settings(const char *cmd, mj_settings *out);
 /* Opens the cache the configuration (environment) names; prints the error and returns the
  * exit code on failure, MJ_EXIT_OK otherwise. */
 int cli_open_cache(mj_cache **out);
@@ -74,5 +82,6 @@ int cmd_warm(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_config(int argc, char **argv);
 
 #endif

@@ -1,12 +1,12 @@
 /*
  * This file contains `moejit bench layer` (bench_layer.h): for each model shape of
- * perf-targets.md and each batch, the whole layer (route -> finalize) timed by CUDA-graph
+ * docs/PERFORMANCE.md and each batch, the whole layer (route -> finalize) timed by CUDA-graph
  * replay over rotating input sets, reported as median µs, effective TB/s on the weight bytes
  * the batch touches, TFLOP/s, and the fraction of the roofline floor; --check first compares
  * each timed backend with simt on the same inputs (and with the float64 CPU reference on
  * small shapes, every activation, both GEMM paths).
  *
- * Floor (perf-targets.md, bench_floor.h): W = E_read·(rows1 + I)·H·2 bytes, where E_read is the
+ * Floor (docs/PERFORMANCE.md, bench_floor.h): W = E_read·(rows1 + I)·H·2 bytes, where E_read is the
  * number of experts the timed input sets route to (averaged over the sets; E_act = E·(1 −
  * (1 − k/E)^B) under uniform routing is reported beside it), F = 2·B·k·(rows1 + I)·H,
  * floor = max(W / bw, F / peak) with the ceilings measured on the lent H200 (4.48 TB/s read

@@ -17,7 +17,7 @@
 #include "reference/reference.h"
 #include "core/spec.h"
 
-/* Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, SwiGLU, bf16 (perf-targets.md); shared
+/* Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, SwiGLU, bf16 (docs/PERFORMANCE.md); shared
  * with `moejit bench jit` (cli.c). */
 #define default_spec cli_default_spec
 /* Arch used when there is no device to ask: the H200 this project targets. */

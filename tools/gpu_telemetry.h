@@ -4,15 +4,14 @@
  * driver, so the tools build and run without it).
  *
  * Why the benchmark records them: on an H200 a long tensor-core replay is held at ~1.4-1.5 GHz
- * by the 700 W board limit (docs/PERFORMANCE.md, ninth session), so a layer's time depends on
+ * by the 700 W board limit (docs/PERFORMANCE.md, "How the layer is measured"), so a layer's time depends on
  * the clock the board allowed, which differs between machines, calls and preceding work. A row
  * that carries its clock says which of two runs was faster hardware and which faster code.
  *
  * A sampler thread polls every 10 ms between start and stop. What it reads lags: NVML's power
  * on Hopper is an average over about the last second, and a timing shorter than ~0.1 s gets
  * few clock samples, so a short row reports mostly the state the rows before it left the board
- * in (which is also why its time can differ from the same row run alone: the fifth session's
- * "two modes", docs/PERFORMANCE.md). Without NVML (or without the device in it) every call
+ * in (which is also why its time can differ from the same row run alone). Without NVML (or without the device in it) every call
  * succeeds and the summary has no samples; the tools print "-".
  */
 #ifndef MJ_CLI_GPU_TELEMETRY_H

@@ -1,6 +1,6 @@
 /*
  * This file contains the warm presets' table (presets.h): one row per model of
- * perf-targets.md, with the expert shape pinned (hidden, inter, experts, topk) and the
+ * docs/PERFORMANCE.md ("Model shapes"), with the expert shape pinned (hidden, inter, experts, topk) and the
  * layer variants the model is served with. Routing parameters are the models' published
  * configs (n_group, topk_group, routed_scaling_factor).
  *

@@ -1,5 +1,5 @@
 /*
- * presets.h — built-in warm presets: the MoE layers of the models in perf-targets.md, as a
+ * presets.h — built-in warm presets: the MoE layers of the models in docs/PERFORMANCE.md, as a
  * table of model shapes and the layer variants each model is served with.
  *
  * A preset expands to spec texts without an arch (the caller adds --arch or native). Every

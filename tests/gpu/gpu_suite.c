@@ -5,9 +5,9 @@
  * suite_case.c.
  *
  * Parts (all by default):
- *   issue2  every activation × {bf16, fp16} × {softmax_topk, renormalize, precomputed} on six
+ *   activations  every activation × {bf16, fp16} × {softmax_topk, renormalize, precomputed} on six
  *           shapes (T up to 1000, an EP shard, a CUDA-graph replay), and 5 controls;
- *   issue5  every quantization family (bf16, fp16, fp8_tensor with each fp8_act, fp8_block,
+ *   formats      every quantization family (bf16, fp16, fp8_tensor with each fp8_act, fp8_block,
  *           w4a16 with each group and zero_point, mxfp4) × {swiglu, swiglu(1.702,1,7), situ,
  *           relu2, geglu_tanh} × every routing method, with EP shards, biases, W1 layouts,
  *           bf16 logits, deepseek_v3 parameters and per-expert overrides rotating, and 7
@@ -23,7 +23,7 @@
  * bit-identical rerun with a different workspace poison; on failure the configuration is
  * printed as a --case line.
  *
- *   build/tests/gpu_suite [FILTER] [--only issue2|issue5|fuzz] [--fuzz N] [--dry-run]
+ *   build/tests/gpu_suite [FILTER] [--only activations|formats|fuzz] [--fuzz N] [--dry-run]
  *   build/tests/gpu_suite --case 'SPEC' 'T=.. H=.. I=.. E=.. k=.. [ep=OFF+LOCAL] [ovr=1] [rbias=1]'
  *   MOEJIT_GPU_SEED=N   repeat a run's inputs and fuzz configurations (the seed is printed)
  *
@@ -120,10 +120,10 @@ typedef struct options {
 static void usage(FILE *f, const char *argv0)
 {
     fprintf(f,
-            "usage: %s [FILTER] [--only issue2|issue5|fuzz] [--fuzz N] [--dry-run]\n"
+            "usage: %s [FILTER] [--only activations|formats|fuzz] [--fuzz N] [--dry-run]\n"
             "       %s [--dry-run] --case 'SPEC' 'T=.. H=.. I=.. E=.. k=.. [ep=OFF+LOCAL] [ovr=1] [rbias=1]'\n"
             "  FILTER           run only the specs whose text contains it\n"
-            "  --only PART      run one part: issue2, issue5 or fuzz\n"
+            "  --only PART      run one part: activations, formats or fuzz\n"
             "  --fuzz N         number of fuzz configurations (default %d)\n"
             "  --dry-run        no device: check the suite against an exact-kernel model\n"
             "  --case SPEC SHAPE  rerun one configuration (as a failure prints it)\n"
@@ -146,7 +146,7 @@ static int parse_args(int argc, char **argv, options *o)
                 if (!strcmp(p, part_names[k]))
                     o->only = k;
             if (o->only == -2) {
-                fprintf(stderr, "--only: unknown part '%s'; allowed: issue2, issue5, fuzz\n", p);
+                fprintf(stderr, "--only: unknown part '%s'; allowed: activations, formats, fuzz\n", p);
                 return -1;
             }
         } else if (!strcmp(a, "--fuzz") && i + 1 < argc) {
@@ -237,10 +237,10 @@ int main(int argc, char **argv)
         }
         e->ncases = 1;
     } else {
-        if (o.only < 0 || o.only == PART_ISSUE2)
-            n = build_issue2(es, n, cap, S.arch, o.filter);
-        if (o.only < 0 || o.only == PART_ISSUE5)
-            n = build_issue5(es, n, cap, S.arch, o.filter);
+        if (o.only < 0 || o.only == PART_ACTIVATIONS)
+            n = build_activation_cases(es, n, cap, S.arch, o.filter);
+        if (o.only < 0 || o.only == PART_FORMATS)
+            n = build_format_cases(es, n, cap, S.arch, o.filter);
         if (o.only < 0 || o.only == PART_FUZZ)
             n = build_fuzz(es, n, cap, S.arch, o.filter, S.seed, o.fuzz);
     }
@@ -335,17 +335,17 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
-    if (!o.case_spec && (o.only < 0 || o.only == PART_ISSUE2))
-        controls_issue2(&S, es, n, &t);
-    if (!o.case_spec && (o.only < 0 || o.only == PART_ISSUE5))
-        controls_issue5(&S, es, n, &t);
+    if (!o.case_spec && (o.only < 0 || o.only == PART_ACTIVATIONS))
+        controls_activations(&S, es, n, &t);
+    if (!o.case_spec && (o.only < 0 || o.only == PART_FORMATS))
+        controls_formats(&S, es, n, &t);
 
     if (t.failed)
         printf("rerun the same inputs: MOEJIT_GPU_SEED=%llu %s%s%s%s '%s'\n", (unsigned long long)S.seed, argv[0],
                S.dry ? " --dry-run" : "", o.only >= 0 ? " --only " : "", o.only >= 0 ? part_names[o.only] : "",
                o.filter);
-    printf("time: %.1f s (issue2 %.1f s, issue5 %.1f s, fuzz %.1f s)\n", now_s() - t0, tpart[PART_ISSUE2],
-           tpart[PART_ISSUE5], tpart[PART_FUZZ]);
+    printf("time: %.1f s (activations %.1f s, formats %.1f s, fuzz %.1f s)\n", now_s() - t0, tpart[PART_ACTIVATIONS],
+           tpart[PART_FORMATS], tpart[PART_FUZZ]);
     if (S.stream)
         S.g.d->cuStreamDestroy(S.stream);
     moejit_context_destroy(ctx);

@@ -6,7 +6,7 @@
  * This file contains declarations only. gpu_suite.c has main() (CLI, compile pool, the loop);
  * suite_inputs.c makes a case's inputs; suite_device.c its device tensors and runs;
  * suite_case.c the bars, the verdict, the dry-run model and the controls' mechanics;
- * suite_matrix.c builds the issue-2 matrix, the issue-5 matrix and the fuzz configurations,
+ * suite_matrix.c builds the activation matrix, the format matrix and the fuzz configurations,
  * and their negative controls. Everything that depends on how the kernels read a format or
  * round (the ASSUMPTIONs A1-A4 the lead reconciles with the kernels) is in suite_inputs.c.
  */
@@ -25,7 +25,7 @@
 /* Bytes past the end of out that must stay poisoned (out-of-bounds writes). */
 #define GUARD_BYTES 4096
 
-typedef enum part { PART_ISSUE2 = 0, PART_ISSUE5, PART_FUZZ, PART_COUNT } part;
+typedef enum part { PART_ACTIVATIONS = 0, PART_FORMATS, PART_FUZZ, PART_COUNT } part;
 extern const char *const part_names[PART_COUNT];
 
 typedef struct shape {
@@ -177,13 +177,13 @@ int guard_intact(const unsigned char *host, size_t out_bytes);
 
 /* Appends the part's entries to es (capacity cap) whose text contains filter; returns the
  * new count. Fuzz configurations come from `seed` and number `count`. Specs are not parsed. */
-int build_issue2(entry *es, int n, int cap, const char *arch, const char *filter);
-int build_issue5(entry *es, int n, int cap, const char *arch, const char *filter);
+int build_activation_cases(entry *es, int n, int cap, const char *arch, const char *filter);
+int build_format_cases(entry *es, int n, int cap, const char *arch, const char *filter);
 int build_fuzz(entry *es, int n, int cap, const char *arch, const char *filter, uint64_t seed, int count);
 
 /* The negative controls of a part, on the entries that ran (entries whose kernel is NULL
  * after a failure are skipped). */
-void controls_issue2(const suite *S, entry *es, int n, tally *t);
-void controls_issue5(const suite *S, entry *es, int n, tally *t);
+void controls_activations(const suite *S, entry *es, int n, tally *t);
+void controls_formats(const suite *S, entry *es, int n, tally *t);
 
 #endif

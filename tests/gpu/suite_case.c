@@ -20,7 +20,7 @@
 
 /* ---- the contract's bars and the replay's ----------------------------------------------------- */
 
-/* moe-semantics.md §5, against the ideal (unquantized) float64 reference: bf16/fp16 0.05;
+/* docs/SEMANTICS.md §7, against the ideal (unquantized) float64 reference: bf16/fp16 0.05;
  * fp8 per-tensor, mxfp4, w4a16 0.05 with rtol 0.3 (elementwise |out - ref| <= 0.05 max|ref|
  * + 0.3 |ref|, as the established suites apply it); fp8 block 0.15. The fp8 intermediate's
  * re-quantization alone costs ~3% per element (e4m3 keeps 3 bits), so against the
@@ -38,7 +38,7 @@ static int is_fp8(mj_quant q)
 }
 
 /* Against the replay, per token. bf16/fp16 weights, w4a16 and mxfp4 dequantize exactly and
- * keep the issue-2 bars on the worst token: what is left is out's final rounding (2^-8
+ * keep the activation matrix's bars on the worst token: what is left is out's final rounding (2^-8
  * relative in bf16, 2^-11 in fp16) and fp32 arithmetic (0.0039 / 0.00048 measured on the
  * H200, and by the dry run's model). fp8 re-quantizes the intermediate to e4m3, which the
  * replay repeats exactly except where fp32 and float64 fall on two sides of a rounding

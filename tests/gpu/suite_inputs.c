@@ -27,7 +27,7 @@
 #include "core/status.h"
 #include "suite.h"
 
-const char *const part_names[PART_COUNT] = {"issue2", "issue5", "fuzz"};
+const char *const part_names[PART_COUNT] = {"activations", "formats", "fuzz"};
 
 /* ---- the kernels' conventions (A1-A3) ---------------------------------------------------------- */
 

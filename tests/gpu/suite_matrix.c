@@ -1,11 +1,11 @@
 /*
- * This file contains what the GPU suite runs: the issue-2 matrix (every activation × {bf16,
- * fp16} × {softmax_topk, renormalize, precomputed} on six shapes, unchanged), the issue-5
+ * This file contains what the GPU suite runs: the activation matrix (every activation × {bf16,
+ * fp16} × {softmax_topk, renormalize, precomputed} on six shapes, unchanged), the format
  * matrix (every quantization family × {swiglu, gpt-oss swiglu, situ, relu2, geglu_tanh} ×
  * every routing method, with the other axes rotating), the seeded fuzz configurations, and
  * each part's negative controls.
  *
- * Rotation in the issue-5 matrix (35 entries per quantization family, j = act · 7 + routing):
+ * Rotation in the format matrix (35 entries per quantization family, j = act · 7 + routing):
  * bias = j mod 4; logits bf16 on odd j (not for precomputed); W1 layout cycles over the
  * gated entries; deepseek_v3's (n_group, topk_group, routed_scaling) cycles with the act;
  * w4a16's (group, zero_point) and fp8_tensor's fp8_act cycle with act + routing, so that each
@@ -20,7 +20,7 @@
 
 #include "suite.h"
 
-/* ---- issue 2 ------------------------------------------------------------------------------------- */
+/* ---- activations, shapes and expert parallelism ------------------------------------------------------------------------------------- */
 
 static const char *const k_acts2[] = {
     "gelu", "relu", "silu", "swiglu", "swiglu(alpha=1.702,beta=1,limit=7)", "geglu", "relu2",
@@ -51,14 +51,14 @@ static int add(entry *es, int n, int cap, const char *filter, const entry *proto
     return n + 1;
 }
 
-int build_issue2(entry *es, int n, int cap, const char *arch, const char *filter)
+int build_activation_cases(entry *es, int n, int cap, const char *arch, const char *filter)
 {
     for (size_t q = 0; q < 2; q++)
         for (size_t a = 0; a < N_ACTS2; a++)
             for (size_t r = 0; r < 3; r++) {
                 entry e;
                 memset(&e, 0, sizeof e);
-                e.part = PART_ISSUE2;
+                e.part = PART_ACTIVATIONS;
                 snprintf(e.text, sizeof e.text, "backend=simt,quant=%s,act=%s,arch=%s,routing=%s",
                          k_quants2[q], k_acts2[a], arch, k_routings2[r]);
                 snprintf(e.label, sizeof e.label, "%s %s %s", k_quants2[q], k_acts2[a], k_routings2[r]);
@@ -69,7 +69,7 @@ int build_issue2(entry *es, int n, int cap, const char *arch, const char *filter
     return n;
 }
 
-/* ---- issue 5 ------------------------------------------------------------------------------------- */
+/* ---- formats, layouts, biases and routing ------------------------------------------------------------------------------------- */
 
 static const char *const k_families[] = {"bf16", "fp16", "fp8_tensor", "fp8_block", "w4a16", "mxfp4"};
 #define N_FAMILIES 6
@@ -164,7 +164,7 @@ static void label_of(const char *text, char *buf, size_t cap)
     buf[len] = '\0';
 }
 
-int build_issue5(entry *es, int n, int cap, const char *arch, const char *filter)
+int build_format_cases(entry *es, int n, int cap, const char *arch, const char *filter)
 {
     for (int f = 0; f < N_FAMILIES; f++) {
         int gated_index = 0;
@@ -176,7 +176,7 @@ int build_issue5(entry *es, int n, int cap, const char *arch, const char *filter
                 int64_t gran = quant_text(f, a + r, quant, sizeof quant);
                 entry e;
                 memset(&e, 0, sizeof e);
-                e.part = PART_ISSUE5;
+                e.part = PART_FORMATS;
                 spec_text(e.text, sizeof e.text, quant, k_acts5[a], arch, r, a % 4,
                           j % 2 == 1 && r != 6, gated ? gated_index++ % 3 : 0, j % 4);
                 label_of(e.text, e.label, sizeof e.label);
@@ -305,7 +305,7 @@ static const gcase *largest(const entry *e)
     return best;
 }
 
-void controls_issue2(const suite *S, entry *es, int n, tally *t)
+void controls_activations(const suite *S, entry *es, int n, tally *t)
 {
     moejit_activation *relu2 = NULL, *unclamped = NULL;
     if (moejit_activation_create(MOEJIT_ACT_RELU2, &relu2) ||
@@ -347,36 +347,36 @@ void controls_issue2(const suite *S, entry *es, int n, tally *t)
     moejit_activation_destroy(unclamped);
 }
 
-void controls_issue5(const suite *S, entry *es, int n, tally *t)
+void controls_formats(const suite *S, entry *es, int n, tally *t)
 {
     entry *e;
     mutation m;
-    e = find_with(es, n, PART_ISSUE5, "quant=mxfp4", NULL);
+    e = find_with(es, n, PART_FORMATS, "quant=mxfp4", NULL);
     m = mutation_none();
     m.swap_nibbles = 1;
     run_control(S, e, largest(e), &m, "mxfp4 kernel vs reference reading each byte's nibbles swapped", t);
-    e = find_with(es, n, PART_ISSUE5, "zero_point=1", NULL);
+    e = find_with(es, n, PART_FORMATS, "zero_point=1", NULL);
     m = mutation_none();
     m.zero_points_ignored = 1;
     run_control(S, e, largest(e), &m, "w4a16 zero_point=1 kernel vs reference with zero point 8", t);
-    e = find_with(es, n, PART_ISSUE5, "n_group=4,topk_group=2", NULL);
+    e = find_with(es, n, PART_FORMATS, "n_group=4,topk_group=2", NULL);
     m = mutation_none();
     m.no_group_masking = 1;
     run_control(S, e, largest(e), &m, "deepseek_v3 kernel vs reference without group masking", t);
-    e = find_with(es, n, PART_ISSUE5, "w1_layout=interleaved", NULL);
+    e = find_with(es, n, PART_FORMATS, "w1_layout=interleaved", NULL);
     m = mutation_none();
     m.layout = MJ_W1_UP_GATE;
     run_control(S, e, largest(e), &m, "interleaved-W1 kernel vs reference reading up_gate halves", t);
-    e = find_with(es, n, PART_ISSUE5, "quant=fp8_block", "bias=b2");
+    e = find_with(es, n, PART_FORMATS, "quant=fp8_block", "bias=b2");
     m = mutation_none();
     m.drop_b2 = 1;
     run_control(S, e, largest(e), &m, "fp8_block kernel with b2 vs reference without b2", t);
-    e = find_with(es, n, PART_ISSUE5, "fp8_act=tensor", NULL);
+    e = find_with(es, n, PART_FORMATS, "fp8_act=tensor", NULL);
     m = mutation_none();
     m.act_quant = MJ_REF_AQ_FP8_TOKEN;
     run_control(S, e, largest(e), &m,
                 "fp8_tensor (fp8_act=tensor) kernel vs replay quantizing per token (the replay sees the grouping)", t);
-    e = find_with(es, n, PART_ISSUE5, "quant=fp8_tensor", NULL);
+    e = find_with(es, n, PART_FORMATS, "quant=fp8_tensor", NULL);
     m = mutation_none();
     m.zero_out = 1;
     run_control(S, e, largest(e), &m, "fp8_tensor: all-zero output", t);

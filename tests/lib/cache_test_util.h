@@ -52,7 +52,7 @@ void mj_test_truncate(const char *path, long size);
 /* Sets a file's mtime (last use) to now - age_s. */
 void mj_test_age(const char *path, long age_s);
 
-/* ---- real compiles (emit + NVRTC worker), for the tests the issue wants on real cubins ---- */
+/* ---- real compiles (emit + NVRTC worker), for the tests that need real cubins ---------- */
 
 #include "codegen/emit.h"
 

@@ -1,6 +1,6 @@
 /*
  * quant_ref.h — the tests' own quantizers, packers and dequantizers of moejit's weight formats
- * (moe-semantics.md §3), written from the contract and never from the templates.
+ * (docs/SEMANTICS.md §5), written from the contract and never from the templates.
  *
  * This file contains, per format, the one place that knows its device tensors: what bytes
  * hold the weights, the scales and the zero points, in which shape and order. A test draws
