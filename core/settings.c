@@ -163,9 +163,10 @@ moejit_status mj_settings_parse_age(const char *setting, const char *text, int64
     return MOEJIT_OK;
 }
 
-/* A finite decimal number; -1 (and errno-free NAN) never passes the caller's bound. */
+/* A finite number and nothing else (no leading blank, no unit); the caller checks its bound. */
 static int parse_number(const char *text, double *out)
 {
+    if (!*text || isspace((unsigned char)*text)) return 0;
     char *end;
     errno = 0;
     double v = strtod(text, &end);

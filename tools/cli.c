@@ -86,7 +86,28 @@ int cli_bad_option(const char *cmd, int c, char **argv)
     return MJ_EXIT_USAGE;
 }
 
-void cli_set_cache_dir(const char *dir) { setenv("MOEJIT_CACHE_DIR", dir, 1); }
+/* --cache-dir reaches every cache this process and its children open through the environment,
+ * and is remembered as a command-line setting so that listings report where it came from. */
+void cli_set_cache_dir(const char *dir)
+{
+    setenv("MOEJIT_CACHE_DIR", dir, 1);
+    cli_set_setting(MJ_SETTING_CACHE_DIR, dir);
+}
+
+static mj_settings_cli g_cli_settings;
+
+void cli_set_setting(mj_setting_id id, const char *text)
+{
+    if ((unsigned)id < MJ_SETTING_COUNT) g_cli_settings[id] = text;
+}
+
+const char *const *cli_settings(void) { return g_cli_settings; }
+
+int cli_resolve_settings(const char *cmd, mj_settings *out)
+{
+    moejit_status st = mj_settings_resolve(NULL, g_cli_settings, out);
+    return st == MOEJIT_OK ? MJ_EXIT_OK : cli_fail(st, cmd);
+}
 
 int cli_open_cache(mj_cache **out)
 {

@@ -312,7 +312,7 @@ static int do_import(mj_cache *c, const cache_args *a)
 static int do_config(const cache_args *a)
 {
     mj_cache_config cfg;
-    moejit_status st = mj_cache_config_resolve(NULL, &cfg);
+    moejit_status st = mj_cache_config_resolve_cli(NULL, cli_settings(), &cfg);
     if (st != MOEJIT_OK) return cli_fail(st, "cache config");
     if (a->json) printf("{\"settings\":[");
     for (int i = 0; i < MJ_SET_COUNT; i++) {

@@ -117,7 +117,7 @@ static int load_key(subject *s, mj_cache *cache, const char *arg)
 }
 
 /* Fills s from a SPEC; compiles when asked to and it is not cached. */
-static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile)
+static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile, double timeout_s)
 {
     moejit_status st = cli_spec_parse(arg, &s->spec);
     if (st != MOEJIT_OK) {
@@ -139,7 +139,7 @@ static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile)
     if (!s->cached_before && compile) {
         int hit = 0;
         char *log = NULL;
-        st = cli_compile_cached(cache, &s->in, s->canonical, 0, &prog, &hit, &log);
+        st = cli_compile_cached(cache, &s->in, s->canonical, timeout_s, &prog, &hit, &log);
         if (st != MOEJIT_OK) {
             s->compile_error = strdup(moejit_last_error());
             free(log);
@@ -390,17 +390,23 @@ int cmd_inspect(int argc, char **argv)
         return MJ_EXIT_USAGE;
     }
     const char *arg = argv[optind];
+    /* the compile timeout and worker come from the one settings table, as a context's do */
+    mj_settings *set = malloc(sizeof *set);
+    if (!set) return cli_fail(MOEJIT_ERR_OUT_OF_MEMORY, "inspect");
+    int rc = cli_resolve_settings("inspect", set);
+    const double timeout_s = set->compile_timeout_s;
+    free(set);
+    if (rc != MJ_EXIT_OK) return rc;
     subject s;
     memset(&s, 0, sizeof s);
     mj_cache *cache = NULL;
-    int rc;
     if (!is_key(arg) && v == VIEW_SOURCE) {
-        rc = load_spec(&s, NULL, arg, 0); /* the source needs no cache */
+        rc = load_spec(&s, NULL, arg, 0, timeout_s); /* the source needs no cache */
     } else {
         rc = cli_open_cache(&cache);
         if (rc == MJ_EXIT_OK)
             rc = is_key(arg) ? load_key(&s, cache, arg)
-                             : load_spec(&s, cache, arg, compile && v != VIEW_PTX && v != VIEW_PREIMAGE);
+                             : load_spec(&s, cache, arg, compile && v != VIEW_PTX && v != VIEW_PREIMAGE, timeout_s);
     }
     if (rc == MJ_EXIT_OK) rc = show(&s, v, json, 1);
     subject_free(&s);

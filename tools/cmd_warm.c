@@ -341,6 +341,7 @@ int cmd_warm(int argc, char **argv)
                 cli_error("warm: --timeout: expected a positive number of seconds, got '%s'", optarg);
                 rc = MJ_EXIT_USAGE;
             }
+            cli_set_setting(MJ_SETTING_COMPILE_TIMEOUT, optarg);
             break;
         }
         case 'C': cli_set_cache_dir(optarg); break;
@@ -357,6 +358,12 @@ int cmd_warm(int argc, char **argv)
     if (rc == MJ_EXIT_OK && optind >= argc && presets.n == 0 && manifests.n == 0) {
         cli_error("warm: nothing to warm: give SPEC arguments, --preset or --manifest (see moejit warm --help)");
         rc = MJ_EXIT_USAGE;
+    }
+    if (rc == MJ_EXIT_OK) { /* --timeout, else $MOEJIT_COMPILE_TIMEOUT, else the default: the one table */
+        mj_settings *set = malloc(sizeof *set);
+        rc = set ? cli_resolve_settings("warm", set) : cli_fail(MOEJIT_ERR_OUT_OF_MEMORY, "warm");
+        if (rc == MJ_EXIT_OK) timeout_s = set->compile_timeout_s;
+        free(set);
     }
     cli_plan plan = {0};
     for (int i = optind; rc == MJ_EXIT_OK && i < argc; i++) {

@@ -41,6 +41,10 @@ static const char usage_text[] =
     "                                    list, count, check, trim, empty, pack and unpack the\n"
     "                                    disk cache, and show its settings\n"
     "\n"
+    "Settings:\n"
+    "  config [--json] [--cache-dir DIR]  every setting: its value, where it came from (default,\n"
+    "                                    environment, command line), its variable and why\n"
+    "\n"
     "Options:\n"
     "  -h, --help      this text (and `moejit <command> --help` for a command's own)\n"
     "  --version       moejit's, NVRTC's and (when present) the CUDA driver's versions\n"
@@ -50,8 +54,8 @@ static const char usage_text[] =
     "  backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a\n"
     "or the same as a JSON object. A KEY is a cache key: 64 hex digits.\n"
     "\n"
-    "Environment: MOEJIT_CACHE_DIR, MOEJIT_CACHE_MODE, MOEJIT_CACHE_MAX_BYTES, MOEJIT_LOCK_DIR\n"
-    "and the other settings `moejit cache config` lists; MOEJIT_TUNE_FILE (a `moejit tune` table).\n"
+    "Environment: MOEJIT_CACHE_DIR, MOEJIT_CACHE_MODE, MOEJIT_COMPILE_TIMEOUT, MOEJIT_DECODE\n"
+    "and the other settings `moejit config` lists; MOEJIT_TUNE_FILE (a `moejit tune` table).\n"
     "\n"
     "Examples:\n"
     "  moejit demo\n"
@@ -69,6 +73,7 @@ static const struct {
 } commands[] = {
     {"demo", cmd_demo}, {"warm", cmd_warm},   {"inspect", cmd_inspect},
     {"cache", cmd_cache}, {"matrix", cmd_matrix}, {"bench", cmd_bench}, {"tune", cmd_tune},
+    {"config", cmd_config},
 };
 
 static int print_version(void)
@@ -100,7 +105,7 @@ int main(int argc, char **argv)
     if (cmd[0] == '-')
         cli_error("unknown option '%s'; options: --help, --version (see moejit --help)", cmd);
     else
-        cli_error("unknown command '%s'; commands: demo, warm, inspect, cache, matrix, bench, tune "
+        cli_error("unknown command '%s'; commands: demo, warm, inspect, cache, matrix, bench, tune, config "
                   "(see moejit --help)", cmd);
     return MJ_EXIT_USAGE;
 }
