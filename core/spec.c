@@ -1,6 +1,6 @@
 /*
  * This file contains the spec: the name tables of its enumerated fields, the text and JSON
- * readers, the validity rules, arch=native resolution and the canonical form.
+ * readers, the validity rules, the canonical form (arch=native and backend=auto are resolved by the caller).
  *
  * Both readers only collect "key -> raw value" pairs; one builder interprets them, applies
  * the defaults and the validity rules, so the two forms cannot drift apart. The canonical
@@ -347,12 +347,16 @@ static moejit_status check_shape(int v, const char *name)
     } while (0)
 
 /* Interprets the collected fields into s (defaults, validity rules; no allocation). */
-static moejit_status build(const raw *fields, mj_native_arch_fn native, moejit_spec *s)
+static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, moejit_spec *s)
 {
     memset(s, 0, sizeof *s);
     s->backend = MJ_BACKEND_SIMT;
     s->quant = MJ_QUANT_BF16;
-    READ_ENUM(F_BACKEND, mj_backend_names, MJ_BACKEND_COUNT, s->backend);
+    const raw *backend = &fields[F_BACKEND];
+    if (backend->set && backend->s && token_eq("auto", backend->s, backend->n))
+        s->backend_auto = 1;
+    else
+        READ_ENUM(F_BACKEND, mj_backend_names, MJ_BACKEND_COUNT, s->backend);
     READ_ENUM(F_QUANT, mj_quant_names, MJ_QUANT_COUNT, s->quant);
 
     if (s->quant == MJ_QUANT_W4A16) {
@@ -478,7 +482,7 @@ static moejit_status build(const raw *fields, mj_native_arch_fn native, moejit_s
         READ_ENUM(F_ARCH, mj_arch_names, MJ_ARCH_COUNT, s->arch);
     } else if (arch->set && !arch->s) {
         return type_error(arch, "arch", "a string (native or an arch name)");
-    } else if (!native) {
+    } else if (!resolve || !resolve->native) {
         mj_buf b = MJ_BUF_INIT;
         name_list(&b, mj_arch_names, MJ_ARCH_COUNT);
         moejit_status st = mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "arch: native is not available here; give one of %s",
@@ -486,7 +490,13 @@ static moejit_status build(const raw *fields, mj_native_arch_fn native, moejit_s
         mj_buf_free(&b);
         return st;
     } else {
-        TRY(native(&s->arch));
+        TRY(resolve->native(&s->arch));
+    }
+    /* After the arch: which backend is fastest depends on it. */
+    if (s->backend_auto) {
+        if (!resolve || !resolve->auto_backend)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "backend: auto is not available here; give one of simt, mma, wgmma");
+        TRY(resolve->auto_backend(s));
     }
     return MOEJIT_OK;
 }
@@ -530,10 +540,10 @@ static uint64_t fnv1a_str(const char *s)
 }
 
 /* Builds the spec and caches its canonical text and hash. */
-static moejit_status finish(const raw *fields, mj_native_arch_fn native, moejit_spec **out)
+static moejit_status finish(const raw *fields, const mj_spec_resolvers *resolve, moejit_spec **out)
 {
     moejit_spec tmp;
-    TRY(build(fields, native, &tmp));
+    TRY(build(fields, resolve, &tmp));
     mj_buf b = MJ_BUF_INIT;
     mj_spec_format(&tmp, &b);
     tmp.canonical = mj_buf_take(&b);
@@ -550,7 +560,7 @@ static moejit_status finish(const raw *fields, mj_native_arch_fn native, moejit_
 
 /* ---- readers ----------------------------------------------------------------------------- */
 
-moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_spec **out)
+moejit_status mj_spec_parse(const char *text, const mj_spec_resolvers *resolve, moejit_spec **out)
 {
     if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: out is NULL");
     *out = NULL;
@@ -594,7 +604,7 @@ moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_s
         if (p + i >= text + total) break;
         p += i + 1; /* past the comma; a trailing one leaves an empty field, reported above */
     }
-    return finish(fields, native, out);
+    return finish(fields, resolve, out);
 }
 
 long mj_json_nul_escape(const char *json)
@@ -620,7 +630,7 @@ static const char *json_type(const cJSON *v)
     return "an unsupported JSON value";
 }
 
-moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moejit_spec **out)
+moejit_status mj_spec_parse_json(const char *json, const mj_spec_resolvers *resolve, moejit_spec **out)
 {
     if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: out is NULL");
     *out = NULL;
@@ -660,7 +670,7 @@ moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moe
         }
         st = put_field(fields, it->string, strlen(it->string), v);
     }
-    if (st == MOEJIT_OK) st = finish(fields, native, out);
+    if (st == MOEJIT_OK) st = finish(fields, resolve, out);
 done:
     cJSON_Delete(root);
     return st;

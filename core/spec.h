@@ -62,6 +62,7 @@ struct moejit_spec {
     float routed_scaling;    /* deepseek_v3 routing; otherwise 1.0 */
     int hidden, inter, experts, topk; /* pinned shape; 0 = given at run time */
     char tile[32];           /* "auto" or an explicit tile configuration name */
+    int backend_auto;        /* 1: backend was chosen by backend=auto (not part of the canonical form) */
     char *canonical;         /* cached canonical text (the spec is immutable) */
     uint64_t hash;           /* FNV-1a of canonical, for the in-process registry */
 };
@@ -91,8 +92,16 @@ moejit_status mj_spec_clone(const moejit_spec *spec, moejit_spec **out);
  * first. Asking the driver is the runtime's business: the public parsers pass its resolver,
  * and NULL refuses arch=native. */
 typedef moejit_status (*mj_native_arch_fn)(mj_arch *out);
-moejit_status mj_spec_parse(const char *text, mj_native_arch_fn native, moejit_spec **out);
-moejit_status mj_spec_parse_json(const char *json, mj_native_arch_fn native, moejit_spec **out);
+/* Resolves backend=auto: given the spec with every other field read, sets spec->backend to
+ * the backend to use (the capability matrix's question, so the caller answers it). */
+typedef moejit_status (*mj_auto_backend_fn)(moejit_spec *spec);
+/* What the parser asks its caller; a NULL member refuses that value. */
+typedef struct mj_spec_resolvers {
+    mj_native_arch_fn native;
+    mj_auto_backend_fn auto_backend;
+} mj_spec_resolvers;
+moejit_status mj_spec_parse(const char *text, const mj_spec_resolvers *resolve, moejit_spec **out);
+moejit_status mj_spec_parse_json(const char *json, const mj_spec_resolvers *resolve, moejit_spec **out);
 
 /* The offset of the first \u0000 escape inside a JSON string of json, or -1. cJSON ends a
  * decoded string at a NUL, which would silently cut a value or a key ("simt\u0000mma" read as

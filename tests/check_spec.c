@@ -13,6 +13,7 @@
 #include "runtime/driver.h"
 #include "lib/check_main.h"
 #include "moejit.h"
+#include "core/matrix.h"
 #include "core/spec.h"
 #include "core/status.h"
 
@@ -304,6 +305,50 @@ START_TEST(values_are_read_exactly_or_refused)
 }
 END_TEST
 
+/* backend=auto is resolved into the canonical form: the fastest backend whose declared support
+ * covers the spec, for every quant, routing, layout, bias and arch. */
+START_TEST(auto_backend_is_the_fastest_that_supports_the_spec)
+{
+    moejit_spec *s = parse_ok("backend=auto,arch=sm_90a");
+    ck_assert_int_eq(s->backend, MJ_BACKEND_WGMMA);
+    ck_assert_int_eq(s->backend_auto, 1);
+    ck_assert_msg(strncmp(moejit_spec_canonical(s), "backend=wgmma,", 14) == 0, "%s", moejit_spec_canonical(s));
+    moejit_spec *e = parse_ok("backend=wgmma,arch=sm_90a");
+    ck_assert(moejit_spec_equal(s, e));
+    ck_assert_int_eq(e->backend_auto, 0);
+    moejit_spec_destroy(e);
+    moejit_spec_destroy(s);
+    s = json_ok("{\"backend\":\"auto\",\"arch\":\"sm_80\",\"quant\":\"fp16\",\"dtype\":\"fp16\"}");
+    ck_assert_int_eq(s->backend, MJ_BACKEND_MMA);
+    moejit_spec_destroy(s);
+
+    static const mj_backend order[] = {MJ_BACKEND_WGMMA, MJ_BACKEND_MMA, MJ_BACKEND_SIMT};
+    static const char *const quants[] = {"quant=bf16", "quant=fp16,dtype=fp16", "quant=fp8_tensor", "quant=fp8_block",
+                                         "quant=w4a16", "quant=mxfp4"};
+    int checked = 0;
+    for (size_t q = 0; q < sizeof quants / sizeof quants[0]; q++)
+        for (int r = 0; r < MJ_ROUTING_COUNT; r++)
+            for (int l = 0; l < MJ_W1_LAYOUT_COUNT; l++)
+                for (int b = 0; b < MJ_BIAS_COUNT; b++)
+                    for (int a = 0; a < MJ_ARCH_COUNT; a++) {
+                        char text[256];
+                        snprintf(text, sizeof text, "backend=auto,%s,routing=%s,w1_layout=%s,bias=%s,arch=%s", quants[q],
+                                 mj_routing_names[r], mj_w1_layout_names[l], mj_bias_names[b], mj_arch_names[a]);
+                        moejit_spec *got = parse_ok(text);
+                        ck_assert_int_eq(mj_check_support(got), MOEJIT_OK);
+                        moejit_spec probe = *got;
+                        for (size_t i = 0; order[i] != got->backend; i++) {
+                            probe.backend = order[i];
+                            ck_assert_msg(mj_check_support(&probe) != MOEJIT_OK, "%s: auto chose %s over %s", text,
+                                          mj_backend_names[got->backend], mj_backend_names[order[i]]);
+                        }
+                        moejit_spec_destroy(got);
+                        checked++;
+                    }
+    ck_assert_int_eq(checked, 6 * MJ_ROUTING_COUNT * MJ_W1_LAYOUT_COUNT * MJ_BIAS_COUNT * MJ_ARCH_COUNT);
+}
+END_TEST
+
 START_TEST(native_arch_needs_a_device)
 {
     int major = 0, minor = 0;
@@ -377,6 +422,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, validity_rules_name_the_field);
     tcase_add_test(tc, json_reader_rejects_wrong_types_and_keys);
     tcase_add_test(tc, values_are_read_exactly_or_refused);
+    tcase_add_test(tc, auto_backend_is_the_fastest_that_supports_the_spec);
     tcase_add_test(tc, native_arch_needs_a_device);
     tcase_add_test(tc, arch_table_maps_compute_capabilities);
     tcase_add_test(tc, equal_handles_null_and_identity);

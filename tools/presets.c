@@ -1,12 +1,12 @@
 /*
  * This file contains the warm presets' table (presets.h): one row per model of
  * docs/PERFORMANCE.md ("Model shapes"), with the expert shape pinned (hidden, inter, experts, topk) and the
- * layer variants the model is served with. Routing parameters are the models' published
- * configs (n_group, topk_group, routed_scaling_factor).
+ * layer variants the model is served with, each on backend=auto (what a serving process that
+ * asks for the fastest backend runs). Routing parameters are the models' published configs
+ * (n_group, topk_group, routed_scaling_factor).
  *
  * Models routed with deepseek_v3 also get routing=precomputed variants: serving stacks often
- * run the grouped top-k themselves and hand the layer ids and weights, and that layer is one
- * the simt backend builds today.
+ * run the grouped top-k themselves and hand the layer ids and weights.
  */
 #include "tools/presets.h"
 
@@ -61,6 +61,6 @@ char *cli_preset_spec(const cli_preset *p, int i)
 {
     if (i < 0 || i >= CLI_PRESET_MAX_VARIANTS || !p->variants[i]) return NULL;
     mj_buf b = MJ_BUF_INIT;
-    mj_buf_printf(&b, "%s,act=%s,%s", p->variants[i], p->act, p->shape);
+    mj_buf_printf(&b, "backend=auto,%s,act=%s,%s", p->variants[i], p->act, p->shape);
     return mj_buf_take(&b);
 }

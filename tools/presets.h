@@ -2,11 +2,9 @@
  * presets.h — built-in warm presets: the MoE layers of the models in docs/PERFORMANCE.md, as a
  * table of model shapes and the layer variants each model is served with.
  *
- * A preset expands to spec texts without an arch (the caller adds --arch or native). Every
- * variant is listed, also formats no backend supports yet (fp8_block, w4a16, mxfp4,
- * deepseek_v3 routing, gpt-oss' interleaved W1 with biases): `moejit warm` asks
- * moejit_check_support and reports those as "unsupported, skipped", so a preset warms more
- * kernels as backends learn more formats without changing this table.
+ * A preset expands to spec texts with backend=auto and without an arch (the caller adds
+ * --arch or native), so it warms what a serving process asking for the fastest backend runs:
+ * the tensor-core backends where they support a variant, simt for the formats only it has.
  */
 #ifndef MJ_CLI_PRESETS_H
 #define MJ_CLI_PRESETS_H
@@ -31,7 +29,7 @@ extern const int cli_presets_len;
 const cli_preset *cli_preset_find(const char *name);
 /* Appends "mixtral-8x7b, qwen3-30b-a3b, ..." (error messages, --help). */
 void cli_preset_names(mj_buf *out);
-/* Spec text of variant i (no arch), malloc'd; NULL when i is past the last variant. */
+/* Spec text of variant i (backend=auto, no arch), malloc'd; NULL when i is past the last variant. */
 char *cli_preset_spec(const cli_preset *p, int i);
 
 #endif
