@@ -15,6 +15,7 @@
 #include "cache/entry.h"
 #include "cache/gc.h"
 #include "core/key.h"
+#include "core/sign.h"
 #include "moejit.h"
 #include "core/program.h"
 #include "cache/stats.h"
@@ -87,14 +88,35 @@ moejit_status mj_cache_stats_get(mj_cache *cache, mj_cache_stats *out);
 /* Zeroes the counters (not the size counters). */
 moejit_status mj_cache_stats_reset(mj_cache *cache);
 
-/* Pack: "MJKPACK1", u32 version 1, u32 count, count x (str key, str entry file bytes), then
- * SHA-256 of everything before (str = u32 little-endian length + bytes). */
+/* Pack (all integers little-endian; str = u32 length + bytes):
+ *
+ *   pack     = magic version count record* trailer
+ *   magic    = "MJKPACK1"; version = u32 1 (unsigned) or 2 (signed); count = u32
+ *   record   = str key (64 hex digits), str entry (the entry file's bytes, entry.h)
+ *   trailer  = [v2: key_id (8 bytes, core/sign.h) mac (32 bytes: HMAC-SHA256 under the pack key
+ *              of every byte before the mac)] checksum (32 bytes: SHA-256 of every byte before)
+ *
+ * Import checks everything before it adds anything, and refuses the whole pack for one bad
+ * record, naming it: the checksum, the signature, then for each record its entry's own
+ * checksum, that the entry's key is the record's key and the SHA-256 of its stored preimage,
+ * that the preimage's spec is the stored spec, and that no key appears twice. Without a
+ * signature these checks catch corruption and inconsistency, not a forged cubin under a
+ * genuine key and preimage: only packs signed under a key you hold are accepted unless
+ * trust_unsigned is set. */
+typedef struct mj_pack_opts {
+    const mj_sign_key *key; /* export: sign with it (NULL: unsigned); import: verify under it */
+    int trust_unsigned;     /* import: accept an unsigned pack, or a signed one with no key */
+} mj_pack_opts;
 typedef int (*mj_cache_select_fn)(void *ctx, const mj_cache_entry_info *info); /* 1: include */
-/* Writes the selected entries (select NULL: all) to path atomically. */
+/* Writes the selected entries (select NULL: all) to path atomically; opts may be NULL. */
 moejit_status mj_cache_export(mj_cache *cache, const char *path, mj_cache_select_fn select,
-                              void *ctx, int64_t *exported);
-/* Checks the whole pack (checksum, every entry's own checksum and key) before adding any
- * entry; a bad pack is refused whole. Entries already present are skipped. */
-moejit_status mj_cache_import(mj_cache *cache, const char *path, int64_t *added, int64_t *present);
+                              void *ctx, const mj_pack_opts *opts, int64_t *exported);
+/* Checks the whole pack (see above) before adding any entry; entries already present are
+ * skipped. opts NULL: no key and no trust, which refuses every pack. */
+moejit_status mj_cache_import(mj_cache *cache, const char *path, const mj_pack_opts *opts,
+                              int64_t *added, int64_t *present);
+/* The same on a pack already in memory; name is used in messages. */
+moejit_status mj_cache_import_bytes(mj_cache *cache, const char *name, const uint8_t *data, size_t n,
+                                    const mj_pack_opts *opts, int64_t *added, int64_t *present);
 
 #endif

@@ -30,6 +30,9 @@ const char *mj_entry_fault_name(mj_entry_fault f)
     case MJ_ENTRY_KEY_MISMATCH: return "stored key differs from its file name";
     case MJ_ENTRY_SPEC_MISMATCH: return "stored spec differs from the requested spec";
     case MJ_ENTRY_UNSAFE: return "unsafe owner or permissions";
+    case MJ_ENTRY_PREIMAGE_KEY: return "stored key is not the SHA-256 of its preimage";
+    case MJ_ENTRY_PREIMAGE_SPEC: return "stored spec differs from its preimage's spec";
+    case MJ_ENTRY_NOT_REGULAR: return "not a regular file";
     }
     return "unknown";
 }

@@ -71,7 +71,10 @@ typedef enum mj_entry_fault {
     MJ_ENTRY_MALFORMED = 5,     /* checksum right but a field is impossible (a bug) */
     MJ_ENTRY_KEY_MISMATCH = 6,  /* stored key is not the file's key */
     MJ_ENTRY_SPEC_MISMATCH = 7, /* stored spec is not the requested spec */
-    MJ_ENTRY_UNSAFE = 8         /* owned by another user or writable by others */
+    MJ_ENTRY_UNSAFE = 8,        /* owned by another user or writable by others */
+    MJ_ENTRY_PREIMAGE_KEY = 9,  /* stored key is not the SHA-256 of the stored preimage */
+    MJ_ENTRY_PREIMAGE_SPEC = 10,/* stored spec is not the spec line of the stored preimage */
+    MJ_ENTRY_NOT_REGULAR = 11   /* a directory, FIFO, socket or device in place of the file */
 } mj_entry_fault;
 
 const char *mj_entry_fault_name(mj_entry_fault f); /* "bad checksum" etc. */

@@ -171,7 +171,12 @@ static int verify_one(void *vctx, const walk_item *it)
     moejit_status rc = mj_cache_read_entry_file(vc->cfg, it->path, it->key, NULL, &e, &found, &fault, NULL);
     if (rc != MOEJIT_OK || !found) return 0;
     if (fault == MJ_ENTRY_OK) {
+        /* A valid checksum only proves the bytes are as written; the key must also be what
+         * its preimage hashes to, and the spec the one the preimage names. */
+        fault = mj_cache_entry_consistent(&e);
         mj_entry_free(&e);
+    }
+    if (fault == MJ_ENTRY_OK) {
         vc->r->ok++;
         vc->bytes[it->shard] += it->st.st_size;
         vc->files[it->shard]++;

@@ -14,6 +14,7 @@
 
 #include "cache/dirs.h"
 #include "cache/fault.h"
+#include "core/key.h"
 #include "core/status.h"
 
 int mj_cache_key_valid(const char *key)
@@ -98,6 +99,42 @@ moejit_status mj_cache_read_entry_file(const mj_cache_config *cfg, const char *p
 out:
     close(fd);
     return rc;
+}
+
+/* The spec of a preimage: its third line, "spec <n>:<n bytes>\n" (core/key.c). */
+static int preimage_spec(const char *pre, const char **spec, size_t *n)
+{
+    for (int line = 0; line < 2; line++) {
+        pre = strchr(pre, '\n');
+        if (!pre) return 0;
+        pre++;
+    }
+    if (strncmp(pre, "spec ", 5) != 0) return 0;
+    pre += 5;
+    size_t len = 0;
+    if (*pre < '0' || *pre > '9') return 0;
+    for (; *pre >= '0' && *pre <= '9'; pre++) {
+        if (len > (SIZE_MAX - 9) / 10) return 0;
+        len = len * 10 + (size_t)(*pre - '0');
+    }
+    if (*pre != ':' || strnlen(pre + 1, len + 1) < len + 1 || pre[1 + len] != '\n') return 0;
+    *spec = pre + 1;
+    *n = len;
+    return 1;
+}
+
+mj_entry_fault mj_cache_entry_consistent(const mj_entry *e)
+{
+    char hex[65];
+    const char *pre = e->preimage ? e->preimage : "";
+    if (mj_sha256_hex(pre, strlen(pre), hex) != MOEJIT_OK || strcmp(hex, e->key) != 0)
+        return MJ_ENTRY_PREIMAGE_KEY;
+    const char *spec;
+    size_t n;
+    const char *stored = e->canonical_spec ? e->canonical_spec : "";
+    if (!preimage_spec(pre, &spec, &n) || n != strlen(stored) || memcmp(spec, stored, n) != 0)
+        return MJ_ENTRY_PREIMAGE_SPEC;
+    return MJ_ENTRY_OK;
 }
 
 void mj_cache_quarantine(const mj_cache_config *cfg, const char *path, const char *key,

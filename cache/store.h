@@ -41,6 +41,11 @@ moejit_status mj_cache_read_entry_file(const mj_cache_config *cfg, const char *p
                                        const char *expected_spec, mj_entry *e, int *found,
                                        mj_entry_fault *fault, struct stat *st);
 
+/* Checks that an entry is what its preimage says: key == SHA-256(preimage) and the preimage's
+ * spec line (core/key.c's grammar: "spec <n>:<spec>" as its third line) is the stored spec.
+ * Run on every record of a pack and by verify; MJ_ENTRY_OK or the fault. */
+mj_entry_fault mj_cache_entry_consistent(const mj_entry *e);
+
 /* Moves the bad file at path to <dir>/quarantine/, counts it, warns once; when the move is
  * impossible the file is removed (a later publish would replace it anyway). */
 void mj_cache_quarantine(const mj_cache_config *cfg, const char *path, const char *key,

@@ -37,6 +37,27 @@ static void get(mj_cache *c, const char *keytext, mj_test_build *b, mj_program *
     ck_assert_msg(st == MOEJIT_OK, "get_or_build: %s", moejit_last_error());
 }
 
+/* A preimage in core/key.c's grammar for keytext, and its key: what import and verify check. */
+static mj_key consistent_key(const char *keytext, char *pre, size_t cap)
+{
+    snprintf(pre, cap, "moejit-key 1\ngenerator_version 1\nspec %zu:%s\nsource %s\nnvrtc_version 13.0\n",
+             strlen(SPEC), SPEC, keytext);
+    mj_key k;
+    ck_assert_int_eq(mj_sha256_hex(pre, strlen(pre), k.hex), MOEJIT_OK);
+    return k;
+}
+
+/* get() with a consistent key and preimage (entries that pass import's and verify's checks). */
+static void get_consistent(mj_cache *c, const char *keytext, mj_test_build *b, mj_program *p, int *hit)
+{
+    char pre[512];
+    mj_key k = consistent_key(keytext, pre, sizeof pre);
+    moejit_status st = mj_cache_get_or_build(c, &k, pre, SPEC, mj_test_build_fn, b, p, hit);
+    ck_assert_msg(st == MOEJIT_OK, "get_or_build: %s", moejit_last_error());
+}
+
+static const mj_pack_opts TRUST_UNSIGNED = {NULL, 1};
+
 START_TEST(a_miss_builds_and_publishes_then_a_hit_returns_the_same_program)
 {
     mj_cache *c = mj_test_cache_open(&T);
@@ -347,21 +368,21 @@ START_TEST(export_clear_import_restores_the_same_entries)
     mj_test_build b = {.spec = SPEC};
     mj_program p;
     int hit;
-    get(c, "e1", &b, &p, &hit), mj_program_free(&p);
-    get(c, "e2", &b, &p, &hit), mj_program_free(&p);
+    get_consistent(c, "e1", &b, &p, &hit), mj_program_free(&p);
+    get_consistent(c, "e2", &b, &p, &hit), mj_program_free(&p);
     char pack[400];
     snprintf(pack, sizeof pack, "%s/cache.mjpack", T.root);
     int64_t n = 0, added = 0, present = 0;
-    ck_assert_int_eq(mj_cache_export(c, pack, NULL, NULL, &n), MOEJIT_OK);
+    ck_assert_int_eq(mj_cache_export(c, pack, NULL, NULL, NULL, &n), MOEJIT_OK);
     ck_assert_int_eq(n, 2);
     ck_assert_int_eq(mj_cache_clear(c, NULL), MOEJIT_OK);
-    ck_assert_int_eq(mj_cache_import(c, pack, &added, &present), MOEJIT_OK);
+    ck_assert_int_eq(mj_cache_import(c, pack, &TRUST_UNSIGNED, &added, &present), MOEJIT_OK);
     ck_assert_int_eq(added, 2);
     ck_assert_int_eq(present, 0);
-    get(c, "e1", &b, &p, &hit), mj_program_free(&p);
+    get_consistent(c, "e1", &b, &p, &hit), mj_program_free(&p);
     ck_assert_int_eq(hit, 1);
     ck_assert_int_eq(b.calls, 2);
-    ck_assert_int_eq(mj_cache_import(c, pack, &added, &present), MOEJIT_OK);
+    ck_assert_int_eq(mj_cache_import(c, pack, &TRUST_UNSIGNED, &added, &present), MOEJIT_OK);
     ck_assert_int_eq(added, 0);
     ck_assert_int_eq(present, 2);
     mj_cache_close(c);
@@ -374,17 +395,17 @@ START_TEST(a_corrupted_pack_is_refused_whole)
     mj_test_build b = {.spec = SPEC};
     mj_program p;
     int hit;
-    get(c, "c1", &b, &p, &hit), mj_program_free(&p);
-    get(c, "c2", &b, &p, &hit), mj_program_free(&p);
+    get_consistent(c, "c1", &b, &p, &hit), mj_program_free(&p);
+    get_consistent(c, "c2", &b, &p, &hit), mj_program_free(&p);
     char pack[400];
     snprintf(pack, sizeof pack, "%s/bad.mjpack", T.root);
-    ck_assert_int_eq(mj_cache_export(c, pack, NULL, NULL, NULL), MOEJIT_OK);
+    ck_assert_int_eq(mj_cache_export(c, pack, NULL, NULL, NULL, NULL), MOEJIT_OK);
     ck_assert_int_eq(mj_cache_clear(c, NULL), MOEJIT_OK);
     struct stat st;
     stat(pack, &st);
     mj_test_poke(pack, (long)st.st_size - 100, "\xff", 1); /* inside the second entry */
     int64_t added = -1;
-    ck_assert_int_eq(mj_cache_import(c, pack, &added, NULL), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(mj_cache_import(c, pack, &TRUST_UNSIGNED, &added, NULL), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "refused whole"));
     ck_assert_int_eq(added, 0);
     listed l = {0};
@@ -400,9 +421,10 @@ START_TEST(verify_quarantines_bad_entries_and_keeps_good_ones)
     mj_test_build b = {.spec = SPEC};
     mj_program p;
     int hit;
-    get(c, "v1", &b, &p, &hit), mj_program_free(&p);
-    get(c, "v2", &b, &p, &hit), mj_program_free(&p);
-    mj_key k = mj_test_key("v2");
+    get_consistent(c, "v1", &b, &p, &hit), mj_program_free(&p);
+    get_consistent(c, "v2", &b, &p, &hit), mj_program_free(&p);
+    char pre[512];
+    mj_key k = consistent_key("v2", pre, sizeof pre);
     char path[600];
     mj_cache_entry_path(&T.cfg, k.hex, path, sizeof path);
     mj_test_poke(path, 200, "\x01", 1);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/check_main.h"
@@ -29,6 +30,14 @@ static void teardown(void)
 #define RUN(...) mj_test_cli_run(&t, NULL, &r, __VA_ARGS__, (const char *)NULL)
 #define ASSERT_RC(want)                                                                                  \
     ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
+
+/* A pack key (mode 0600) in the test's root; its path in out. */
+static void key_file(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/pack.key", t.root);
+    mj_test_write_file(out, "0123456789abcdef0123456789abcdef");
+    ck_assert_int_eq(chmod(out, 0600), 0);
+}
 
 static void warm(void)
 {
@@ -144,30 +153,31 @@ END_TEST
 START_TEST(export_clear_import_gives_back_the_same_entries)
 {
     warm();
-    char before[200], after[200], pack[600];
+    char before[200], after[200], pack[600], key[600];
     keys(before, sizeof before);
+    key_file(key, sizeof key);
     snprintf(pack, sizeof pack, "%s/all.mjkpack", t.root);
-    RUN("cache", "export", pack, "--json");
+    RUN("cache", "export", pack, "--key", key, "--json");
     ASSERT_RC(0);
     ck_assert_int_eq((int)json_num_of_run("exported"), 2);
     RUN("cache", "clear");
     ASSERT_RC(0);
-    RUN("cache", "import", pack, "--json");
+    RUN("cache", "import", pack, "--key", key, "--json");
     ASSERT_RC(0);
     ck_assert_int_eq((int)json_num_of_run("added"), 2);
     keys(after, sizeof after);
     ck_assert_str_eq(after, before);
 
     /* The imported entries are whole: inspect reads one by key, and importing again adds none. */
-    char key[65];
-    snprintf(key, sizeof key, "%.64s", after);
-    RUN("inspect", key, "--json");
+    char first[65];
+    snprintf(first, sizeof first, "%.64s", after);
+    RUN("inspect", first, "--json");
     ASSERT_RC(0);
     cJSON *j = mj_test_json(r.out);
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")));
     ck_assert_int_gt(cJSON_GetArraySize(cJSON_GetObjectItem(j, "kernels")), 0);
     cJSON_Delete(j);
-    RUN("cache", "import", pack, "--json");
+    RUN("cache", "import", pack, "--key", key, "--json");
     ASSERT_RC(0);
     ck_assert_int_eq((int)json_num_of_run("added"), 0);
     ck_assert_int_eq((int)json_num_of_run("present"), 2);
@@ -213,7 +223,7 @@ START_TEST(a_corrupt_pack_is_refused_whole)
 
     /* One flipped byte in the second half (inside the second entry). */
     flip_byte(pack, file_size(pack) * 3 / 4);
-    RUN("cache", "import", pack);
+    RUN("cache", "import", pack, "--trust-unsigned");
     ASSERT_RC(1);
     ck_assert_msg(mj_test_count_lines(r.err) == 1 && strstr(r.err, "nothing was added"), "%s", r.err);
     char k[200];
@@ -223,10 +233,59 @@ START_TEST(a_corrupt_pack_is_refused_whole)
     /* Cut short. */
     flip_byte(pack, file_size(pack) * 3 / 4); /* back to the original byte */
     ck_assert_int_eq(truncate(pack, file_size(pack) - 100), 0);
-    RUN("cache", "import", pack);
+    RUN("cache", "import", pack, "--trust-unsigned");
     ASSERT_RC(1);
     keys(k, sizeof k);
     ck_assert_str_eq(k, "");
+}
+END_TEST
+
+START_TEST(import_takes_only_packs_signed_by_the_key_unless_trust_unsigned)
+{
+    RUN("warm", SPEC_A, "--json");
+    ASSERT_RC(0);
+    char pack[600], key[600], other[600];
+    key_file(key, sizeof key);
+    snprintf(pack, sizeof pack, "%s/unsigned.mjkpack", t.root);
+    RUN("cache", "export", pack);
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.err, "not signed") && strstr(r.err, "--trust-unsigned"), "%s", r.err);
+    RUN("cache", "clear");
+    ASSERT_RC(0);
+    RUN("cache", "import", pack);
+    ASSERT_RC(1);
+    ck_assert_msg(strstr(r.err, "is not signed") && strstr(r.err, "--trust-unsigned"), "%s", r.err);
+    RUN("cache", "import", pack, "--trust-unsigned", "--json");
+    ASSERT_RC(0);
+    ck_assert_int_eq((int)json_num_of_run("added"), 1);
+
+    /* Signed through the environment; refused under another key, taken under the same one. */
+    snprintf(pack, sizeof pack, "%s/signed.mjkpack", t.root);
+    char env_key[700];
+    snprintf(env_key, sizeof env_key, "MOEJIT_PACK_KEY_FILE=%s", key);
+    const char *env[] = {env_key, NULL};
+    mj_test_cli_run(&t, env, &r, "cache", "export", pack, (const char *)NULL);
+    ASSERT_RC(0);
+    RUN("cache", "clear");
+    ASSERT_RC(0);
+    snprintf(other, sizeof other, "%s/other.key", t.root);
+    mj_test_write_file(other, "fedcba9876543210fedcba9876543210");
+    ck_assert_int_eq(chmod(other, 0600), 0);
+    RUN("cache", "import", pack, "--key", other);
+    ASSERT_RC(1);
+    ck_assert_msg(strstr(r.err, "signed under another key"), "%s", r.err);
+    RUN("cache", "import", pack);
+    ASSERT_RC(1);
+    ck_assert_msg(strstr(r.err, "signed but no key"), "%s", r.err);
+    mj_test_cli_run(&t, env, &r, "cache", "import", pack, "--json", (const char *)NULL);
+    ASSERT_RC(0);
+    ck_assert_int_eq((int)json_num_of_run("added"), 1);
+
+    /* A key file others can read is refused, naming it. */
+    ck_assert_int_eq(chmod(key, 0644), 0);
+    RUN("cache", "import", pack, "--key", key);
+    ASSERT_RC(1);
+    ck_assert_msg(strstr(r.err, key) && strstr(r.err, "chmod 600"), "%s", r.err);
 }
 END_TEST
 
@@ -261,6 +320,7 @@ static Suite *cli_cache_suite(void)
     tcase_add_test(tc, export_selects_by_arch_spec_pattern_and_preset);
     tcase_add_test(tc, a_corrupt_pack_is_refused_whole);
     tcase_add_test(tc, verify_quarantines_an_entry_with_a_flipped_byte);
+    tcase_add_test(tc, import_takes_only_packs_signed_by_the_key_unless_trust_unsigned);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,9 +29,14 @@ static const char cache_usage[] =
     "                           trim to SIZE (default: the configured limit), least recently\n"
     "                           used first, and drop entries unused for longer than AGE\n"
     "  clear                    remove every entry\n"
-    "  export FILE [SELECT]     write the selected entries to one checksummed pack\n"
-    "  import FILE              verify a pack whole, then add its entries (a corrupt pack is\n"
-    "                           refused and nothing is added)\n"
+    "  export FILE [SELECT] [--key KEYFILE]\n"
+    "                           write the selected entries to one checksummed pack, signed\n"
+    "                           (HMAC-SHA256) under KEYFILE when given\n"
+    "  import FILE [--key KEYFILE] [--trust-unsigned]\n"
+    "                           verify a pack whole (checksum, signature under KEYFILE, every\n"
+    "                           record's key, preimage and spec), then add its entries; a bad\n"
+    "                           pack is refused and nothing is added. Unsigned packs, or signed\n"
+    "                           ones with no key to check, only with --trust-unsigned\n"
     "  config                   the settings, their values and where each came from\n"
     "\n"
     "SELECT (ls, export; each option may be repeated, values comma-separated; an entry must\n"
@@ -45,6 +50,8 @@ static const char cache_usage[] =
     "  --json             one JSON document on stdout\n"
     "  --cache-dir DIR    the cache (default: $MOEJIT_CACHE_DIR, then $XDG_CACHE_HOME/moejit,\n"
     "                     then ~/.cache/moejit)\n"
+    "  --key KEYFILE      the pack key (default: $MOEJIT_PACK_KEY_FILE): 16 to 1024 bytes,\n"
+    "                     a file only you can read (head -c 32 /dev/urandom > F; chmod 600 F)\n"
     "  SIZE: 4G, 512M, 100000 (bytes; K, M, G, T are powers of 1024).  AGE: 30d, 12h, 90m, 45s.\n"
     "\n"
     "Examples:\n"
@@ -58,7 +65,8 @@ static const char cache_usage[] =
     "pack, nothing selected for export), 2 bad usage.\n";
 
 enum {
-    OPT_JSON = 1 << 0, OPT_SELECT = 1 << 1, OPT_RESET = 1 << 2, OPT_GC = 1 << 3
+    OPT_JSON = 1 << 0, OPT_SELECT = 1 << 1, OPT_RESET = 1 << 2, OPT_GC = 1 << 3, OPT_KEY = 1 << 4,
+    OPT_TRUST = 1 << 5
 };
 
 static const struct subcommand {
@@ -67,7 +75,7 @@ static const struct subcommand {
     int n_args;   /* positional arguments */
 } subcommands[] = {
     {"ls", OPT_SELECT, 0},  {"stats", OPT_RESET, 0}, {"verify", 0, 0},     {"gc", OPT_GC, 0},
-    {"clear", 0, 0},        {"export", OPT_SELECT, 1}, {"import", 0, 1},  {"config", 0, 0},
+    {"clear", 0, 0},        {"export", OPT_SELECT | OPT_KEY, 1}, {"import", OPT_KEY | OPT_TRUST, 1},  {"config", 0, 0},
 };
 
 typedef struct cache_args {
@@ -80,7 +88,22 @@ typedef struct cache_args {
     int have_presets;
     int64_t max_size, max_age;
     const char *file;
+    const char *key_file;   /* --key */
+    int trust_unsigned;     /* --trust-unsigned */
 } cache_args;
+
+/* Loads the pack key from --key, else MOEJIT_PACK_KEY_FILE; *have = 0 when neither is set. */
+static int load_pack_key(const cache_args *a, const char *cmd, mj_sign_key *key, int *have)
+{
+    const char *env = getenv("MOEJIT_PACK_KEY_FILE");
+    const char *path = a->key_file ? a->key_file : env && *env ? env : NULL;
+    *have = 0;
+    if (!path) return MJ_EXIT_OK;
+    moejit_status st = mj_sign_key_load(a->key_file ? "--key" : "MOEJIT_PACK_KEY_FILE", path, key);
+    if (st != MOEJIT_OK) return cli_fail(st, cmd);
+    *have = 1;
+    return MJ_EXIT_OK;
+}
 
 /* ---- selection ------------------------------------------------------------------------------ */
 
@@ -273,8 +296,17 @@ static int do_export(mj_cache *c, const cache_args *a)
         cli_error("cache export: no entry matches the selection; nothing written");
         return MJ_EXIT_FAIL;
     }
-    st = mj_cache_export(c, a->file, select_fn, (void *)a, &exported);
+    static mj_sign_key key;
+    int have_key = 0;
+    int rc = load_pack_key(a, "cache export", &key, &have_key);
+    if (rc != MJ_EXIT_OK) return rc;
+    mj_pack_opts po = {have_key ? &key : NULL, 0};
+    st = mj_cache_export(c, a->file, select_fn, (void *)a, &po, &exported);
+    mj_sign_key_wipe(&key);
     if (st != MOEJIT_OK) return cli_fail(st, "cache export");
+    if (!have_key)
+        fprintf(stderr, "moejit: note: %s is not signed (no --key or MOEJIT_PACK_KEY_FILE); importing it "
+                "needs --trust-unsigned\n", a->file);
     if (a->json) {
         printf("{\"file\":");
         cli_json_string(stdout, a->file);
@@ -288,7 +320,13 @@ static int do_export(mj_cache *c, const cache_args *a)
 static int do_import(mj_cache *c, const cache_args *a)
 {
     int64_t added = 0, present = 0;
-    moejit_status st = mj_cache_import(c, a->file, &added, &present);
+    static mj_sign_key key;
+    int have_key = 0;
+    int rc = load_pack_key(a, "cache import", &key, &have_key);
+    if (rc != MJ_EXIT_OK) return rc;
+    mj_pack_opts po = {have_key ? &key : NULL, a->trust_unsigned};
+    moejit_status st = mj_cache_import(c, a->file, &po, &added, &present);
+    mj_sign_key_wipe(&key);
     if (st != MOEJIT_OK) {
         /* A corrupt, truncated or unreadable pack: the operation failed (exit 1). */
         const char *msg = moejit_last_error();
@@ -355,6 +393,7 @@ static int parse(int argc, char **argv, cache_args *a)
         {"arch", required_argument, NULL, 'a'},    {"preset", required_argument, NULL, 'p'},
         {"spec", required_argument, NULL, 's'},    {"reset", no_argument, NULL, 'r'},
         {"max-size", required_argument, NULL, 'S'}, {"max-age", required_argument, NULL, 'A'},
+        {"key", required_argument, NULL, 'K'},     {"trust-unsigned", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     char cmd[32];
     snprintf(cmd, sizeof cmd, "cache %s", a->sub->name);
@@ -364,6 +403,8 @@ static int parse(int argc, char **argv, cache_args *a)
     while ((c = getopt_long(argc, argv, ":h", long_options, &idx)) != -1) {
         int need = c == 'a' || c == 'p' || c == 's' ? OPT_SELECT : c == 'r' ? OPT_RESET
                  : c == 'S' || c == 'A'              ? OPT_GC
+                 : c == 'K'                          ? OPT_KEY
+                 : c == 'T'                          ? OPT_TRUST
                                                      : 0;
         if (need && !(a->sub->options & need)) {
             cli_error("%s: option '--%s' does not apply (see moejit cache --help)", cmd,
@@ -389,6 +430,8 @@ static int parse(int argc, char **argv, cache_args *a)
             if (!cli_strv_push(&a->specs, optarg)) return MJ_EXIT_FAIL;
             break;
         case 'r': a->reset = 1; break;
+        case 'K': a->key_file = optarg; break;
+        case 'T': a->trust_unsigned = 1; break;
         case 'S':
             if (mj_cache_parse_size("--max-size", optarg, &a->max_size) != MOEJIT_OK)
                 return cli_fail(MOEJIT_ERR_INVALID_ARGUMENT, cmd);
