@@ -99,6 +99,47 @@ void mj_buf_hexfloat(mj_buf *b, float f)
     mj_buf_printf(b, "%sp%+d", out, e);
 }
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or minus the length of its maximal ill-formed subpart. */
+static int utf8_sequence(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int len;
+    unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else return -1;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n || s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xbf)) return -i;
+    }
+    return len;
+}
+
+void mj_buf_put_utf8(mj_buf *b, const char *s, size_t n)
+{
+    if (!s || !n) {
+        mj_buf_append(b, "", 0);
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    size_t run = 0; /* well-formed bytes not yet appended */
+    for (size_t i = 0; i < n;) {
+        int k = utf8_sequence(p + i, n - i);
+        if (k > 0) {
+            i += (size_t)k;
+            run += (size_t)k;
+            continue;
+        }
+        mj_buf_append(b, p + i - run, run);
+        mj_buf_append(b, "\xef\xbf\xbd", 3);
+        run = 0;
+        i += (size_t)-k;
+    }
+    mj_buf_append(b, p + n - run, run);
+}
+
 char *mj_buf_take(mj_buf *b)
 {
     if (b->failed) {

@@ -29,6 +29,10 @@ void mj_buf_printf(mj_buf *b, const char *fmt, ...) __attribute__((format(printf
 /* Exact, locale- and libc-independent hex form of a float: "0x1.b3b646p+0", "-0x0p+0",
  * "0x1.fffffep+127", subnormals as "0x0.000002p-126". strtof() reads it back bit-exactly. */
 void mj_buf_hexfloat(mj_buf *b, float f);
+/* Appends the n bytes of s with every ill-formed UTF-8 sequence (each maximal subpart, as
+ * Unicode recommends) replaced by U+FFFD, so that text from any byte source (a path, an
+ * environment variable) is valid UTF-8 where it must be, as in JSON. */
+void mj_buf_put_utf8(mj_buf *b, const char *s, size_t n);
 /* Detaches the string (caller frees); returns NULL if an append failed. */
 char *mj_buf_take(mj_buf *b);
 
