@@ -30,8 +30,6 @@ int cli_fail(moejit_status status, const char *what);
 int cli_is_tty(FILE *f);
 /* Parses a non-negative integer option value; prints the error and returns -1 if bad. */
 long long cli_parse_count(const char *option, const char *value, long long max);
-/* Writes s as a JSON string literal (quotes and escapes included). */
-void cli_json_string(FILE *f, const char *s);
 
 /* The one line for a getopt_long failure (c is what it returned: '?' or ':'); returns
  * MJ_EXIT_USAGE. Option strings must start with ":" so that a missing value is ':'. */

@@ -27,6 +27,7 @@
 #include "tools/bench_layer.h"
 #include "tools/cli.h"
 #include "tools/gpu_harness.h"
+#include "tools/json_out.h"
 #include "core/spec.h"
 
 extern char **environ;
@@ -281,16 +282,26 @@ static int bench(bench_opts *o)
     if (rc == MJ_EXIT_OK) {
         double cold_ms = o->cold ? median(cold, o->cold) * 1e3 : 0, load_us = o->loads ? median(load, o->loads) * 1e6 : 0;
         if (o->json) {
-            printf("{\"spec\":");
-            cli_json_string(stdout, moejit_spec_canonical(spec));
-            printf(",\"arch\":\"%s\",\"device\":", o->arch);
-            cli_json_string(stdout, device);
-            printf(",\"cold_compile_ms\":{\"median\":%.3f,\"runs\":%d,\"samples\":[", cold_ms, o->cold);
-            for (int i = 0; i < o->cold; i++) printf("%s%.3f", i ? "," : "", cold[i] * 1e3);
-            printf("]},\"disk_load_us\":{\"median\":%.3f,\"runs\":%d,\"loaded\":%s,\"samples\":[", load_us, o->loads,
-                   loaded ? "true" : "false");
-            for (int i = 0; i < o->loads; i++) printf("%s%.3f", i ? "," : "", load[i] * 1e6);
-            printf("]},\"hit_ns\":{\"median\":%.1f,\"calls\":%d,\"batch\":%d}}\n", hit_ns, o->hits, HIT_BATCH);
+            cJSON *doc = cJSON_CreateObject();
+            cli_json_add(doc, "spec", cli_json_str(moejit_spec_canonical(spec)));
+            cli_json_add(doc, "arch", cli_json_str(o->arch));
+            cli_json_add(doc, "device", cli_json_str(device));
+            cJSON *c = cli_json_add(doc, "cold_compile_ms", cJSON_CreateObject());
+            cli_json_add(c, "median", cli_json_fixed(cold_ms, 3));
+            cli_json_add(c, "runs", cli_json_int(o->cold));
+            cJSON *cs = cli_json_add(c, "samples", cJSON_CreateArray());
+            for (int i = 0; i < o->cold; i++) cli_json_add(cs, NULL, cli_json_fixed(cold[i] * 1e3, 3));
+            cJSON *l = cli_json_add(doc, "disk_load_us", cJSON_CreateObject());
+            cli_json_add(l, "median", cli_json_fixed(load_us, 3));
+            cli_json_add(l, "runs", cli_json_int(o->loads));
+            cli_json_add(l, "loaded", cJSON_CreateBool(loaded));
+            cJSON *ls = cli_json_add(l, "samples", cJSON_CreateArray());
+            for (int i = 0; i < o->loads; i++) cli_json_add(ls, NULL, cli_json_fixed(load[i] * 1e6, 3));
+            cJSON *h = cli_json_add(doc, "hit_ns", cJSON_CreateObject());
+            cli_json_add(h, "median", cli_json_fixed(hit_ns, 1));
+            cli_json_add(h, "calls", cli_json_int(o->hits));
+            cli_json_add(h, "batch", cli_json_int(HIT_BATCH));
+            rc = cli_json_print(doc);
         } else {
             printf("bench jit: %s\n  device: %s\n", moejit_spec_canonical(spec), device);
             printf("  cold compile (fresh process, empty cache):     median %8.1f ms   (%d runs, %.1f..%.1f)\n",
@@ -301,7 +312,7 @@ static int bench(bench_opts *o)
             printf("  in-process hit:                                 median %8.1f ns   (%d calls)\n", hit_ns,
                    o->hits);
         }
-        if (o->append) rc = append_row(o, device, cold_ms, load_us, loaded, hit_ns);
+        if (o->append && rc == MJ_EXIT_OK) rc = append_row(o, device, cold_ms, load_us, loaded, hit_ns);
     }
     free(spec_text);
     moejit_spec_destroy(spec);

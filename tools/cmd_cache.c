@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "tools/cli.h"
+#include "tools/json_out.h"
 #include "tools/plan.h"
 #include "core/spec.h"
 
@@ -138,6 +139,7 @@ typedef struct ls_ctx {
     const cache_args *a;
     int n;
     int64_t bytes;
+    cJSON *entries;   /* with --json: the listed entries */
 } ls_ctx;
 
 static void time_text(int64_t unix_s, char *out, size_t cap)
@@ -160,13 +162,15 @@ static int ls_one(void *vctx, const mj_cache_entry_info *info)
     ls_ctx *x = vctx;
     if (!selected(x->a, info)) return 0;
     if (x->a->json) {
-        printf("%s{\"key\":\"%s\",\"arch\":", x->n ? "," : "", info->key);
-        cli_json_string(stdout, info->arch ? info->arch : "");
-        printf(",\"size\":%lld,\"last_use\":%lld,\"created\":%lld,\"compile_seconds\":%.3f,\"kernels\":%d,\"spec\":",
-               (long long)info->size, (long long)info->last_use, (long long)info->created, info->compile_seconds,
-               info->n_kernels);
-        cli_json_string(stdout, info->canonical_spec);
-        printf("}");
+        cJSON *e = cli_json_add(x->entries, NULL, cJSON_CreateObject());
+        cli_json_add(e, "key", cli_json_str(info->key));
+        cli_json_add(e, "arch", cli_json_str(info->arch ? info->arch : ""));
+        cli_json_add(e, "size", cli_json_int(info->size));
+        cli_json_add(e, "last_use", cli_json_int(info->last_use));
+        cli_json_add(e, "created", cli_json_int(info->created));
+        cli_json_add(e, "compile_seconds", cli_json_fixed(info->compile_seconds, 3));
+        cli_json_add(e, "kernels", cli_json_int(info->n_kernels));
+        cli_json_add(e, "spec", cli_json_str(info->canonical_spec));
     } else {
         char when[32], size[32];
         time_text(info->last_use, when, sizeof when);
@@ -180,23 +184,28 @@ static int ls_one(void *vctx, const mj_cache_entry_info *info)
 
 static int do_ls(mj_cache *c, const cache_args *a)
 {
-    ls_ctx x = {a, 0, 0};
+    ls_ctx x = {a, 0, 0, NULL};
     const char *dir = mj_cache_get_config(c)->dir;
+    cJSON *doc = NULL;
     if (a->json) {
-        printf("{\"cache_dir\":");
-        cli_json_string(stdout, dir);
-        printf(",\"entries\":[");
+        doc = cJSON_CreateObject();
+        cli_json_add(doc, "cache_dir", cli_json_str(dir));
+        x.entries = cli_json_add(doc, "entries", cJSON_CreateArray());
     } else {
         printf("%-64s  %-7s  %9s  %-16s  %s\n", "key", "arch", "size", "last use", "spec");
     }
     moejit_status st = mj_cache_list(c, ls_one, &x);
-    if (a->json) printf("],\"count\":%d,\"bytes\":%lld}\n", x.n, (long long)x.bytes);
-    else {
+    int rc = MJ_EXIT_OK;
+    if (a->json) {
+        cli_json_add(doc, "count", cli_json_int(x.n));
+        cli_json_add(doc, "bytes", cli_json_int(x.bytes));
+        rc = cli_json_print(doc);
+    } else {
         char size[32];
         size_text(x.bytes, size, sizeof size);
         printf("%d entr%s, %s, in %s\n", x.n, x.n == 1 ? "y" : "ies", size, dir);
     }
-    return st == MOEJIT_OK ? MJ_EXIT_OK : cli_fail(st, "cache ls");
+    return st == MOEJIT_OK ? rc : cli_fail(st, "cache ls");
 }
 
 /* ---- stats, verify, gc, clear ----------------------------------------------------------------- */
@@ -209,13 +218,12 @@ static int do_stats(mj_cache *c, const cache_args *a)
     if (st != MOEJIT_OK) return cli_fail(st, "cache stats");
     const mj_cache_config *cfg = mj_cache_get_config(c);
     if (a->json) {
-        printf("{\"cache_dir\":");
-        cli_json_string(stdout, cfg->dir);
-        printf(",\"max_bytes\":%lld", (long long)cfg->max_bytes);
+        cJSON *doc = cJSON_CreateObject();
+        cli_json_add(doc, "cache_dir", cli_json_str(cfg->dir));
+        cli_json_add(doc, "max_bytes", cli_json_int(cfg->max_bytes));
         for (int i = 0; i < MJ_STAT_COUNT; i++)
-            printf(",\"%s\":%lld", mj_cache_stat_fields[i].name, (long long)s.v[mj_cache_stat_fields[i].id]);
-        printf("}\n");
-        return MJ_EXIT_OK;
+            cli_json_add(doc, mj_cache_stat_fields[i].name, cli_json_int(s.v[mj_cache_stat_fields[i].id]));
+        return cli_json_print(doc);
     }
     char lim[32], used[32];
     size_text(cfg->max_bytes, lim, sizeof lim);
@@ -239,9 +247,14 @@ static int do_verify(mj_cache *c, const cache_args *a)
     mj_cache_verify_result r;
     moejit_status st = mj_cache_verify(c, &r);
     if (st != MOEJIT_OK) return cli_fail(st, "cache verify");
-    if (a->json)
-        printf("{\"checked\":%lld,\"ok\":%lld,\"bad\":%lld}\n", (long long)r.checked, (long long)r.ok, (long long)r.bad);
-    else
+    if (a->json) {
+        cJSON *doc = cJSON_CreateObject();
+        cli_json_add(doc, "checked", cli_json_int(r.checked));
+        cli_json_add(doc, "ok", cli_json_int(r.ok));
+        cli_json_add(doc, "bad", cli_json_int(r.bad));
+        int rc = cli_json_print(doc);
+        if (rc != MJ_EXIT_OK) return rc;
+    } else
         printf("verify: %lld checked, %lld ok, %lld bad%s\n", (long long)r.checked, (long long)r.ok, (long long)r.bad,
                r.bad ? " (moved to quarantine/)" : "");
     return r.bad ? MJ_EXIT_FAIL : MJ_EXIT_OK;
@@ -253,9 +266,13 @@ static int do_gc(mj_cache *c, const cache_args *a)
     moejit_status st = mj_cache_gc(c, a->max_size, a->max_age, &r);
     if (st != MOEJIT_OK) return cli_fail(st, "cache gc");
     if (a->json) {
-        printf("{\"removed\":%lld,\"removed_bytes\":%lld,\"kept\":%lld,\"kept_bytes\":%lld,\"temps_removed\":%lld}\n",
-               (long long)r.removed, (long long)r.removed_bytes, (long long)r.kept, (long long)r.kept_bytes,
-               (long long)r.temps_removed);
+        cJSON *doc = cJSON_CreateObject();
+        cli_json_add(doc, "removed", cli_json_int(r.removed));
+        cli_json_add(doc, "removed_bytes", cli_json_int(r.removed_bytes));
+        cli_json_add(doc, "kept", cli_json_int(r.kept));
+        cli_json_add(doc, "kept_bytes", cli_json_int(r.kept_bytes));
+        cli_json_add(doc, "temps_removed", cli_json_int(r.temps_removed));
+        return cli_json_print(doc);
     } else {
         char rb[32], kb[32];
         size_text(r.removed_bytes, rb, sizeof rb);
@@ -272,8 +289,12 @@ static int do_clear(mj_cache *c, const cache_args *a)
     int64_t removed = 0;
     moejit_status st = mj_cache_clear(c, &removed);
     if (st != MOEJIT_OK) return cli_fail(st, "cache clear");
-    if (a->json) printf("{\"removed\":%lld}\n", (long long)removed);
-    else printf("clear: removed %lld entr%s\n", (long long)removed, removed == 1 ? "y" : "ies");
+    if (a->json) {
+        cJSON *doc = cJSON_CreateObject();
+        cli_json_add(doc, "removed", cli_json_int(removed));
+        return cli_json_print(doc);
+    }
+    printf("clear: removed %lld entr%s\n", (long long)removed, removed == 1 ? "y" : "ies");
     return MJ_EXIT_OK;
 }
 
@@ -308,9 +329,10 @@ static int do_export(mj_cache *c, const cache_args *a)
         fprintf(stderr, "moejit: note: %s is not signed (no --key or MOEJIT_PACK_KEY_FILE); importing it "
                 "needs --trust-unsigned\n", a->file);
     if (a->json) {
-        printf("{\"file\":");
-        cli_json_string(stdout, a->file);
-        printf(",\"exported\":%lld}\n", (long long)exported);
+        cJSON *doc = cJSON_CreateObject();
+        cli_json_add(doc, "file", cli_json_str(a->file));
+        cli_json_add(doc, "exported", cli_json_int(exported));
+        return cli_json_print(doc);
     } else {
         printf("export: %lld entr%s written to %s\n", (long long)exported, exported == 1 ? "y" : "ies", a->file);
     }
@@ -335,9 +357,11 @@ static int do_import(mj_cache *c, const cache_args *a)
         return MJ_EXIT_FAIL;
     }
     if (a->json) {
-        printf("{\"file\":");
-        cli_json_string(stdout, a->file);
-        printf(",\"added\":%lld,\"present\":%lld}\n", (long long)added, (long long)present);
+        cJSON *doc = cJSON_CreateObject();
+        cli_json_add(doc, "file", cli_json_str(a->file));
+        cli_json_add(doc, "added", cli_json_int(added));
+        cli_json_add(doc, "present", cli_json_int(present));
+        return cli_json_print(doc);
     } else {
         printf("import: %lld entr%s added, %lld already present, from %s\n", (long long)added,
                added == 1 ? "y" : "ies", (long long)present, a->file);
@@ -352,7 +376,8 @@ static int do_config(const cache_args *a)
     mj_cache_config cfg;
     moejit_status st = mj_cache_config_resolve_cli(NULL, cli_settings(), &cfg);
     if (st != MOEJIT_OK) return cli_fail(st, "cache config");
-    if (a->json) printf("{\"settings\":[");
+    cJSON *doc = a->json ? cJSON_CreateObject() : NULL;
+    cJSON *list = a->json ? cli_json_add(doc, "settings", cJSON_CreateArray()) : NULL;
     for (int i = 0; i < MJ_SET_COUNT; i++) {
         const mj_cache_setting_info *s = &mj_cache_settings[i];
         mj_buf v = MJ_BUF_INIT;
@@ -360,28 +385,21 @@ static int do_config(const cache_args *a)
         const char *value = v.data ? v.data : "";
         const char *origin = mj_cache_origin_name(cfg.origin[i]);
         if (a->json) {
-            printf("%s{\"key\":", i ? "," : "");
-            cli_json_string(stdout, s->key);
-            printf(",\"env\":");
-            cli_json_string(stdout, s->env);
-            printf(",\"value\":");
-            cli_json_string(stdout, value);
-            printf(",\"origin\":\"%s\",\"type\":", origin);
-            cli_json_string(stdout, s->type);
-            printf(",\"default\":");
-            cli_json_string(stdout, s->default_text);
-            printf(",\"allowed\":");
-            cli_json_string(stdout, s->allowed);
-            printf(",\"why\":");
-            cli_json_string(stdout, s->why);
-            printf("}");
+            cJSON *o = cli_json_add(list, NULL, cJSON_CreateObject());
+            cli_json_add(o, "key", cli_json_str(s->key));
+            cli_json_add(o, "env", cli_json_str(s->env));
+            cli_json_add(o, "value", cli_json_str(value));
+            cli_json_add(o, "origin", cli_json_str(origin));
+            cli_json_add(o, "type", cli_json_str(s->type));
+            cli_json_add(o, "default", cli_json_str(s->default_text));
+            cli_json_add(o, "allowed", cli_json_str(s->allowed));
+            cli_json_add(o, "why", cli_json_str(s->why));
         } else {
             printf("%-16s = %-40s (%s, %s)\n    %s\n", s->key, value, origin, s->env, s->why);
         }
         mj_buf_free(&v);
     }
-    if (a->json) printf("]}\n");
-    return MJ_EXIT_OK;
+    return a->json ? cli_json_print(doc) : MJ_EXIT_OK;
 }
 
 /* ---- options --------------------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include "tools/cli.h"
 #include "tools/inspect.h"
+#include "tools/json_out.h"
 #include "tools/warm_pool.h"
 
 static const char inspect_usage[] =
@@ -216,68 +217,61 @@ static void report_text(const subject *s, int with_preimage)
     }
 }
 
-static void json_head(const subject *s, const char *view)
+static cJSON *json_head(const subject *s, const char *view)
 {
-    printf("{\"view\":\"%s\",\"spec\":", view);
-    cli_json_string(stdout, s->canonical);
-    if (s->key[0]) printf(",\"key\":\"%s\"", s->key);
+    cJSON *doc = cJSON_CreateObject();
+    cli_json_add(doc, "view", cli_json_str(view));
+    cli_json_add(doc, "spec", cli_json_str(s->canonical));
+    if (s->key[0]) cli_json_add(doc, "key", cli_json_str(s->key));
+    return doc;
 }
 
-static void report_json(const subject *s)
+static int report_json(const subject *s)
 {
-    json_head(s, "report");
-    printf(",\"supported\":%s", s->supported ? "true" : "false");
-    if (s->reason) {
-        printf(",\"unsupported_reason\":");
-        cli_json_string(stdout, s->reason);
-    }
-    printf(",\"cached\":%s,\"compiled_now\":%s", s->cached_before ? "true" : "false",
-           s->compiled_now ? "true" : "false");
-    if (s->compile_error) {
-        printf(",\"error\":");
-        cli_json_string(stdout, s->compile_error);
-    }
+    cJSON *doc = json_head(s, "report");
+    cli_json_add(doc, "supported", cJSON_CreateBool(s->supported));
+    if (s->reason) cli_json_add(doc, "unsupported_reason", cli_json_str(s->reason));
+    cli_json_add(doc, "cached", cJSON_CreateBool(s->cached_before));
+    cli_json_add(doc, "compiled_now", cJSON_CreateBool(s->compiled_now));
+    if (s->compile_error) cli_json_add(doc, "error", cli_json_str(s->compile_error));
     if (s->have_entry) {
-        printf(",\"arch\":");
-        cli_json_string(stdout, s->entry.arch);
-        printf(",\"nvrtc\":\"%d.%d\",\"compile_seconds\":%.3f,\"created\":%lld,\"cubin_bytes\":%zu,\"kernels\":[",
-               s->entry.nvrtc_major, s->entry.nvrtc_minor, s->entry.compile_seconds, (long long)s->entry.created_unix,
-               s->entry.cubin_len);
+        char nvrtc[32];
+        snprintf(nvrtc, sizeof nvrtc, "%d.%d", s->entry.nvrtc_major, s->entry.nvrtc_minor);
+        cli_json_add(doc, "arch", cli_json_str(s->entry.arch));
+        cli_json_add(doc, "nvrtc", cli_json_str(nvrtc));
+        cli_json_add(doc, "compile_seconds", cli_json_fixed(s->entry.compile_seconds, 3));
+        cli_json_add(doc, "created", cli_json_int(s->entry.created_unix));
+        cli_json_add(doc, "cubin_bytes", cli_json_int((long long)s->entry.cubin_len));
+        cJSON *list = cli_json_add(doc, "kernels", cJSON_CreateArray());
         for (int i = 0; i < s->entry.n_kernels; i++) {
             const mj_kernel_info *k = &s->entry.kernels[i];
-            printf("%s{\"name\":", i ? "," : "");
-            cli_json_string(stdout, k->name);
-            printf(",\"registers\":%d,\"shared_bytes\":%d,\"stack_bytes\":%d,\"spill_store_bytes\":%d,"
-                   "\"spill_load_bytes\":%d}",
-                   k->registers, k->shared_bytes, k->stack_bytes, k->spill_store_bytes, k->spill_load_bytes);
+            cJSON *o = cli_json_add(list, NULL, cJSON_CreateObject());
+            cli_json_add(o, "name", cli_json_str(k->name));
+            cli_json_add(o, "registers", cli_json_int(k->registers));
+            cli_json_add(o, "shared_bytes", cli_json_int(k->shared_bytes));
+            cli_json_add(o, "stack_bytes", cli_json_int(k->stack_bytes));
+            cli_json_add(o, "spill_store_bytes", cli_json_int(k->spill_store_bytes));
+            cli_json_add(o, "spill_load_bytes", cli_json_int(k->spill_load_bytes));
         }
-        printf("]");
     }
     const char *pre = preimage_of(s);
-    if (pre) {
-        printf(",\"preimage\":");
-        cli_json_string(stdout, pre);
-    }
-    printf("}\n");
+    if (pre) cli_json_add(doc, "preimage", cli_json_str(pre));
+    return cli_json_print(doc);
 }
 
 /* A view's text: raw on stdout, or as {"view":..., "<view>": text} with --json. */
-static void emit_text(const subject *s, int json, const char *view, const char *text, const char *extra_key,
-                      const char *extra)
+static int emit_text(const subject *s, int json, const char *view, const char *text, const char *extra_key,
+                     const char *extra)
 {
     if (!json) {
         fputs(text, stdout);
         if (*text && text[strlen(text) - 1] != '\n') fputc('\n', stdout);
-        return;
+        return MJ_EXIT_OK;
     }
-    json_head(s, view);
-    if (extra_key) {
-        printf(",\"%s\":", extra_key);
-        cli_json_string(stdout, extra);
-    }
-    printf(",\"%s\":", view);
-    cli_json_string(stdout, text);
-    printf("}\n");
+    cJSON *doc = json_head(s, view);
+    if (extra_key) cli_json_add(doc, extra_key, cli_json_str(extra));
+    cli_json_add(doc, view, cli_json_str(text));
+    return cli_json_print(doc);
 }
 
 static int need_supported(const subject *s, const char *view)
@@ -301,8 +295,12 @@ static int show(subject *s, enum view v, int json, int with_preimage)
     const char *name = view_names[v];
     switch (v) {
     case VIEW_REPORT:
-        if (json) report_json(s);
-        else report_text(s, with_preimage);
+        if (json) {
+            int rc = report_json(s);
+            if (rc != MJ_EXIT_OK) return rc;
+        } else {
+            report_text(s, with_preimage);
+        }
         if (!s->supported && !s->by_key) return MJ_EXIT_USAGE;
         return s->compile_error ? MJ_EXIT_FAIL : MJ_EXIT_OK;
     case VIEW_SOURCE:
@@ -310,24 +308,21 @@ static int show(subject *s, enum view v, int json, int with_preimage)
         if (s->by_key && strcmp(s->in.key.hex, s->key) != 0)
             fprintf(stderr, "moejit: note: this moejit generates key %s for the entry's spec; the entry was "
                             "built from other inputs (see --why)\n", s->in.key.hex);
-        emit_text(s, json, name, s->in.source.text, NULL, NULL);
-        return MJ_EXIT_OK;
+        return emit_text(s, json, name, s->in.source.text, NULL, NULL);
     case VIEW_PREIMAGE: {
         const char *pre = preimage_of(s);
         if (!pre) return need_supported(s, name) ? MJ_EXIT_FAIL : MJ_EXIT_USAGE;
-        emit_text(s, json, name, pre, NULL, NULL);
-        return MJ_EXIT_OK;
+        return emit_text(s, json, name, pre, NULL, NULL);
     }
     case VIEW_LOG:
         if (!need_entry(s, name)) return MJ_EXIT_FAIL;
-        emit_text(s, json, name, s->entry.log ? s->entry.log : "", NULL, NULL);
-        return MJ_EXIT_OK;
+        return emit_text(s, json, name, s->entry.log ? s->entry.log : "", NULL, NULL);
     case VIEW_PTX: {
         if (!need_supported(s, name)) return s->by_key ? MJ_EXIT_FAIL : MJ_EXIT_USAGE;
         mj_buf ptx = MJ_BUF_INIT;
         moejit_status st = inspect_ptx(&s->in, &ptx);
-        int rc = st == MOEJIT_OK ? MJ_EXIT_OK : cli_fail(st, "inspect");
-        if (st == MOEJIT_OK) emit_text(s, json, name, ptx.data ? ptx.data : "", NULL, NULL);
+        int rc = st == MOEJIT_OK ? emit_text(s, json, name, ptx.data ? ptx.data : "", NULL, NULL)
+                                 : cli_fail(st, "inspect");
         mj_buf_free(&ptx);
         return rc == MJ_EXIT_USAGE ? MJ_EXIT_FAIL : rc;
     }
@@ -336,10 +331,11 @@ static int show(subject *s, enum view v, int json, int with_preimage)
         mj_buf sass = MJ_BUF_INIT;
         const char *tool = "";
         moejit_status st = inspect_sass(s->entry.cubin, s->entry.cubin_len, &sass, &tool);
-        if (st == MOEJIT_OK) emit_text(s, json, name, sass.data ? sass.data : "", "tool", tool);
+        int rc = MJ_EXIT_FAIL;
+        if (st == MOEJIT_OK) rc = emit_text(s, json, name, sass.data ? sass.data : "", "tool", tool);
         else cli_error("%s", moejit_last_error());
         mj_buf_free(&sass);
-        return st == MOEJIT_OK ? MJ_EXIT_OK : MJ_EXIT_FAIL;
+        return rc;
     }
     }
     return MJ_EXIT_FAIL;

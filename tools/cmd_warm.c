@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tools/cli.h"
+#include "tools/json_out.h"
 #include "tools/plan.h"
 #include "tools/presets.h"
 #include "tools/warm_pool.h"
@@ -172,37 +173,34 @@ static const char *state_name(const warm_state *s, int i, int dry_run)
     }
 }
 
-static void print_json(const warm_state *s, int dry_run, double total, int jobs)
+static int print_json(const warm_state *s, int dry_run, double total, int jobs)
 {
     const cli_plan *p = s->plan;
-    printf("{\"dry_run\":%s,\"total\":%d,\"compiled\":%d,\"present\":%d,\"unsupported\":%d,\"failed\":%d,"
-           "\"to_compile\":%d,\"seconds\":%.3f,\"kernels_per_second\":%.3f,\"jobs\":%d,\"items\":[",
-           dry_run ? "true" : "false", p->n, s->compiled, s->present, s->unsupported, s->failed,
-           dry_run ? s->n_jobs : 0, total, total > 0 ? s->compiled / total : 0.0, jobs);
+    cJSON *doc = cJSON_CreateObject();
+    cli_json_add(doc, "dry_run", cJSON_CreateBool(dry_run));
+    cli_json_add(doc, "total", cli_json_int(p->n));
+    cli_json_add(doc, "compiled", cli_json_int(s->compiled));
+    cli_json_add(doc, "present", cli_json_int(s->present));
+    cli_json_add(doc, "unsupported", cli_json_int(s->unsupported));
+    cli_json_add(doc, "failed", cli_json_int(s->failed));
+    cli_json_add(doc, "to_compile", cli_json_int(dry_run ? s->n_jobs : 0));
+    cli_json_add(doc, "seconds", cli_json_fixed(total, 3));
+    cli_json_add(doc, "kernels_per_second", cli_json_fixed(total > 0 ? s->compiled / total : 0.0, 3));
+    cli_json_add(doc, "jobs", cli_json_int(jobs));
+    cJSON *items = cli_json_add(doc, "items", cJSON_CreateArray());
     for (int i = 0; i < p->n; i++) {
         const cli_plan_item *it = &p->items[i];
-        printf("%s{\"spec\":", i ? "," : "");
-        cli_json_string(stdout, it->canonical);
-        printf(",\"origin\":");
-        cli_json_string(stdout, it->origin);
-        printf(",\"state\":\"%s\"", state_name(s, i, dry_run));
-        if (it->key[0]) printf(",\"key\":\"%s\"", it->key);
-        if (s->outcome[i]) printf(",\"seconds\":%.3f", s->seconds[i]);
-        if (it->unsupported_reason) {
-            printf(",\"reason\":");
-            cli_json_string(stdout, it->unsupported_reason);
-        }
-        if (s->errors[i]) {
-            printf(",\"error\":");
-            cli_json_string(stdout, s->errors[i]);
-        }
-        if (s->failed_dirs[i] && *s->failed_dirs[i]) {
-            printf(",\"failed_dir\":");
-            cli_json_string(stdout, s->failed_dirs[i]);
-        }
-        printf("}");
+        cJSON *o = cli_json_add(items, NULL, cJSON_CreateObject());
+        cli_json_add(o, "spec", cli_json_str(it->canonical));
+        cli_json_add(o, "origin", cli_json_str(it->origin));
+        cli_json_add(o, "state", cli_json_str(state_name(s, i, dry_run)));
+        if (it->key[0]) cli_json_add(o, "key", cli_json_str(it->key));
+        if (s->outcome[i]) cli_json_add(o, "seconds", cli_json_fixed(s->seconds[i], 3));
+        if (it->unsupported_reason) cli_json_add(o, "reason", cli_json_str(it->unsupported_reason));
+        if (s->errors[i]) cli_json_add(o, "error", cli_json_str(s->errors[i]));
+        if (s->failed_dirs[i] && *s->failed_dirs[i]) cli_json_add(o, "failed_dir", cli_json_str(s->failed_dirs[i]));
     }
-    printf("]}\n");
+    return cli_json_print(doc);
 }
 
 static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double timeout_s)
@@ -281,7 +279,7 @@ static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double time
     }
     double total = cli_now() - t0;
     if (json) {
-        print_json(&s, dry_run, total, dry_run ? 0 : jobs);
+        if ((rc = print_json(&s, dry_run, total, dry_run ? 0 : jobs)) != MJ_EXIT_OK) goto done;
     } else if (dry_run) {
         printf("warm --dry-run: %d to compile, %d already present, %d unsupported (skipped), %d total\n", s.n_jobs,
                s.present, s.unsupported, plan->n);

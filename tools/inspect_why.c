@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
+#include "tools/json_out.h"
 
 #define NEAREST_SHOWN 3
 
@@ -131,17 +132,13 @@ static void text_field(void *ctx, const char *name, const char *entry, const cha
     printf("  %-10s %s  ->  %s\n", name, entry, request);
 }
 
+/* ctx: the JSON array the field is added to. */
 static void json_field(void *ctx, const char *name, const char *entry, const char *request)
 {
-    int *first = ctx;
-    printf("%s{\"field\":", *first ? "" : ",");
-    cli_json_string(stdout, name);
-    printf(",\"entry\":");
-    cli_json_string(stdout, entry);
-    printf(",\"request\":");
-    cli_json_string(stdout, request);
-    printf("}");
-    *first = 0;
+    cJSON *o = cli_json_add(ctx, NULL, cJSON_CreateObject());
+    cli_json_add(o, "field", cli_json_str(name));
+    cli_json_add(o, "entry", cli_json_str(entry));
+    cli_json_add(o, "request", cli_json_str(request));
 }
 
 static void count_field(void *ctx, const char *name, const char *entry, const char *request)
@@ -219,13 +216,13 @@ static void text_line(void *ctx, char op, const char *line)
     printf("  %c %s\n", op, line);
 }
 
+/* ctx: the JSON array the line is added to. */
 static void json_line(void *ctx, char op, const char *line)
 {
-    int *first = ctx;
-    printf("%s{\"op\":\"%c\",\"line\":", *first ? "" : ",", op);
-    cli_json_string(stdout, line);
-    printf("}");
-    *first = 0;
+    char op_text[2] = {op, '\0'};
+    cJSON *o = cli_json_add(ctx, NULL, cJSON_CreateObject());
+    cli_json_add(o, "op", cli_json_str(op_text));
+    cli_json_add(o, "line", cli_json_str(line));
 }
 
 int inspect_why(const char *spec_text, int json)
@@ -263,9 +260,12 @@ int inspect_why(const char *spec_text, int json)
     if (mj_cache_lookup(cache, in.key.hex, canonical, &prog, &found) == MOEJIT_OK && found) {
         mj_program_free(&prog);
         if (json) {
-            printf("{\"spec\":");
-            cli_json_string(stdout, canonical);
-            printf(",\"key\":\"%s\",\"cached\":true,\"nearest\":[]}\n", in.key.hex);
+            cJSON *doc = cJSON_CreateObject();
+            cli_json_add(doc, "spec", cli_json_str(canonical));
+            cli_json_add(doc, "key", cli_json_str(in.key.hex));
+            cli_json_add(doc, "cached", cJSON_CreateBool(1));
+            cli_json_add(doc, "nearest", cJSON_CreateArray());
+            rc = cli_json_print(doc);
         } else {
             printf("spec:     %s\nkey:      %s\ncached:   yes: a hit, nothing to explain\n", canonical, in.key.hex);
         }
@@ -278,14 +278,16 @@ int inspect_why(const char *spec_text, int json)
     }
     qsort(x.c, (size_t)x.n, sizeof *x.c, nearer);
     const char *dir = mj_cache_get_config(cache)->dir;
+    cJSON *doc = NULL, *nearest = NULL;
     if (json) {
-        printf("{\"spec\":");
-        cli_json_string(stdout, canonical);
-        printf(",\"key\":\"%s\",\"cached\":false,\"cache_dir\":", in.key.hex);
-        cli_json_string(stdout, dir);
-        printf(",\"preimage\":");
-        cli_json_string(stdout, in.preimage.data);
-        printf(",\"entries\":%d,\"nearest\":[", x.n);
+        doc = cJSON_CreateObject();
+        cli_json_add(doc, "spec", cli_json_str(canonical));
+        cli_json_add(doc, "key", cli_json_str(in.key.hex));
+        cli_json_add(doc, "cached", cJSON_CreateBool(0));
+        cli_json_add(doc, "cache_dir", cli_json_str(dir));
+        cli_json_add(doc, "preimage", cli_json_str(in.preimage.data));
+        cli_json_add(doc, "entries", cli_json_int(x.n));
+        nearest = cli_json_add(doc, "nearest", cJSON_CreateArray());
     } else {
         printf("spec:     %s\nkey:      %s\ncached:   no (a miss in %s)\n", canonical, in.key.hex, dir);
         if (x.n == 0) printf("nearest:  none: the cache holds no entries (a cold cache)\n");
@@ -300,16 +302,14 @@ int inspect_why(const char *spec_text, int json)
             continue;
         }
         if (json) {
-            int first = 1;
-            printf("%s{\"key\":\"%s\",\"spec\":", i ? "," : "", c->key);
-            cli_json_string(stdout, c->spec);
-            printf(",\"same_spec\":%s,\"common_lines\":%d,\"lines\":%d,\"diff\":[", c->same_spec ? "true" : "false",
-                   c->common, c->lines);
-            walk_diff(&have, &want, t, json_line, &first);
-            printf("],\"spec_fields\":[");
-            first = 1;
-            diff_fields(c->spec, canonical, json_field, &first);
-            printf("]}");
+            cJSON *o = cli_json_add(nearest, NULL, cJSON_CreateObject());
+            cli_json_add(o, "key", cli_json_str(c->key));
+            cli_json_add(o, "spec", cli_json_str(c->spec));
+            cli_json_add(o, "same_spec", cJSON_CreateBool(c->same_spec));
+            cli_json_add(o, "common_lines", cli_json_int(c->common));
+            cli_json_add(o, "lines", cli_json_int(c->lines));
+            walk_diff(&have, &want, t, json_line, cli_json_add(o, "diff", cJSON_CreateArray()));
+            diff_fields(c->spec, canonical, json_field, cli_json_add(o, "spec_fields", cJSON_CreateArray()));
         } else if (i == 0) {
             printf("nearest:  %s (%s; %d of %d preimage lines in common)\n          spec %s\n", c->key,
                    c->same_spec ? "the same spec, built from other inputs" : "another spec", c->common, want.n,
@@ -327,7 +327,7 @@ int inspect_why(const char *spec_text, int json)
         free(t);
         free_lines(&have);
     }
-    if (json) printf("]}\n");
+    if (json) rc = cli_json_print(doc);
 done:
     for (int i = 0; i < x.n; i++) free(x.c[i].spec), free(x.c[i].preimage);
     free(x.c);
