@@ -223,6 +223,30 @@ MOEJIT_API moejit_status moejit_workspace_size(const moejit_kernel *k, const moe
 MOEJIT_API moejit_status moejit_moe_forward(const moejit_kernel *k, const moejit_moe_args *args,
                                  void *workspace, size_t workspace_bytes, void *stream);
 
+/* ---- warming -------------------------------------------------------------------------- */
+
+/* One spec's outcome, handed to the progress callback. Valid during the callback only; new
+ * fields are only ever appended. */
+typedef struct moejit_warm_result {
+    size_t index;              /* into the specs array */
+    const moejit_spec *spec;
+    moejit_status status;      /* of moejit_kernel_get for this spec */
+    const char *message;       /* the library's message when status is not MOEJIT_OK, else "" */
+    int compiled;              /* 1: NVRTC compiled it now; 0: it came from memory or the cache */
+    double seconds;            /* wall time of this spec */
+    size_t done, total;        /* specs finished so far (this one included), and all of them */
+} moejit_warm_result;
+
+/* Called once per spec as it finishes, one call at a time (never concurrently). */
+typedef void (*moejit_warm_progress_fn)(void *user, const moejit_warm_result *result);
+
+/* Gets every spec's kernel (compiled or loaded from the cache; on a GPU also loaded), `jobs`
+ * at a time, so a serving process can warm its layers at start-up. Every spec is attempted;
+ * *failed (optional) counts those that failed, and the call then returns the first failure's
+ * status. progress may be NULL. */
+MOEJIT_API moejit_status moejit_warm(moejit_context *ctx, const moejit_spec *const *specs, size_t n, int jobs,
+                                     moejit_warm_progress_fn progress, void *user, size_t *failed);
+
 /* ---- versions ------------------------------------------------------------------------- */
 
 MOEJIT_API const char *moejit_version(void);

@@ -369,6 +369,8 @@ moejit_status moejit_kernel_get(moejit_context *ctx, const moejit_spec *spec, mo
          * unsupported reaches NVRTC. */
         pthread_mutex_unlock(&ctx->lock);
         moejit_status st = mj_check_support(spec);
+        /* what the backend builds but has not run on hardware is refused (0: not allowed) */
+        if (st == MOEJIT_OK) st = mj_check_validated(spec, 0);
         if (st != MOEJIT_OK) return st;
         pthread_mutex_lock(&ctx->lock);
         e = find(ctx, spec->hash, spec->canonical);
@@ -400,6 +402,15 @@ long mj_context_compile_count(const moejit_context *ctx)
 long mj_context_build_count(const moejit_context *ctx)
 {
     return atomic_load(&ctx->build_count);
+}
+
+int mj_context_has_kernel(moejit_context *ctx, const moejit_spec *spec)
+{
+    pthread_mutex_lock(&ctx->lock);
+    const mj_registry_entry *e = find(ctx, spec->hash, spec->canonical);
+    int ready = e && e->state == ENTRY_READY;
+    pthread_mutex_unlock(&ctx->lock);
+    return ready;
 }
 
 size_t mj_context_entry_count(moejit_context *ctx)

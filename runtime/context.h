@@ -70,5 +70,7 @@ long mj_context_compile_count(const moejit_context *ctx);
 long mj_context_build_count(const moejit_context *ctx);
 /* Kernels currently in the registry (ready ones and ones being built). */
 size_t mj_context_entry_count(moejit_context *ctx);
+/* 1 when the registry already holds spec's kernel, ready (warming reports it as no compile). */
+int mj_context_has_kernel(moejit_context *ctx, const moejit_spec *spec);
 
 #endif
