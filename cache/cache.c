@@ -193,8 +193,8 @@ static moejit_status publish_entry(mj_cache *c, const char *key, const char *pre
         char first[MJ_CACHE_PATH_MAX + 8], shard[MJ_CACHE_PATH_MAX + 16];
         snprintf(first, sizeof first, "%s/%.2s", c->cfg.dir, key);
         mj_cache_shard_dir(&c->cfg, key, shard, sizeof shard);
-        rc = mj_cache_ensure_dir(first, "cache shard", c->cfg.shared, err);
-        if (rc == MOEJIT_OK) rc = mj_cache_ensure_dir(shard, "cache shard", c->cfg.shared, err);
+        rc = mj_cache_ensure_own_dir(first, "cache shard", c->cfg.shared, err);
+        if (rc == MOEJIT_OK) rc = mj_cache_ensure_own_dir(shard, "cache shard", c->cfg.shared, err);
         if (rc == MOEJIT_OK) {
             char name[96];
             snprintf(name, sizeof name, "%s" MJ_ENTRY_SUFFIX, key);
@@ -217,6 +217,8 @@ static moejit_status publish_entry(mj_cache *c, const char *key, const char *pre
 }
 
 /* After a publish: trim the cache when the shard counters say it is over its limit. */
+static int lock_dir_ready(mj_cache *c);
+
 static void maybe_gc(mj_cache *c)
 {
     mj_cache_stats total;
@@ -225,7 +227,8 @@ static void maybe_gc(mj_cache *c)
     mj_cache_lock lock;
     int held = 0;
     /* One trimmer at a time; the others carry on (someone is already trimming). */
-    if (mj_cache_lock_acquire(c->cfg.lock_dir, "gc", 0, &lock, &held) != MOEJIT_OK || !held) return;
+    if (!lock_dir_ready(c) || mj_cache_lock_acquire(c->cfg.lock_dir, "gc", 0, &lock, &held) != MOEJIT_OK || !held)
+        return;
     mj_cache_gc_result r;
     (void)mj_dir_gc(&c->cfg, (int64_t)((double)c->cfg.max_bytes * GC_TARGET_FRACTION), c->cfg.max_age_s, &r);
     mj_cache_lock_release(&lock);
@@ -236,7 +239,7 @@ static int lock_dir_ready(mj_cache *c)
     int s = atomic_load(&c->lock_state);
     if (s) return s > 0;
     int err = 0;
-    if (mj_cache_ensure_dir(c->cfg.lock_dir, "lock_dir", c->cfg.shared, &err) == MOEJIT_OK) s = 1;
+    if (mj_cache_ensure_own_dir(c->cfg.lock_dir, "lock_dir", c->cfg.shared, &err) == MOEJIT_OK) s = 1;
     else {
         mj_cache_warn(MJ_WARN_LOCK, "%s; compiling without cross-process locks", moejit_last_error());
         s = -1;

@@ -28,7 +28,10 @@ static int in_group(gid_t gid)
 moejit_status mj_cache_check_trust(const struct stat *st, const char *setting, const char *path,
                                    int shared)
 {
-    const char *fix_shared = shared ? "" : ", or MOEJIT_CACHE_SHARED=1 for a group-shared cache";
+    /* The shared option helps only where it would make this path acceptable: a group we are
+     * in, and no write permission for others. */
+    int shared_helps = !shared && in_group(st->st_gid) && !(st->st_mode & S_IWOTH);
+    const char *fix_shared = shared_helps ? ", or MOEJIT_CACHE_SHARED=1 for a group-shared cache" : "";
     uid_t me = geteuid();
     if (st->st_uid != me && !(shared && in_group(st->st_gid)))
         return mj_fail(MOEJIT_ERR_IO,
@@ -49,18 +52,31 @@ moejit_status mj_cache_check_trust(const struct stat *st, const char *setting, c
     return MOEJIT_OK;
 }
 
-moejit_status mj_cache_check_dir(const char *path, const char *setting, int shared, int *err)
+static moejit_status check_dir(const char *path, const char *setting, int shared, int *err, int follow)
 {
     struct stat st;
     if (err) *err = 0;
-    if (stat(path, &st) != 0) {
+    if ((follow ? stat(path, &st) : lstat(path, &st)) != 0) {
         if (err) *err = errno;
         return mj_fail(MOEJIT_ERR_IO, "%s: cannot open %s: %s", setting, path, strerror(errno));
     }
+    if (S_ISLNK(st.st_mode))
+        return mj_fail(MOEJIT_ERR_IO, "%s: %s is a symbolic link; another user may have planted it, so it is "
+                       "refused; allowed: a real directory you own", setting, path);
     if (!S_ISDIR(st.st_mode))
         return mj_fail(MOEJIT_ERR_IO, "%s: %s is not a directory; allowed: a directory path", setting,
                        path);
     return mj_cache_check_trust(&st, setting, path, shared);
+}
+
+moejit_status mj_cache_check_dir(const char *path, const char *setting, int shared, int *err)
+{
+    return check_dir(path, setting, shared, err, 1);
+}
+
+moejit_status mj_cache_check_own_dir(const char *path, const char *setting, int shared, int *err)
+{
+    return check_dir(path, setting, shared, err, 0);
 }
 
 /* mkdir with the shared mode really applied: umask would otherwise drop group write. */
@@ -71,11 +87,11 @@ static int make_one(const char *path, int shared)
     return 0;
 }
 
-moejit_status mj_cache_ensure_dir(const char *path, const char *setting, int shared, int *err)
+static moejit_status ensure_dir(const char *path, const char *setting, int shared, int *err, int follow)
 {
     if (err) *err = 0;
     struct stat st;
-    if (stat(path, &st) == 0) return mj_cache_check_dir(path, setting, shared, err);
+    if (lstat(path, &st) == 0) return check_dir(path, setting, shared, err, follow);
     char p[MJ_CACHE_PATH_MAX];
     size_t n = strlen(path);
     if (n == 0 || n >= sizeof p)
@@ -99,5 +115,15 @@ moejit_status mj_cache_ensure_dir(const char *path, const char *setting, int sha
         if (err) *err = e;
         return mj_fail(MOEJIT_ERR_IO, "%s: cannot create %s: %s", setting, p, strerror(e));
     }
-    return mj_cache_check_dir(path, setting, shared, err);
+    return check_dir(path, setting, shared, err, follow);
+}
+
+moejit_status mj_cache_ensure_dir(const char *path, const char *setting, int shared, int *err)
+{
+    return ensure_dir(path, setting, shared, err, 1);
+}
+
+moejit_status mj_cache_ensure_own_dir(const char *path, const char *setting, int shared, int *err)
+{
+    return ensure_dir(path, setting, shared, err, 0);
 }

@@ -34,4 +34,10 @@ moejit_status mj_cache_ensure_dir(const char *path, const char *setting, int sha
 /* Like mj_cache_ensure_dir without creating anything: ENOENT gives *err = ENOENT. */
 moejit_status mj_cache_check_dir(const char *path, const char *setting, int shared, int *err);
 
+/* The same for directories the cache itself names (shards, quarantine, the lock directory):
+ * checked with lstat, so a symbolic link is refused rather than followed (the default lock
+ * directory under /tmp could be planted by another user). */
+moejit_status mj_cache_check_own_dir(const char *path, const char *setting, int shared, int *err);
+moejit_status mj_cache_ensure_own_dir(const char *path, const char *setting, int shared, int *err);
+
 #endif

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/dirs.h"
+#include "cache/fault.h"
 #include "cache/publish.h"
 #include "core/status.h"
 #include "cache/store.h"
@@ -36,6 +38,17 @@ static int is_hex2(const char *s)
     return strlen(s) == 2 && strspn(s, "0123456789abcdef") == 2;
 }
 
+/* 1 when a shard directory passes the trust check; one that does not is skipped, with a
+ * warning (another user could have put anything in it). */
+static int trusted(const mj_cache_config *cfg, const char *dir)
+{
+    int err = 0;
+    if (mj_cache_check_own_dir(dir, "cache shard", cfg->shared, &err) == MOEJIT_OK) return 1;
+    if (err != ENOENT) mj_cache_warn(MJ_WARN_UNSAFE, "%s; skipped", moejit_last_error());
+    mj_clear_error();
+    return 0;
+}
+
 /* Visits every file in <dir>/<xx>/<yy>/ (entries of every format version and temp files);
  * per shard, cleans stale temps when clean_temps is set. */
 static int walk(const mj_cache_config *cfg, walk_fn fn, void *ctx, int clean_temps, int64_t *temps)
@@ -43,12 +56,14 @@ static int walk(const mj_cache_config *cfg, walk_fn fn, void *ctx, int clean_tem
     char d1[MJ_CACHE_PATH_MAX + 8], d2[MJ_CACHE_PATH_MAX + 16];
     for (int sh = 0; sh < MJ_CACHE_SHARDS; sh++) {
         snprintf(d1, sizeof d1, "%s/%02x", cfg->dir, sh);
+        if (!trusted(cfg, d1)) continue;
         DIR *a = opendir(d1);
         if (!a) continue;
         struct dirent *da;
         while ((da = readdir(a))) {
             if (!is_hex2(da->d_name)) continue;
             snprintf(d2, sizeof d2, "%s/%s", d1, da->d_name);
+            if (!trusted(cfg, d2)) continue;
             if (clean_temps) {
                 int n = mj_cache_clean_temps(d2, MJ_STALE_TEMP_SECONDS);
                 if (temps) *temps += n;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cache/fault.h"
+#include "core/file.h"
 #include "core/status.h"
 
 static double now_s(void)
@@ -49,9 +50,25 @@ moejit_status mj_cache_lock_acquire(const char *dir, const char *name, double ti
      * by a timer signal would disturb the caller's signal handling. */
     double pause = 0.001;
     for (;;) {
-        int fd = mj_cache_sys_open(MJ_FAULT_LOCK, out->path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+        int fd = mj_cache_sys_open(MJ_FAULT_LOCK, out->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0600);
         if (fd < 0)
             return mj_fail(MOEJIT_ERR_IO, "lock_dir: cannot open lock %s: %s", out->path, strerror(errno));
+        /* A lock file another user made (or a FIFO) would let them hold our lock forever. */
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            int e = errno;
+            close(fd);
+            return mj_fail(MOEJIT_ERR_IO, "lock_dir: cannot stat lock %s: %s", out->path, strerror(e));
+        }
+        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+            close(fd);
+            if (!S_ISREG(st.st_mode))
+                return mj_fail(MOEJIT_ERR_IO, "lock_dir: lock %s is a %s, not a regular file; allowed: remove it",
+                               out->path, mj_file_kind(st.st_mode));
+            return mj_fail(MOEJIT_ERR_IO, "lock_dir: lock %s is owned by uid %u, not by you (uid %u); another "
+                           "user could hold it forever; allowed: a lock directory only you can write "
+                           "(MOEJIT_LOCK_DIR)", out->path, (unsigned)st.st_uid, (unsigned)geteuid());
+        }
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             if (still_linked(fd, out->path)) {
                 out->fd = fd;

@@ -13,7 +13,9 @@
 
 #include "cache/dirs.h"
 #include "cache/lock.h"
+#include "cache/fault.h"
 #include "cache/publish.h"
+#include "core/file.h"
 #include "core/status.h"
 
 const mj_cache_stat_field mj_cache_stat_fields[MJ_STAT_COUNT] = {
@@ -39,22 +41,39 @@ static void shard_dir(const mj_cache_config *cfg, int shard, char *out, size_t c
     snprintf(out, cap, "%s/%02x", cfg->dir, shard & 0xff);
 }
 
+/* Largest stats file read: ours are a few hundred bytes. */
+#define STATS_MAX_BYTES 4096
+
 static void read_file(const char *path, mj_cache_stats *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "re");
-    if (!f) return;
-    char line[128];
-    if (!fgets(line, sizeof line, f) || strncmp(line, "moejit-stats 1", 14) != 0) {
-        fclose(f);
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    /* Non-blocking, regular files only, no links: a FIFO here must not hang `cache stats`. */
+    int fd = mj_file_open_regular(path, MJ_FILE_NOFOLLOW, &st);
+    if (fd < 0) {
+        if (errno == EINVAL || errno == ELOOP)
+            mj_cache_warn(MJ_WARN_UNSAFE, "cache stats: %s is a %s, not a regular file; its counters are skipped",
+                          path, errno == ELOOP ? "symbolic link" : mj_file_kind(st.st_mode));
         return;
     }
-    unsigned id;
-    long long v;
-    /* Unknown ids come from a newer moejit: skipped, never misread. */
-    while (fscanf(f, "%u %lld", &id, &v) == 2)
-        if (id < MJ_STAT_COUNT) out->v[id] = v;
-    fclose(f);
+    char data[STATS_MAX_BYTES + 1];
+    ssize_t got = mj_cache_sys_read_all(fd, data, STATS_MAX_BYTES);
+    close(fd);
+    if (got < 0) return;
+    data[got] = '\0';
+    const char *p = data;
+    if (strncmp(p, "moejit-stats 1\n", 15) == 0) {
+        p += 15;
+        unsigned id;
+        long long v;
+        int used;
+        /* Unknown ids come from a newer moejit: skipped, never misread. */
+        while (sscanf(p, "%u %lld\n%n", &id, &v, &used) == 2) {
+            if (id < MJ_STAT_COUNT) out->v[id] = v;
+            p += used;
+        }
+    }
 }
 
 static void write_file(const mj_cache_config *cfg, const char *dir, const mj_cache_stats *s)
@@ -78,11 +97,15 @@ static void update(const mj_cache_config *cfg, int shard, update_fn fn, const vo
     snprintf(name, sizeof name, "stats-%02x", shard & 0xff);
     mj_cache_lock lock;
     int held = 0;
-    if (mj_cache_lock_acquire(cfg->lock_dir, name, STATS_LOCK_TIMEOUT_S, &lock, &held) != MOEJIT_OK)
-        held = 0; /* no lock dir: update anyway; a lost increment beats a lost kernel */
+    /* No usable lock dir (missing, a link, not ours): update anyway; a lost increment beats a
+     * lost kernel. */
+    if (mj_cache_check_own_dir(cfg->lock_dir, "lock_dir", cfg->shared, NULL) != MOEJIT_OK ||
+        mj_cache_lock_acquire(cfg->lock_dir, name, STATS_LOCK_TIMEOUT_S, &lock, &held) != MOEJIT_OK)
+        held = 0;
+    mj_clear_error();
     /* Counters of a shard that has no entry yet (a failed compile) need its directory. */
-    if (create ? mj_cache_ensure_dir(dir, "cache shard", cfg->shared, NULL) == MOEJIT_OK
-               : access(dir, F_OK) == 0) {
+    if (create ? mj_cache_ensure_own_dir(dir, "cache shard", cfg->shared, NULL) == MOEJIT_OK
+               : mj_cache_check_own_dir(dir, "cache shard", cfg->shared, NULL) == MOEJIT_OK) {
         mj_cache_stats s;
         read_file(path, &s);
         fn(&s, arg);
@@ -109,8 +132,17 @@ void mj_cache_stats_add(const mj_cache_config *cfg, int shard, const mj_cache_st
 
 void mj_cache_stats_read_shard(const mj_cache_config *cfg, int shard, mj_cache_stats *out)
 {
-    char path[MJ_CACHE_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/%02x/stats", cfg->dir, shard & 0xff);
+    char dir[MJ_CACHE_PATH_MAX + 8], path[MJ_CACHE_PATH_MAX + 16];
+    shard_dir(cfg, shard, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/stats", dir);
+    int err = 0;
+    /* A shard directory another user controls is not read from (dirs.h). */
+    if (mj_cache_check_own_dir(dir, "cache shard", cfg->shared, &err) != MOEJIT_OK) {
+        if (err != ENOENT) mj_cache_warn(MJ_WARN_UNSAFE, "%s; its counters are skipped", moejit_last_error());
+        mj_clear_error();
+        memset(out, 0, sizeof *out);
+        return;
+    }
     read_file(path, out);
 }
 

@@ -14,6 +14,7 @@
 
 #include "cache/dirs.h"
 #include "cache/fault.h"
+#include "core/file.h"
 #include "core/key.h"
 #include "core/status.h"
 
@@ -46,8 +47,30 @@ moejit_status mj_cache_read_entry_file(const mj_cache_config *cfg, const char *p
     memset(e, 0, sizeof *e);
     *found = 0;
     *fault = MJ_ENTRY_OK;
-    /* O_NOFOLLOW: an entry is a regular file we wrote; a link could point anywhere. */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* Both shard directories must pass the trust check (dirs.h), not only the file. */
+    if (mj_cache_key_valid(key)) {
+        char d1[MJ_CACHE_PATH_MAX + 8], d2[MJ_CACHE_PATH_MAX + 16];
+        snprintf(d1, sizeof d1, "%s/%.2s", cfg->dir, key);
+        mj_cache_shard_dir(cfg, key, d2, sizeof d2);
+        int err = 0;
+        if (mj_cache_check_own_dir(d1, "cache shard", cfg->shared, &err) != MOEJIT_OK ||
+            mj_cache_check_own_dir(d2, "cache shard", cfg->shared, &err) != MOEJIT_OK) {
+            if (err == ENOENT || err == ENOTDIR) {
+                mj_clear_error();
+                return MOEJIT_OK;
+            }
+            mj_cache_warn(MJ_WARN_UNSAFE, "%s; its entries are not read", moejit_last_error());
+            mj_clear_error();
+            *found = 1;
+            *fault = MJ_ENTRY_UNSAFE;
+            return MOEJIT_OK;
+        }
+    }
+    /* An entry is a regular file we wrote: a link could point anywhere, and a FIFO would
+     * block a plain open or read forever. */
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    int fd = mj_file_open_regular(path, MJ_FILE_NOFOLLOW, &st);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR) return MOEJIT_OK;
         *found = 1;
@@ -55,20 +78,16 @@ moejit_status mj_cache_read_entry_file(const mj_cache_config *cfg, const char *p
             *fault = MJ_ENTRY_UNSAFE;
             return MOEJIT_OK;
         }
+        if (errno == EINVAL) {
+            if (st_out) *st_out = st;
+            *fault = MJ_ENTRY_NOT_REGULAR;
+            return MOEJIT_OK;
+        }
         return mj_fail(MOEJIT_ERR_IO, "cache: cannot open %s: %s", path, strerror(errno));
     }
     *found = 1;
-    struct stat st;
     moejit_status rc = MOEJIT_OK;
-    if (fstat(fd, &st) != 0) {
-        rc = mj_fail(MOEJIT_ERR_IO, "cache: cannot stat %s: %s", path, strerror(errno));
-        goto out;
-    }
     if (st_out) *st_out = st;
-    if (!S_ISREG(st.st_mode)) {
-        *fault = MJ_ENTRY_FOREIGN;
-        goto out;
-    }
     if (mj_cache_check_trust(&st, "cache entry", path, cfg->shared) != MOEJIT_OK) {
         *fault = MJ_ENTRY_UNSAFE;
         mj_cache_warn(MJ_WARN_UNSAFE, "%s", moejit_last_error());
@@ -145,7 +164,7 @@ void mj_cache_quarantine(const mj_cache_config *cfg, const char *path, const cha
     snprintf(dst, sizeof dst, "%s/%s.%lld.%ld.fault%d", qdir, key, (long long)time(NULL), (long)getpid(),
              (int)fault);
     int moved = 0;
-    if (mj_cache_ensure_dir(qdir, "cache quarantine", cfg->shared, NULL) == MOEJIT_OK)
+    if (mj_cache_ensure_own_dir(qdir, "cache quarantine", cfg->shared, NULL) == MOEJIT_OK)
         moved = rename(path, dst) == 0;
     if (!moved) {
         if (unlink(path) != 0 && errno == ENOENT) return; /* another process got there first */

@@ -16,6 +16,7 @@
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
 #include "core/settings.h"
+#include "core/file.h"
 #include "core/status.h"
 
 /* A table file is a few kilobytes; anything far larger is not one. */
@@ -153,21 +154,13 @@ moejit_status mj_tune_table_parse(const char *text, mj_tune_table *out)
 moejit_status mj_tune_table_load(const char *path, mj_tune_table *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mj_fail(MOEJIT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(MAX_FILE_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, MAX_FILE_BYTES + 1, f) : 0;
-    int err = ferror(f);
-    fclose(f);
-    moejit_status st;
-    if (!buf) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    else if (err) st = mj_fail(MOEJIT_ERR_IO, "%s: read error", path);
-    else if (n > MAX_FILE_BYTES) st = mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: larger than %u bytes", path, MAX_FILE_BYTES);
-    else {
-        buf[n] = '\0';
-        st = mj_tune_table_parse(buf, out);
-        if (st != MOEJIT_OK) mj_fail_prefix(st, "%s", path);
-    }
+    uint8_t *buf;
+    size_t n;
+    /* Non-blocking and regular files only: a FIFO or device at the path must not hang us. */
+    moejit_status st = mj_file_read("tune table", path, 0, MAX_FILE_BYTES, &buf, &n, NULL);
+    if (st != MOEJIT_OK) return st;
+    st = mj_tune_table_parse((const char *)buf, out);
+    if (st != MOEJIT_OK) mj_fail_prefix(st, "%s", path);
     free(buf);
     return st;
 }
