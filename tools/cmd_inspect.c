@@ -8,12 +8,15 @@
  * unless --no-compile; a KEY is read from the cache only.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include "runtime/spec_resolve.h"
 #include "tools/cli.h"
 #include "tools/inspect.h"
 #include "tools/json_out.h"
@@ -25,8 +28,10 @@ static const char inspect_usage[] =
     "\n"
     "Shows the canonical spec, its cache key and key preimage, whether its backend supports\n"
     "it, whether the cache held it, and each kernel's registers, shared memory, stack and\n"
-    "spills. A SPEC missing from the cache is compiled and published first (not with\n"
-    "--no-compile); a KEY (64 hex digits, see `moejit cache ls`) is read from the cache.\n"
+    "spills, and which backend backend=auto chose and why. A SPEC missing from the cache is\n"
+    "compiled and published first (not with --no-compile); a KEY (its 64 hex digits, or a\n"
+    "unique prefix of at least 6, as `moejit warm` and `moejit cache ls` print) is read from\n"
+    "the cache.\n"
     "\n"
     "Views (one at a time):\n"
     "  --source      the generated CUDA source (no compile)\n"
@@ -37,6 +42,9 @@ static const char inspect_usage[] =
     "  --preimage    the key's preimage: every input the key hashes, one per line\n"
     "  --why SPEC    why SPEC misses the cache: its preimage diffed against the nearest\n"
     "                entries (the same spec first, else the most lines in common)\n"
+    "  --bundle DIR  write the generated source, every header it includes (under their\n"
+    "                include names) and compile.sh (nvcc with moejit's options) into DIR,\n"
+    "                so the layer can be compiled and changed by hand (no compile)\n"
     "\n"
     "Options:\n"
     "  --json            the view as one JSON object\n"
@@ -46,7 +54,8 @@ static const char inspect_usage[] =
     "Examples:\n"
     "  moejit inspect 'backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a'\n"
     "  moejit inspect 'quant=fp16,act=relu2,arch=sm_80' --source\n"
-    "  moejit inspect 3f2a...e9 --sass          (a key from `moejit cache ls`)\n"
+    "  moejit inspect 3f2a9c0b17d4 --sass       (a key or key prefix from `moejit cache ls`)\n"
+    "  moejit inspect 'quant=bf16,arch=sm_90a,backend=wgmma' --bundle /tmp/layer\n"
     "  moejit inspect --why 'quant=bf16,act=swiglu(alpha=1.702),arch=sm_90a'\n";
 
 enum view { VIEW_REPORT = 0, VIEW_SOURCE, VIEW_PTX, VIEW_SASS, VIEW_LOG, VIEW_PREIMAGE };
@@ -64,9 +73,11 @@ typedef struct subject {
     mj_build_inputs in;         /* for a supported spec: source, options, preimage */
     int cached_before;          /* an entry existed before this command */
     int compiled_now;
+    int published;    /* the compiled entry is on disk (not a read-only or unwritable cache) */
     int have_entry;
     mj_entry entry;             /* kernels, cubin, log, preimage, times */
     char *compile_error;
+    char *auto_why;             /* backend=auto: what it chose and why; else NULL */
 } subject;
 
 static int is_key(const char *s)
@@ -77,6 +88,59 @@ static int is_key(const char *s)
     return 1;
 }
 
+/* 6..63 hex digits: a key prefix (no spec is all hex: a spec field has an '='). */
+static int is_key_prefix(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 6 || n >= 64) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isxdigit((unsigned char)*p)) return 0;
+    return 1;
+}
+
+typedef struct prefix_match {
+    char prefix[65];
+    size_t n;
+    int count;
+    char first[65];
+    mj_buf list; /* the first few matches, for the ambiguity message */
+} prefix_match;
+
+static int match_prefix(void *ctx, const mj_cache_entry_info *info)
+{
+    prefix_match *m = ctx;
+    if (strncmp(info->key, m->prefix, m->n) != 0) return 0;
+    if (m->count++ == 0) memcpy(m->first, info->key, 65);
+    if (m->count <= 4) mj_buf_printf(&m->list, "%s%s (%s)", m->count > 1 ? ", " : "", info->key, info->canonical_spec);
+    return 0;
+}
+
+/* Resolves a key prefix to the one key in the cache that starts with it. */
+static int resolve_prefix(mj_cache *cache, const char *arg, char key[65])
+{
+    prefix_match m;
+    memset(&m, 0, sizeof m);
+    m.n = strlen(arg);
+    for (size_t i = 0; i < m.n; i++) m.prefix[i] = (char)tolower((unsigned char)arg[i]);
+    moejit_status st = mj_cache_list(cache, match_prefix, &m);
+    int rc = MJ_EXIT_OK;
+    if (st != MOEJIT_OK) {
+        rc = cli_fail(st, "inspect");
+    } else if (m.count == 0) {
+        cli_error("inspect: no cache entry's key starts with %s in %s (`moejit cache ls` lists the keys)", m.prefix,
+                  mj_cache_get_config(cache)->dir);
+        rc = MJ_EXIT_FAIL;
+    } else if (m.count > 1) {
+        cli_error("inspect: key prefix %s is ambiguous: %d entries start with it: %s%s; give more digits", m.prefix,
+                  m.count, m.list.data ? m.list.data : "", m.count > 4 ? ", ..." : "");
+        rc = MJ_EXIT_USAGE;
+    } else {
+        memcpy(key, m.first, 65);
+    }
+    mj_buf_free(&m.list);
+    return rc;
+}
+
 static void subject_free(subject *s)
 {
     moejit_spec_destroy(s->spec);
@@ -85,6 +149,7 @@ static void subject_free(subject *s)
     if (s->have_inputs) mj_build_inputs_free(&s->in);
     if (s->have_entry) mj_entry_free(&s->entry);
     free(s->compile_error);
+    free(s->auto_why);
 }
 
 static void check_support(subject *s)
@@ -126,6 +191,11 @@ static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile, 
         return MJ_EXIT_USAGE;
     }
     s->canonical = strdup(moejit_spec_canonical(s->spec));
+    if (s->spec->backend_auto) {
+        mj_buf why = MJ_BUF_INIT;
+        (void)mj_backend_auto_explain(s->spec, &why);
+        s->auto_why = mj_buf_take(&why);
+    }
     check_support(s);
     if (!s->supported) return MJ_EXIT_OK;
     if ((st = mj_build_inputs_make(s->spec, &s->in)) != MOEJIT_OK) return cli_fail(st, "inspect");
@@ -148,7 +218,7 @@ static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile, 
         }
         s->compiled_now = !hit;
         /* Read-only or unwritable caches keep nothing: show the program itself. */
-        if (mj_cache_read(cache, s->key, &s->entry) == MOEJIT_OK) s->have_entry = 1;
+        if (mj_cache_read(cache, s->key, &s->entry) == MOEJIT_OK) s->have_entry = s->published = 1;
         else if (mj_entry_from_program(&prog, s->key, s->in.preimage.data, &s->entry) == MOEJIT_OK) s->have_entry = 1;
         mj_program_free(&prog);
     } else if (s->cached_before && mj_cache_read(cache, s->key, &s->entry) == MOEJIT_OK) {
@@ -176,6 +246,7 @@ static void time_text(int64_t unix_s, char *out, size_t cap)
 static void report_text(const subject *s, int with_preimage)
 {
     printf("spec:      %s\n", s->canonical);
+    if (s->auto_why) printf("backend:   %s (backend=auto: %s)\n", mj_backend_names[s->spec->backend], s->auto_why);
     if (s->key[0]) printf("key:       %s\n", s->key);
     printf("support:   %s%s\n", s->supported ? "supported" : "unsupported: ", s->supported ? "" : s->reason);
     if (!s->supported && !s->by_key) return;
@@ -188,7 +259,7 @@ static void report_text(const subject *s, int with_preimage)
         printf("cached:    no\ncompile:   failed: %s\n", s->compile_error);
     } else if (s->compiled_now) {
         printf("cached:    no; compiled now in %.3f s%s\n", s->have_entry ? s->entry.compile_seconds : 0.0,
-               " and published");
+               s->published ? " and published" : "; not published (the cache is read-only or could not be written)");
     } else if (s->have_entry) {
         printf("cached:    no; another process published it meanwhile\n");
     } else {
@@ -229,6 +300,7 @@ static cJSON *json_head(const subject *s, const char *view)
 static int report_json(const subject *s)
 {
     cJSON *doc = json_head(s, "report");
+    if (s->auto_why) cli_json_add(doc, "backend_auto", cli_json_str(s->auto_why));
     cli_json_add(doc, "supported", cJSON_CreateBool(s->supported));
     if (s->reason) cli_json_add(doc, "unsupported_reason", cli_json_str(s->reason));
     cli_json_add(doc, "cached", cJSON_CreateBool(s->cached_before));
@@ -341,6 +413,58 @@ static int show(subject *s, enum view v, int json, int with_preimage)
     return MJ_EXIT_FAIL;
 }
 
+/* Writes path (creating its folders under dir) with len bytes of data. */
+static int write_under(const char *dir, const char *name, const char *data, size_t len, int mode)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return -1;
+    for (char *p = path + strlen(dir) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        int ok = mkdir(path, 0755) == 0 || errno == EEXIST;
+        *p = '/';
+        if (!ok) return -1;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    return ok && chmod(path, (mode_t)mode) == 0 ? 0 : -1;
+}
+
+/* --bundle DIR: the translation unit, the headers of its include closure and how to compile it. */
+static int write_bundle(const subject *s, const char *dir)
+{
+    if (!need_supported(s, "bundle")) return MJ_EXIT_USAGE;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        cli_error("inspect --bundle: cannot create %s: %s", dir, strerror(errno));
+        return MJ_EXIT_FAIL;
+    }
+    const mj_build_inputs *in = &s->in;
+    int bad = write_under(dir, in->source.name, in->source.text, in->source.len, 0644);
+    for (size_t i = 0; i < in->n_headers && !bad; i++)
+        bad = write_under(dir, in->headers[i].name, in->headers[i].data, in->headers[i].size, 0644);
+    mj_buf sh = MJ_BUF_INIT, opts = MJ_BUF_INIT;
+    mj_buf_printf(&sh, "#!/bin/sh\n# %s\n# key %s\n# The options moejit hands NVRTC (options.txt), through nvcc; "
+                       "--no-cache is NVRTC's own and is left out.\ncd \"$(dirname \"$0\")\" || exit 1\nexec nvcc -cubin -I.",
+                  s->canonical, s->key);
+    for (int i = 0; i < in->n_options; i++) {
+        mj_buf_printf(&opts, "%s\n", in->options[i]);
+        if (strcmp(in->options[i], "--no-cache") != 0) mj_buf_printf(&sh, " '%s'", in->options[i]);
+    }
+    mj_buf_printf(&sh, " -o %.*s.cubin %s \"$@\"\n", (int)(strlen(in->source.name) - 3), in->source.name,
+                  in->source.name);
+    if (!bad) bad = write_under(dir, "compile.sh", sh.data, sh.len, 0755);
+    if (!bad) bad = write_under(dir, "options.txt", opts.data ? opts.data : "", opts.len, 0644);
+    mj_buf_free(&sh);
+    mj_buf_free(&opts);
+    if (bad) {
+        cli_error("inspect --bundle: cannot write into %s: %s", dir, strerror(errno));
+        return MJ_EXIT_FAIL;
+    }
+    printf("%s: %s, %zu headers, compile.sh, options.txt\n", dir, in->source.name, in->n_headers);
+    return MJ_EXIT_OK;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     static const struct option long_options[] = {
@@ -349,10 +473,11 @@ int cmd_inspect(int argc, char **argv)
         {"preimage", no_argument, NULL, 'I'},  {"why", required_argument, NULL, 'w'},
         {"json", no_argument, NULL, 'j'},      {"no-compile", no_argument, NULL, 'n'},
         {"cache-dir", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
+        {"bundle", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0}};
     int json = 0, compile = 1, c, n_views = 0;
     enum view v = VIEW_REPORT;
-    const char *why = NULL;
+    const char *why = NULL, *bundle = NULL;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -363,12 +488,17 @@ int cmd_inspect(int argc, char **argv)
         case 'L': v = VIEW_LOG, n_views++; break;
         case 'I': v = VIEW_PREIMAGE, n_views++; break;
         case 'w': why = optarg; break;
+        case 'B': bundle = optarg; break;
         case 'j': json = 1; break;
         case 'n': compile = 0; break;
         case 'C': cli_set_cache_dir(optarg); break;
         case 'h': fputs(inspect_usage, stdout); return MJ_EXIT_OK;
         default: return cli_bad_option("inspect", c, argv);
         }
+    }
+    if (bundle && (n_views || why || json)) {
+        cli_error("inspect: --bundle DIR takes no view, --why or --json");
+        return MJ_EXIT_USAGE;
     }
     if (n_views > 1) {
         cli_error("inspect: give one of --source, --ptx, --sass, --log, --preimage");
@@ -396,15 +526,18 @@ int cmd_inspect(int argc, char **argv)
     subject s;
     memset(&s, 0, sizeof s);
     mj_cache *cache = NULL;
-    if (!is_key(arg) && v == VIEW_SOURCE) {
+    const int by_key = is_key(arg) || is_key_prefix(arg);
+    if (!by_key && (v == VIEW_SOURCE || bundle)) {
         rc = load_spec(&s, NULL, arg, 0, timeout_s); /* the source needs no cache */
     } else {
         rc = cli_open_cache(&cache);
+        char key[65];
+        if (rc == MJ_EXIT_OK && is_key_prefix(arg)) rc = resolve_prefix(cache, arg, key), arg = key;
         if (rc == MJ_EXIT_OK)
-            rc = is_key(arg) ? load_key(&s, cache, arg)
-                             : load_spec(&s, cache, arg, compile && v != VIEW_PTX && v != VIEW_PREIMAGE, timeout_s);
+            rc = by_key ? load_key(&s, cache, arg)
+                        : load_spec(&s, cache, arg, compile && v != VIEW_PTX && v != VIEW_PREIMAGE, timeout_s);
     }
-    if (rc == MJ_EXIT_OK) rc = show(&s, v, json, 1);
+    if (rc == MJ_EXIT_OK) rc = bundle ? write_bundle(&s, bundle) : show(&s, v, json, 1);
     subject_free(&s);
     mj_cache_close(cache);
     return rc;
