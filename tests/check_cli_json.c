@@ -1,9 +1,9 @@
 /*
  * This file checks that the CLI's JSON is valid whatever bytes it carries: the UTF-8
  * sanitizer (mj_buf_put_utf8) replaces each ill-formed sequence by U+FFFD and keeps every
- * well-formed one, and `moejit cache ls|stats --json` and `inspect --why --json` on a cache
- * directory whose name holds bytes that are not UTF-8 print a document cJSON parses and
- * that is valid UTF-8.
+ * well-formed one, and `moejit cache ls|stats --json`, `inspect --why --json` and
+ * `config --json` on a cache directory whose name holds bytes that are not UTF-8 print a
+ * document cJSON parses and that is valid UTF-8.
  */
 #include <check.h>
 #include <errno.h>
@@ -128,6 +128,24 @@ START_TEST(inspect_why_of_a_non_utf8_directory_is_valid_json)
 }
 END_TEST
 
+START_TEST(config_of_a_non_utf8_directory_is_valid_json)
+{
+    RUN("config", "--json", "--cache-dir", bad_dir);
+    ASSERT_RC(0);
+    ck_assert_msg(valid_utf8(r.out), "not UTF-8: %s", r.out);
+    cJSON *j = mj_test_json(r.out);
+    int found = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "settings"))
+    {
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "value"));
+        found |= v && strstr(v, "/cache-" FFFD FFFD "-" FFFD "(-" FFFD) != NULL;
+    }
+    ck_assert_msg(found, "no setting holds the directory: %s", r.out);
+    cJSON_Delete(j);
+}
+END_TEST
+
 static Suite *cli_json_suite(void)
 {
     Suite *s = suite_create("cli_json");
@@ -139,6 +157,7 @@ static Suite *cli_json_suite(void)
     tcase_add_checked_fixture(cli, setup, teardown);
     tcase_add_test(cli, cache_listings_of_a_non_utf8_directory_are_valid_json);
     tcase_add_test(cli, inspect_why_of_a_non_utf8_directory_is_valid_json);
+    tcase_add_test(cli, config_of_a_non_utf8_directory_is_valid_json);
     suite_add_tcase(s, cli);
     return s;
 }

@@ -13,6 +13,7 @@
 #include "core/settings.h"
 #include "core/strbuf.h"
 #include "tools/cli.h"
+#include "tools/json_out.h"
 
 static const char config_usage[] =
     "usage: moejit config [--json] [--cache-dir DIR]\n"
@@ -66,17 +67,17 @@ static int print_json(const row *rows)
     for (int i = 0; i < MJ_SETTING_COUNT; i++) {
         const mj_setting_info *info = &mj_settings_table[i];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddItemToObject(o, "key", cJSON_CreateString(info->key));
-        cJSON_AddItemToObject(o, "env", cJSON_CreateString(info->env));
-        cJSON_AddItemToObject(o, "value", cJSON_CreateString(rows[i].value ? rows[i].value : ""));
-        cJSON_AddItemToObject(o, "origin", cJSON_CreateString(rows[i].origin));
-        cJSON_AddItemToObject(o, "type", cJSON_CreateString(info->type));
-        cJSON_AddItemToObject(o, "default", cJSON_CreateString(info->default_text));
-        cJSON_AddItemToObject(o, "allowed", cJSON_CreateString(info->allowed));
-        cJSON_AddItemToObject(o, "scope", cJSON_CreateString(info->scope));
-        cJSON_AddItemToObject(o, "option", info->option ? cJSON_CreateString(info->option) : cJSON_CreateNull());
-        cJSON_AddItemToObject(o, "why", cJSON_CreateString(info->why));
-        if (rows[i].error) cJSON_AddItemToObject(o, "error", cJSON_CreateString(rows[i].error));
+        cJSON_AddItemToObject(o, "key", cli_json_str(info->key));
+        cJSON_AddItemToObject(o, "env", cli_json_str(info->env));
+        cJSON_AddItemToObject(o, "value", cli_json_str(rows[i].value ? rows[i].value : ""));
+        cJSON_AddItemToObject(o, "origin", cli_json_str(rows[i].origin));
+        cJSON_AddItemToObject(o, "type", cli_json_str(info->type));
+        cJSON_AddItemToObject(o, "default", cli_json_str(info->default_text));
+        cJSON_AddItemToObject(o, "allowed", cli_json_str(info->allowed));
+        cJSON_AddItemToObject(o, "scope", cli_json_str(info->scope));
+        cJSON_AddItemToObject(o, "option", info->option ? cli_json_str(info->option) : cJSON_CreateNull());
+        cJSON_AddItemToObject(o, "why", cli_json_str(info->why));
+        if (rows[i].error) cJSON_AddItemToObject(o, "error", cli_json_str(rows[i].error));
         cJSON_AddItemToArray(list, o);
     }
     char *text = cJSON_Print(doc);
