@@ -29,6 +29,7 @@
 struct mj_cache {
     mj_cache_config cfg;
     int usable;             /* 0: no disk (off, or the directory could not be created) */
+    char unusable_why[512]; /* why a read-write cache fell back to memory */
     atomic_int lock_state;  /* 0: lock dir not checked yet, 1: usable, -1: unusable */
     /* Hits are counted here and written with the next miss or at close: a counter file
      * update (lock, read, write, rename) would double the cost of a disk hit. */
@@ -60,6 +61,7 @@ moejit_status mj_cache_open_config(const mj_cache_config *cfg, mj_cache **out)
                 /* A serving process on a read-only image must still get its kernels. */
                 mj_cache_warn(MJ_WARN_WRITE, "%s; kernels are compiled in memory and not cached",
                               moejit_last_error());
+                snprintf(c->unusable_why, sizeof c->unusable_why, "%s", moejit_last_error());
                 c->usable = 0;
             } else if (cfg->mode != MJ_CACHE_READ_WRITE && err == ENOENT) {
                 /* Read-only or offline with no directory: every lookup is a miss. */
@@ -383,15 +385,36 @@ moejit_status mj_cache_put(mj_cache *c, const char *key_hex, const char *preimag
 
 /* ---- maintenance: the directory walks of gc.c, after this handle's pending counters ------- */
 
+/* Maintenance that modifies the cache fails, naming cache_mode, on a read-write cache that fell
+ * back to memory: reporting "removed 0" there would say the cache was trimmed. */
+static moejit_status require_disk(const mj_cache *c, const char *what)
+{
+    if (c->usable || c->cfg.mode != MJ_CACHE_READ_WRITE) return MOEJIT_OK;
+    return mj_fail(MOEJIT_ERR_IO, "cache_mode: %s needs to modify the cache, but %s cannot be written (%s), "
+                   "so it is in effect read-only; allowed: a writable cache_dir", what, c->cfg.dir,
+                   c->unusable_why[0] ? c->unusable_why : "unusable");
+}
+
 moejit_status mj_cache_list(mj_cache *c, mj_cache_list_fn fn, void *ctx) { return mj_dir_list(&c->cfg, fn, ctx); }
 moejit_status mj_cache_read(mj_cache *c, const char *key_hex, mj_entry *out) { return mj_dir_read(&c->cfg, key_hex, out); }
-moejit_status mj_cache_remove(mj_cache *c, const char *key_hex) { return mj_dir_remove(&c->cfg, key_hex); }
-moejit_status mj_cache_clear(mj_cache *c, int64_t *removed) { return mj_dir_clear(&c->cfg, removed); }
+moejit_status mj_cache_remove(mj_cache *c, const char *key_hex)
+{
+    moejit_status rc = require_disk(c, "remove");
+    return rc != MOEJIT_OK ? rc : mj_dir_remove(&c->cfg, key_hex);
+}
+moejit_status mj_cache_clear(mj_cache *c, int64_t *removed)
+{
+    if (removed) *removed = 0;
+    moejit_status rc = require_disk(c, "clear");
+    return rc != MOEJIT_OK ? rc : mj_dir_clear(&c->cfg, removed);
+}
 moejit_status mj_cache_verify(mj_cache *c, mj_cache_verify_result *out) { return mj_dir_verify(&c->cfg, out); }
 
 moejit_status mj_cache_gc(mj_cache *c, int64_t limit, int64_t max_age_s, mj_cache_gc_result *out)
 {
-    return mj_dir_gc(&c->cfg, limit, max_age_s, out);
+    memset(out, 0, sizeof *out);
+    moejit_status rc = require_disk(c, "gc");
+    return rc != MOEJIT_OK ? rc : mj_dir_gc(&c->cfg, limit, max_age_s, out);
 }
 
 moejit_status mj_cache_stats_get(mj_cache *c, mj_cache_stats *out)
@@ -403,5 +426,6 @@ moejit_status mj_cache_stats_get(mj_cache *c, mj_cache_stats *out)
 moejit_status mj_cache_stats_reset(mj_cache *c)
 {
     mj_cache_flush_stats(c);
-    return mj_dir_stats_reset(&c->cfg);
+    moejit_status rc = require_disk(c, "stats reset");
+    return rc != MOEJIT_OK ? rc : mj_dir_stats_reset(&c->cfg);
 }

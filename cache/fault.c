@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/status.h"
+
 typedef struct fault_point {
     atomic_int err;   /* errno to inject, MJ_FAULT_KILL, or 0 (disarmed) */
     atomic_int skip;  /* passes left before it fires */
@@ -61,9 +63,11 @@ void mj_cache_warn(mj_cache_warn_class cls, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    char safe[1024];
+    mj_escape_text(safe, sizeof safe, msg); /* paths and specs in it are input */
     /* One write() so that lines of concurrent processes do not interleave. */
     char line[1100];
-    int n = snprintf(line, sizeof line, "moejit: warning: %s\n", msg);
+    int n = snprintf(line, sizeof line, "moejit: warning: %s\n", safe);
     if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
     if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) { /* nothing better to do */ }
 }

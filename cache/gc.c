@@ -305,16 +305,22 @@ moejit_status mj_dir_gc(const mj_cache_config *cfg, int64_t limit, int64_t max_a
     time_t now = time(NULL);
     int64_t bytes[MJ_CACHE_SHARDS] = {0}, files[MJ_CACHE_SHARDS] = {0}, evicted[MJ_CACHE_SHARDS] = {0};
     int touched[MJ_CACHE_SHARDS] = {0};
+    int64_t failed = 0;
+    char first_failure[MJ_CACHE_PATH_MAX + 200] = "";
     for (size_t i = 0; i < g.n; i++) {
         gc_item *it = &g.items[i];
         touched[it->shard] = 1;
         int too_old = max_age_s > 0 && now - it->mtime.tv_sec > max_age_s;
-        if ((too_old || total > limit) && unlink(it->path) == 0) {
-            total -= it->size;
-            out->removed++;
-            out->removed_bytes += it->size;
-            evicted[it->shard]++;
-            continue;
+        if (too_old || total > limit) {
+            if (unlink(it->path) == 0) {
+                total -= it->size;
+                out->removed++;
+                out->removed_bytes += it->size;
+                evicted[it->shard]++;
+                continue;
+            }
+            if (errno != ENOENT && !failed++)
+                snprintf(first_failure, sizeof first_failure, "%s: %s", it->path, strerror(errno));
         }
         out->kept++;
         out->kept_bytes += it->size;
@@ -334,6 +340,9 @@ moejit_status mj_dir_gc(const mj_cache_config *cfg, int64_t limit, int64_t max_a
         mj_cache_stats_add(cfg, sh, &d);
         mj_cache_stats_set_size(cfg, sh, bytes[sh], files[sh]);
     }
+    if (failed)
+        return mj_fail(MOEJIT_ERR_IO, "cache gc: could not remove %lld of the entries to drop (first: %s); "
+                       "removed %lld", (long long)failed, first_failure, (long long)out->removed);
     return MOEJIT_OK;
 }
 

@@ -163,16 +163,34 @@ void mj_cache_quarantine(const mj_cache_config *cfg, const char *path, const cha
     snprintf(qdir, sizeof qdir, "%s/" MJ_QUARANTINE_DIR, cfg->dir);
     snprintf(dst, sizeof dst, "%s/%s.%lld.%ld.fault%d", qdir, key, (long long)time(NULL), (long)getpid(),
              (int)fault);
+    char why[MJ_ERROR_MAX] = "";
     int moved = 0;
-    if (mj_cache_ensure_own_dir(qdir, "cache quarantine", cfg->shared, NULL) == MOEJIT_OK)
-        moved = rename(path, dst) == 0;
+    if (mj_cache_ensure_own_dir(qdir, "cache quarantine", cfg->shared, NULL) != MOEJIT_OK)
+        snprintf(why, sizeof why, "%s", moejit_last_error());
+    else if (rename(path, dst) == 0)
+        moved = 1;
+    else
+        snprintf(why, sizeof why, "cannot move it to quarantine/: %s", strerror(errno));
+    mj_clear_error();
+    /* Each outcome is reported as what happened: moved, removed, or left in place. */
     if (!moved) {
-        if (unlink(path) != 0 && errno == ENOENT) return; /* another process got there first */
-        snprintf(dst, sizeof dst, "(removed: quarantine unavailable)");
+        struct stat st;
+        int gone = lstat(path, &st) == 0 && (S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path)) == 0;
+        if (!gone && errno == ENOENT) return; /* another process got there first */
+        if (!gone) {
+            mj_cache_warn(MJ_WARN_QUARANTINE, "cache entry %s failed its check (%s); it could not be moved "
+                          "(%s) or removed (%s) and is ignored", path, mj_entry_fault_name(fault), why,
+                          strerror(errno));
+            return;
+        }
     }
     delta->v[MJ_STAT_QUARANTINED]++;
     delta->v[MJ_STAT_BYTES] -= size;
     delta->v[MJ_STAT_FILES]--;
-    mj_cache_warn(MJ_WARN_QUARANTINE, "cache entry %s failed its check (%s); moved to %s and rebuilt",
-                  path, mj_entry_fault_name(fault), dst);
+    if (moved)
+        mj_cache_warn(MJ_WARN_QUARANTINE, "cache entry %s failed its check (%s); moved to %s", path,
+                      mj_entry_fault_name(fault), dst);
+    else
+        mj_cache_warn(MJ_WARN_QUARANTINE, "cache entry %s failed its check (%s); removed, since the "
+                      "quarantine is unavailable (%s)", path, mj_entry_fault_name(fault), why);
 }

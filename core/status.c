@@ -9,12 +9,44 @@
 
 static _Thread_local char t_message[MJ_ERROR_MAX];
 
+size_t mj_escape_text(char *dst, size_t cap, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (!cap) return 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char esc[9];
+        size_t k = 0;
+        unsigned c = *p;
+        if (c == '\n' || c == '\r' || c == '\t') {
+            esc[k++] = '\\';
+            esc[k++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c < 0x20 || c == 0x7f) {
+            esc[k++] = '\\', esc[k++] = 'x', esc[k++] = hex[c >> 4], esc[k++] = hex[c & 15];
+        } else if (c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            /* A C1 control such as U+009B (CSI), which some terminals obey like ESC [. */
+            esc[k++] = '\\', esc[k++] = 'x', esc[k++] = 'c', esc[k++] = '2';
+            esc[k++] = '\\', esc[k++] = 'x', esc[k++] = hex[p[1] >> 4], esc[k++] = hex[p[1] & 15];
+            p++;
+        } else {
+            esc[k++] = (char)c;
+        }
+        if (n + k >= cap) break;
+        memcpy(dst + n, esc, k);
+        n += k;
+    }
+    dst[n] = '\0';
+    return n;
+}
+
 moejit_status mj_fail(moejit_status status, const char *fmt, ...)
 {
+    char raw[MJ_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t_message, sizeof t_message, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    mj_escape_text(t_message, sizeof t_message, raw);
     return status;
 }
 
@@ -35,6 +67,8 @@ moejit_status mj_fail_prefix(moejit_status status, const char *fmt, ...)
     size_t m = strnlen(old, room);
     memcpy(t_message + n + 2, old, m);
     t_message[n + 2 + m] = '\0';
+    memcpy(old, t_message, sizeof old);
+    mj_escape_text(t_message, sizeof t_message, old); /* the prefix may quote input too */
     return status;
 }
 

@@ -20,4 +20,11 @@ moejit_status mj_fail_prefix(moejit_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mj_clear_error(void);
 
+/* Copies src into dst (always NUL-terminated, cut to cap) with every control character
+ * escaped: \n \r \t as such, other C0 bytes, DEL and the UTF-8 C1 controls (U+0080..U+009F)
+ * as \xHH. Messages quote input (paths, specs, arguments, file contents), which must not
+ * forge lines or send escape sequences to a terminal; mj_fail applies it to every message.
+ * Returns strlen(dst). */
+size_t mj_escape_text(char *dst, size_t cap, const char *src);
+
 #endif

@@ -272,7 +272,7 @@ START_TEST(a_malformed_file_warns_once_and_is_ignored)
     /* a file that is not there is reported the same way */
     rc = in_child_with_file(NULL, "/nonexistent/tune.json", path_twice, err, sizeof err);
     ck_assert_int_eq(rc, MJ_MMA_PATH_AUTO);
-    ck_assert_msg(strstr(err, "/nonexistent/tune.json: cannot open"), "stderr: %s", err);
+    ck_assert_msg(strstr(err, "cannot open /nonexistent/tune.json"), "stderr: %s", err);
 }
 END_TEST
 

@@ -18,6 +18,7 @@
 #include <cJSON.h>
 
 #include "core/spec.h"
+#include "core/status.h"
 #include "core/strbuf.h"
 
 const char cli_default_spec[] =
@@ -26,12 +27,15 @@ const char cli_default_spec[] =
 
 void cli_error(const char *fmt, ...)
 {
+    /* Messages quote arguments, paths and file contents: control characters are escaped so
+     * that none can forge lines or drive the terminal. */
+    char raw[MJ_ERROR_MAX], safe[MJ_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    fputs("moejit: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    mj_escape_text(safe, sizeof safe, raw);
+    fprintf(stderr, "moejit: %s\n", safe);
 }
 
 int cli_fail(moejit_status status, const char *what)
