@@ -354,6 +354,16 @@ static moejit_status set_option(mj_setting_id id, const moejit_options *o, mj_se
         *taken = 1;
         s->compile_timeout_s = o->compile_timeout_s;
         return MOEJIT_OK;
+    case MJ_SETTING_ALLOW_UNVALIDATED:
+        if (o->allow_unvalidated == 0) return MOEJIT_OK;
+        if (o->allow_unvalidated != 1 && o->allow_unvalidated != -1)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "options.allow_unvalidated: must be 1 (allow), -1 (never) or 0 (for "
+                           "$MOEJIT_ALLOW_UNVALIDATED / the default, no); got %lld",
+                           (long long)o->allow_unvalidated);
+        *taken = 1;
+        s->allow_unvalidated = o->allow_unvalidated == 1;
+        return MOEJIT_OK;
     default: return MOEJIT_OK;
     }
 }

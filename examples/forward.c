@@ -130,7 +130,7 @@ int main(void)
     cudaMemcpy(dw2, w2, sizeof w2, cudaMemcpyHostToDevice);
     cudaMemcpy(dlogits, logits, sizeof logits, cudaMemcpyHostToDevice);
 
-    moejit_moe_args args = {0};
+    moejit_moe_args args = MOEJIT_MOE_ARGS_INIT;
     args.num_tokens = T;
     args.hidden = H;
     args.inter = I;

@@ -16,6 +16,17 @@
  *    value may be shared between threads freely.
  *  - The library never calls exit() or abort(), and every function is thread-safe.
  *  - Device pointers are plain `void *` (CUdeviceptr values, torch data_ptr()).
+ *
+ * ABI of the structs a caller fills (moejit_options, moejit_moe_args):
+ *  - Each starts with `size_t struct_size`, the sizeof the struct had in the header the caller
+ *    was compiled against. Set it with the initializers: MOEJIT_OPTIONS_INIT /
+ *    moejit_options_init(&o), MOEJIT_MOE_ARGS_INIT / moejit_moe_args_init(&a).
+ *  - Fields are only ever appended, never reordered, resized or removed.
+ *  - The library accepts any struct_size from the oldest layout it knows (MOEJIT_OPTIONS_SIZE_V1,
+ *    MOEJIT_MOE_ARGS_SIZE_V1) up to its own sizeof; fields past struct_size (a caller built
+ *    against an older header) take their defaults, which are the zero values. A smaller or larger
+ *    size (a missing initializer, or a caller built against a newer header than the library) is
+ *    MOEJIT_ERR_INVALID_ARGUMENT naming the field: "moejit_options.struct_size: ... got 0".
  */
 #ifndef MOEJIT_H
 #define MOEJIT_H
@@ -139,18 +150,34 @@ MOEJIT_API moejit_status moejit_check_support(const moejit_spec *spec);
 /* ---- context and kernels ---------------------------------------------------------------- */
 
 typedef struct moejit_options {
+    size_t struct_size;        /* sizeof(moejit_options) as the caller was built: MOEJIT_OPTIONS_INIT */
     const char *cache_dir;     /* NULL: $MOEJIT_CACHE_DIR, $XDG_CACHE_HOME/moejit, ~/.cache/moejit */
     const char *cache_mode;    /* NULL: $MOEJIT_CACHE_MODE or "read-write"; also "read-only",
                                   "offline" (a miss is an error), "off" */
     int64_t cache_max_bytes;   /* 0: $MOEJIT_CACHE_MAX_BYTES or the default */
     double compile_timeout_s;  /* 0: $MOEJIT_COMPILE_TIMEOUT or 300 s */
     int device;                /* CUDA device ordinal used by arch=native and for loading */
+    /* ---- appended after the first layout (MOEJIT_OPTIONS_SIZE_V1 bytes end before it) ---- */
+    int64_t allow_unvalidated; /* 0: $MOEJIT_ALLOW_UNVALIDATED or no; 1: run kernel tuples built
+                                  but not yet validated on hardware; -1: never, whatever the
+                                  environment says */
 } moejit_options;
+
+/* The first layout's size (struct_size .. device): the oldest struct_size accepted. */
+#define MOEJIT_OPTIONS_SIZE_V1 offsetof(moejit_options, allow_unvalidated)
+/* Every field at its default, struct_size set. */
+#ifdef __cplusplus
+#define MOEJIT_OPTIONS_INIT {sizeof(moejit_options)}
+#else
+#define MOEJIT_OPTIONS_INIT {.struct_size = sizeof(moejit_options)}
+#endif
+MOEJIT_API void moejit_options_init(moejit_options *opts);
 
 typedef struct moejit_context moejit_context;
 typedef struct moejit_kernel moejit_kernel;
 
-/* opts may be NULL for every default. Works without a GPU. */
+/* opts may be NULL for every default (else its struct_size must be set: see the top). Works
+ * without a GPU. */
 MOEJIT_API moejit_status moejit_context_create(const moejit_options *opts, moejit_context **out);
 MOEJIT_API void moejit_context_destroy(moejit_context *ctx);
 
@@ -186,6 +213,7 @@ MOEJIT_API moejit_status moejit_kernel_resources_get(const moejit_kernel *k, int
  * k experts per token; rows(W1) = 2I for a gated activation, I otherwise. Every tensor is
  * row-major, contiguous, on the device; x, w1, w2, b1, b2 and out have the spec's dtype. */
 typedef struct moejit_moe_args {
+    size_t struct_size;        /* sizeof(moejit_moe_args) as the caller was built: MOEJIT_MOE_ARGS_INIT */
     int64_t num_tokens;        /* T >= 0 (0 is a valid no-op) */
     int64_t hidden;            /* H, multiple of 8 */
     int64_t inter;             /* I, multiple of 8 */
@@ -212,6 +240,16 @@ typedef struct moejit_moe_args {
     const float *x_scale;      /* [1] fp32 dequant scale of an e4m3 x (quant=fp8_tensor,
                                   fp8_act=static only; x is then [T, H] e4m3) */
 } moejit_moe_args;
+
+/* The first layout's size (every field above): the oldest struct_size accepted. */
+#define MOEJIT_MOE_ARGS_SIZE_V1 (offsetof(moejit_moe_args, x_scale) + sizeof(const float *))
+/* Every field zero (no tensors), struct_size set. */
+#ifdef __cplusplus
+#define MOEJIT_MOE_ARGS_INIT {sizeof(moejit_moe_args)}
+#else
+#define MOEJIT_MOE_ARGS_INIT {.struct_size = sizeof(moejit_moe_args)}
+#endif
+MOEJIT_API void moejit_moe_args_init(moejit_moe_args *args);
 
 /* Device workspace bytes moejit_moe_forward needs for args' shape (pointers unused). */
 MOEJIT_API moejit_status moejit_workspace_size(const moejit_kernel *k, const moejit_moe_args *args,

@@ -10,6 +10,7 @@
  * later call may try again (a compile timeout, say, need not be permanent).
  */
 #include "runtime/context.h"
+#include "runtime/abi.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,12 @@ moejit_status moejit_context_create(const moejit_options *opts, moejit_context *
 {
     if (!out) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "context_create: out must not be NULL");
     *out = NULL;
+    moejit_options given; /* the caller's fields, the ones its struct_size lacks at their defaults */
+    if (opts) {
+        moejit_status st = mj_abi_copy("moejit_options", opts, MOEJIT_OPTIONS_SIZE_V1, sizeof given, &given);
+        if (st != MOEJIT_OK) return st;
+        opts = &given;
+    }
     if (opts && opts->device < 0)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "options.device: must be a CUDA device ordinal >= 0; got %d", opts->device);

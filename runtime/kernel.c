@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "runtime/context.h"
+#include "runtime/abi.h"
 #include "runtime/launch.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
@@ -50,7 +51,9 @@ moejit_status moejit_workspace_size(const moejit_kernel *k, const moejit_moe_arg
     if (!k) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: kernel must not be NULL");
     if (!args) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: args must not be NULL");
     if (!bytes) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "workspace_size: bytes must not be NULL");
-    return mj_launch_workspace_size(k->spec, args, bytes);
+    moejit_moe_args copy;
+    moejit_status st = mj_abi_moe_args(args, &copy, &args);
+    return st != MOEJIT_OK ? st : mj_launch_workspace_size(k->spec, args, bytes);
 }
 
 moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *args, void *workspace,
@@ -58,6 +61,9 @@ moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *a
 {
     if (!k) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "moe_forward: kernel must not be NULL");
     if (!args) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "moe_forward: args must not be NULL");
+    moejit_moe_args copy;
+    moejit_status st = mj_abi_moe_args(args, &copy, &args);
+    if (st != MOEJIT_OK) return st;
     if (!k->loaded)
         return mj_fail(k->unloaded_status, "%s",
                        k->unloaded_message ? k->unloaded_message : "moe_forward: kernel not loaded");

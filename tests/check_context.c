@@ -51,7 +51,7 @@ static void teardown_env(void)
 /* A context that never uses the disk cache, so compile counts are this process's own. */
 static moejit_context *new_context(void)
 {
-    moejit_options opts = {.cache_mode = "off"};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .cache_mode = "off"};
     moejit_context *ctx = NULL;
     moejit_status st = moejit_context_create(&opts, &ctx);
     ck_assert_msg(st == MOEJIT_OK, "%s", moejit_last_error());
@@ -93,7 +93,8 @@ END_TEST
 START_TEST(context_copies_option_strings)
 {
     char mode[16] = "off";
-    moejit_options opts = {.cache_mode = mode, .compile_timeout_s = 12.5};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .cache_mode = mode,
+                           .compile_timeout_s = 12.5};
     moejit_context *ctx = NULL;
     ck_assert_int_eq(moejit_context_create(&opts, &ctx), MOEJIT_OK);
     strcpy(mode, "garbage");
@@ -108,12 +109,12 @@ START_TEST(context_rejects_bad_options_naming_them)
     moejit_context *ctx = (moejit_context *)1;
     ck_assert_int_eq(moejit_context_create(NULL, NULL), MOEJIT_ERR_INVALID_ARGUMENT);
 
-    moejit_options opts = {.device = -1};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .device = -1};
     ck_assert_int_eq(moejit_context_create(&opts, &ctx), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(ctx);
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "options.device"));
 
-    opts = (moejit_options){.compile_timeout_s = -1};
+    opts = (moejit_options){.struct_size = sizeof(moejit_options), .compile_timeout_s = -1};
     ck_assert_int_eq(moejit_context_create(&opts, &ctx), MOEJIT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(moejit_last_error(), "options.compile_timeout_s"));
 }
@@ -133,7 +134,7 @@ START_TEST(compile_timeout_comes_from_the_environment_and_is_validated)
     ck_assert_double_eq(ctx->compile_timeout_s, 2.5);
     moejit_context_destroy(ctx);
     /* The options win over the environment. */
-    moejit_options opts = {.compile_timeout_s = 7};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .compile_timeout_s = 7};
     ck_assert_int_eq(moejit_context_create(&opts, &ctx), MOEJIT_OK);
     ck_assert_double_eq(ctx->compile_timeout_s, 7.0);
     moejit_context_destroy(ctx);
@@ -226,7 +227,8 @@ START_TEST(second_context_takes_the_kernel_from_the_disk_cache)
 {
     char dir[128];
     snprintf(dir, sizeof dir, "%s/disk", g_cache_dir);
-    moejit_options opts = {.cache_dir = dir, .cache_mode = "read-write"};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .cache_dir = dir,
+                           .cache_mode = "read-write"};
     moejit_spec *spec = parse(SPEC_BF16);
     moejit_context *first = NULL, *second = NULL;
     moejit_kernel *k1 = NULL, *k2 = NULL;
@@ -303,7 +305,7 @@ START_TEST(failed_build_reaches_every_waiter_and_can_be_retried)
 {
     /* The worker hangs, so the first caller's compile times out after 1 s while the other
      * seven wait on it: one compile, eight identical errors. */
-    moejit_options opts = {.cache_mode = "off", .compile_timeout_s = 1};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .cache_mode = "off", .compile_timeout_s = 1};
     moejit_context *ctx = NULL;
     ck_assert_int_eq(moejit_context_create(&opts, &ctx), MOEJIT_OK);
     moejit_spec *spec = parse(SPEC_RELU);
@@ -337,8 +339,8 @@ END_TEST
 
 static moejit_moe_args qwen3_args(int64_t tokens)
 {
-    return (moejit_moe_args){.num_tokens = tokens, .hidden = 2048, .inter = 768,
-                             .num_experts = 128, .topk = 8};
+    return (moejit_moe_args){.struct_size = sizeof(moejit_moe_args), .num_tokens = tokens, .hidden = 2048,
+                             .inter = 768, .num_experts = 128, .topk = 8};
 }
 
 START_TEST(forward_on_unloaded_kernel_is_no_driver_but_workspace_size_works)
@@ -428,7 +430,7 @@ static const char *get_with_fake_driver(const char *cc, moejit_context **ctx, mo
     setenv("MOEJIT_LIBCUDA", lib, 1);
     unsetenv("FAKE_CUDA");
     setenv("FAKE_CUDA_CC", cc, 1);
-    moejit_options opts = {.cache_mode = "off"};
+    moejit_options opts = {.struct_size = sizeof(moejit_options), .cache_mode = "off"};
     MJ_EXPECT(moejit_context_create(&opts, ctx) == MOEJIT_OK, "%s", moejit_last_error());
     moejit_spec *spec = NULL;
     MJ_EXPECT(moejit_spec_parse(SPEC_BF16, &spec) == MOEJIT_OK, "%s", moejit_last_error());

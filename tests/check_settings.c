@@ -159,16 +159,20 @@ START_TEST(option_fields_win_over_the_environment_and_the_command_line_over_both
     setenv("MOEJIT_CACHE_MODE", "offline", 1);
     setenv("MOEJIT_CACHE_MAX_BYTES", "2M", 1);
     setenv("MOEJIT_COMPILE_TIMEOUT", "42", 1);
-    moejit_options o = {.cache_dir = "/opt/cache", .cache_mode = "read-only", .cache_max_bytes = 1000,
-                        .compile_timeout_s = 7};
+    moejit_options o = {.struct_size = sizeof(moejit_options), .cache_dir = "/opt/cache",
+                        .cache_mode = "read-only", .cache_max_bytes = 1000, .compile_timeout_s = 7,
+                        .allow_unvalidated = -1};
+    setenv("MOEJIT_ALLOW_UNVALIDATED", "1", 1);
     mj_settings s;
     ck_assert_int_eq(mj_settings_resolve(&o, NULL, &s), MOEJIT_OK);
     ck_assert_str_eq(s.cache_dir, "/opt/cache");
     ck_assert_int_eq(s.cache_mode, MJ_CACHE_MODE_READ_ONLY);
     ck_assert_int_eq(s.cache_max_bytes, 1000);
     ck_assert(s.compile_timeout_s == 7);
+    ck_assert_int_eq(s.allow_unvalidated, 0); /* -1: never, whatever the environment says */
     static const mj_setting_id with_fields[] = {MJ_SETTING_CACHE_DIR, MJ_SETTING_CACHE_MODE,
-                                                MJ_SETTING_CACHE_MAX_BYTES, MJ_SETTING_COMPILE_TIMEOUT};
+                                                MJ_SETTING_CACHE_MAX_BYTES, MJ_SETTING_COMPILE_TIMEOUT,
+                                                MJ_SETTING_ALLOW_UNVALIDATED};
     for (size_t i = 0; i < sizeof with_fields / sizeof *with_fields; i++) {
         ck_assert_int_eq(s.origin[with_fields[i]], MJ_ORIGIN_OPTION);
         ck_assert_ptr_nonnull(mj_settings_table[with_fields[i]].option);
@@ -178,6 +182,12 @@ START_TEST(option_fields_win_over_the_environment_and_the_command_line_over_both
     ck_assert_int_eq(mj_settings_resolve(&none, NULL, &s), MOEJIT_OK);
     ck_assert(s.compile_timeout_s == 42);
     ck_assert_int_eq(s.origin[MJ_SETTING_COMPILE_TIMEOUT], MJ_ORIGIN_ENV);
+    ck_assert_int_eq(s.allow_unvalidated, 1);
+    o.allow_unvalidated = 1;
+    unsetenv("MOEJIT_ALLOW_UNVALIDATED");
+    ck_assert_int_eq(mj_settings_resolve(&o, NULL, &s), MOEJIT_OK);
+    ck_assert_int_eq(s.allow_unvalidated, 1);
+    ck_assert_int_eq(s.origin[MJ_SETTING_ALLOW_UNVALIDATED], MJ_ORIGIN_OPTION);
     /* the command line over the option over the environment */
     mj_settings_cli cli = {0};
     cli[MJ_SETTING_CACHE_DIR] = "/cli/cache";
@@ -224,9 +234,12 @@ START_TEST(bad_values_are_refused_naming_the_variable_and_the_allowed_values)
         assert_error(bad[i].env, bad[i].text);
         unsetenv(bad[i].env);
     }
-    moejit_options o = {.compile_timeout_s = -1};
+    moejit_options o = {.struct_size = sizeof(moejit_options), .compile_timeout_s = -1};
     ck_assert_int_eq(mj_settings_resolve(&o, NULL, &s), MOEJIT_ERR_INVALID_ARGUMENT);
     assert_error("options.compile_timeout_s", "> 0");
+    o = (moejit_options){.struct_size = sizeof(moejit_options), .allow_unvalidated = 2};
+    ck_assert_int_eq(mj_settings_resolve(&o, NULL, &s), MOEJIT_ERR_INVALID_ARGUMENT);
+    assert_error("options.allow_unvalidated", "got 2");
     mj_settings_cli cli = {0};
     cli[MJ_SETTING_COMPILE_TIMEOUT] = "abc";
     ck_assert_int_eq(mj_settings_resolve(NULL, cli, &s), MOEJIT_ERR_INVALID_ARGUMENT);
@@ -239,7 +252,7 @@ END_TEST
 START_TEST(a_context_resolves_its_own_settings_and_refuses_bad_ones)
 {
     restore_env();
-    moejit_options off = {.cache_mode = "off"};
+    moejit_options off = {.struct_size = sizeof(moejit_options), .cache_mode = "off"};
     moejit_context *a = NULL, *b = NULL;
     setenv("MOEJIT_DECODE", "chain", 1);
     setenv("MOEJIT_ALLOW_UNVALIDATED", "1", 1);

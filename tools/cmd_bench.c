@@ -257,7 +257,7 @@ static int bench(bench_opts *o)
         }
     }
     if (rc == MJ_EXIT_OK) {
-        moejit_options opts = {0};
+        moejit_options opts = MOEJIT_OPTIONS_INIT;
         opts.cache_dir = dir;
         moejit_context *ctx = NULL;
         moejit_kernel *k = NULL;

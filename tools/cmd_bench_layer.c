@@ -198,7 +198,7 @@ static moejit_status enqueue_forward(void *vctx, int i, CUstream stream)
 static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUdeviceptr out,
                     moejit_moe_args *a)
 {
-    memset(a, 0, sizeof *a);
+    moejit_moe_args_init(a);
     a->num_tokens = B, a->hidden = s->hidden, a->inter = s->inter;
     a->num_experts = s->experts, a->topk = s->topk;
     a->x = (void *)b->x, a->router_logits = (void *)b->logits;
@@ -336,7 +336,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     char path[24] = "-";
     moejit_status st = MOEJIT_ERR_OUT_OF_MEMORY;
     moejit_moe_args a;
-    memset(&a, 0, sizeof a);
+    moejit_moe_args_init(&a);
     if (!x || !lg || !w1 || !w2 || !out || !out2 || !ideal || !replay) goto done;
     a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = E, a.topk = K;
     if (ep_local > 0) a.expert_offset = ref_ep_offset, a.num_local_experts = ep_local; /* weights: a prefix */

@@ -71,7 +71,7 @@ static int run_on_device(const mj_gpu *g, moejit_kernel *k, const moejit_spec *s
     float *out = malloc((size_t)(T * H) * sizeof *out);
     CUdeviceptr dx = 0, dl = 0, dw1 = 0, dw2 = 0, dout = 0, dws = 0;
     CUevent e0 = NULL, e1 = NULL;
-    moejit_moe_args a = {0};
+    moejit_moe_args a = MOEJIT_MOE_ARGS_INIT;
     size_t ws = 0;
     if (!x || !logits || !w1 || !w2 || !ref || !out) {
         cli_error("demo: out of host memory");

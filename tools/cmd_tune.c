@@ -175,7 +175,7 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
     c.g = g;
     c.sets = bmax >= 1024 ? 4 : 8;
     c.x_set = (size_t)bmax * (size_t)s->hidden, c.logits_set = (size_t)bmax * (size_t)s->experts;
-    memset(&c.args, 0, sizeof c.args);
+    moejit_moe_args_init(&c.args);
     c.args.hidden = s->hidden, c.args.inter = s->inter, c.args.num_experts = s->experts, c.args.topk = s->topk;
     const int gated = moejit_activation_is_gated(&any->spec->act);
     const size_t nw1 = (size_t)s->experts * (size_t)(gated ? 2 : 1) * (size_t)s->inter * (size_t)s->hidden;

@@ -36,11 +36,13 @@ ACT_SITU = 10
 
 class moejit_options(Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("cache_dir", c_char_p),
         ("cache_mode", c_char_p),
         ("cache_max_bytes", c_int64),
         ("compile_timeout_s", c_double),
         ("device", c_int),
+        ("allow_unvalidated", c_int64),
     ]
 
 
@@ -57,6 +59,7 @@ class moejit_kernel_resources(Structure):
 
 class moejit_moe_args(Structure):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("num_tokens", c_int64),
         ("hidden", c_int64),
         ("inter", c_int64),
@@ -140,6 +143,8 @@ PROTOTYPES = {
     "moejit_spec_activation": (activation_p, [spec_p]),
     "moejit_spec_equal": (c_int, [spec_p, spec_p]),
     "moejit_check_support": (c_int, [spec_p]),
+    "moejit_options_init": (None, [POINTER(moejit_options)]),
+    "moejit_moe_args_init": (None, [POINTER(moejit_moe_args)]),
     "moejit_context_create": (c_int, [POINTER(moejit_options), POINTER(context_p)]),
     "moejit_context_destroy": (None, [context_p]),
     "moejit_kernel_get": (c_int, [context_p, spec_p, POINTER(kernel_p)]),

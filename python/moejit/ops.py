@@ -286,8 +286,7 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
         kernel = get_kernel(spec, dev, compile=not capturing)
         _ensure_context(dev)
         args = _abi.moejit_moe_args()
-        if "size" in dict(_abi.moejit_moe_args._fields_):
-            args.size = ctypes.sizeof(args)
+        args.struct_size = ctypes.sizeof(args)
         args.num_tokens, args.hidden, args.inter, args.num_experts, args.topk = T, H, I, E, k
         args.expert_offset = expert_offset
         args.num_local_experts = E_l

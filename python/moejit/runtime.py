@@ -149,8 +149,7 @@ class Settings:
 
     def options(self, device: int):
         o = _abi.moejit_options()
-        if "size" in dict(_abi.moejit_options._fields_):
-            o.size = ctypes.sizeof(o)
+        o.struct_size = ctypes.sizeof(o)
         o.cache_dir = os.fsencode(self.cache_dir) if self.cache_dir else None
         o.cache_mode = self.cache_mode.encode() if self.cache_mode else None
         o.cache_max_bytes = int(self.cache_max_bytes)

@@ -84,6 +84,7 @@ moejit_status device_upload(const mj_gpu *g, const entry *e, const case_data *c,
     if ((st = mj_gpu_alloc(g, d->out_bytes + GUARD_BYTES, &p[B_OUT])))
         return st;
     d->args = (moejit_moe_args){
+        .struct_size = sizeof(moejit_moe_args),
         .num_tokens = T, .hidden = H, .inter = s->I, .num_experts = E, .topk = k,
         .expert_offset = s->offset, .num_local_experts = s->local,
         .x = dp(p[B_X]), .router_logits = pre ? NULL : dp(p[B_LOGITS]),
