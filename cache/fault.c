@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -90,9 +91,8 @@ int mj_cache_sys_open(mj_cache_fault_id id, const char *path, int flags, mode_t 
     return fd;
 }
 
-ssize_t mj_cache_sys_write_all(int fd, const void *data, size_t n)
+static ssize_t write_all(int fd, const char *p, size_t n)
 {
-    const char *p = data;
     size_t done = 0;
     while (done < n) {
         int e = mj_cache_fault(MJ_FAULT_WRITE);
@@ -110,6 +110,27 @@ ssize_t mj_cache_sys_write_all(int fd, const void *data, size_t n)
         done += (size_t)w;
     }
     return (ssize_t)done;
+}
+
+ssize_t mj_cache_sys_write_all(int fd, const void *data, size_t n)
+{
+    /* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the process: the
+     * library must fail the publish (EFBIG) instead. The signal is blocked in this thread
+     * around the write, and one it raised is consumed before the mask is restored. */
+    sigset_t xfsz, old, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+    ssize_t r = write_all(fd, data, n);
+    int e = errno;
+    if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR) {}
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return r;
 }
 
 ssize_t mj_cache_sys_read_all(int fd, void *data, size_t n)

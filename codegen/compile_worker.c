@@ -12,6 +12,8 @@
  * Test hooks, read from the environment (for tests/check_nvrtc.c; nothing else sets them):
  *   MOEJIT_WORKER_FAULT=crash    raise SIGSEGV after reading the request
  *   MOEJIT_WORKER_FAULT=hang     sleep forever after reading the request
+ *   MOEJIT_WORKER_FAULT=hang-child  start a child that sleeps forever, then hang (a worker's
+ *                                own children must die with it)
  *   MOEJIT_WORKER_FAULT=garbage  write a malformed response and exit 0
  */
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -192,15 +195,21 @@ static const char *fault_hook(void)
         setrlimit(RLIMIT_CORE, &none);
         raise(SIGSEGV);
     }
-    if (strcmp(f, "hang") == 0)
+    if (strcmp(f, "hang-child") == 0 && fork() == 0)
+        for (;;) pause();
+    if (strcmp(f, "hang") == 0 || strcmp(f, "hang-child") == 0)
         for (;;) pause();
     return f;
 }
 
 int main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    /* Die with the process that started us, however it dies; if it is already gone (we were
+     * reparented before the request took effect), stop now. */
+    if (argc > 1 && strncmp(argv[1], "--parent=", 9) == 0) {
+        long parent = strtol(argv[1] + 9, NULL, 10);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || (long)getppid() != parent) return 4;
+    }
     /* The response goes to a private copy of stdout, and fd 1 becomes stderr, so that
      * anything NVRTC or a library prints cannot corrupt the protocol. */
     int out_fd = dup(1);

@@ -312,8 +312,13 @@ static moejit_status spawn_worker(const char *path, worker *w)
     sigdelset(&all, SIGSTOP);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &all);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    char *argv[] = {(char *)path, NULL};
+    /* Its own process group (pgid = its pid), so that a timeout or cancel kills whatever it
+     * started too; it learns our pid to die with us (PR_SET_PDEATHSIG, in the worker). */
+    posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    char parent[32];
+    snprintf(parent, sizeof parent, "--parent=%ld", (long)getpid());
+    char *argv[] = {(char *)path, parent, NULL};
     int rc = posix_spawn(&w->pid, path, &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
@@ -404,10 +409,19 @@ static moejit_status exchange(worker *w, const mj_buf *request, double deadline)
  * leaves no child behind. */
 static void reap(worker *w, double deadline, int kill_now)
 {
-    if (kill_now) kill(w->pid, SIGKILL);
+    /* The whole group: the worker and anything it started. */
+    if (kill_now) kill(-w->pid, SIGKILL);
     for (;;) {
-        pid_t r = waitpid(w->pid, &w->status, kill_now ? 0 : WNOHANG);
-        if (r == w->pid) break;
+        /* WNOWAIT: the exited worker stays a zombie, holding its pid and so its group id, while
+         * the group's leftovers are killed; only then is it reaped. */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        int r = waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOWAIT | (kill_now ? 0 : WNOHANG));
+        if (r == 0 && si.si_pid == w->pid) {
+            kill(-w->pid, SIGKILL);
+            while (waitpid(w->pid, &w->status, 0) < 0 && errno == EINTR) {}
+            break;
+        }
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) { /* ECHILD: the caller ignores SIGCHLD, so the kernel reaped it */
             w->status = 0;
@@ -416,7 +430,7 @@ static void reap(worker *w, double deadline, int kill_now)
         if (kill_now) continue;
         if (now_s() >= deadline) {
             w->timed_out = 1;
-            kill(w->pid, SIGKILL);
+            kill(-w->pid, SIGKILL);
             kill_now = 1;
             continue;
         }
