@@ -49,7 +49,7 @@ class _Checker:
         self.device = device
         self.check_alignment = check_alignment
 
-    def tensor(self, name, t, dtypes, shape, align, why):
+    def tensor(self, name, t, dtypes, shape, align, why, layout=""):
         if not isinstance(t, Tensor):
             _fail(f"{name}: expected a tensor, got {type(t).__name__}")
         if not isinstance(dtypes, tuple):
@@ -58,7 +58,8 @@ class _Checker:
             want = " or ".join(_dtype_name(d) for d in dtypes)
             _fail(f"{name}: expected dtype {want} for {why}, got {t.dtype}")
         if tuple(t.shape) != tuple(shape):
-            _fail(f"{name}: expected shape {list(shape)} for {why}, got {list(t.shape)}")
+            _fail(f"{name}: expected shape {list(shape)}{' ' + layout if layout else ''} for {why}, "
+                  f"got {list(t.shape)}")
         if t.device != self.device:
             _fail(f"{name}: expected device {self.device} (x's device), got {t.device}")
         if not t.is_contiguous():
@@ -101,11 +102,11 @@ def check_args(spec, x, w1, w2, router_logits, topk, num_experts, expert_offset,
     rows = 2 * I if fmt["gated"] else I
     wdt = {"bf16": dt, "fp16": dt, "fp8_tensor": E4M3, "fp8_block": E4M3}.get(q, BYTE_DTYPES)
     kdiv = 2 if packed else 1
-    gate = "a gated activation" if fmt["gated"] else "an ungated activation"
-    c.tensor("w1", w1, wdt, (E_l, rows, H // kdiv), 16,
-             f"{qs} and {gate} ([E_local, {'2*inter' if fmt['gated'] else 'inter'}, hidden"
-             f"{'/2' if packed else ''}])")
-    c.tensor("w2", w2, wdt, (E_l, H, I // kdiv), 16, f"{qs} ([E_local, hidden, inter{'/2' if packed else ''}])")
+    half = "/2" if packed else ""
+    c.tensor("w1", w1, wdt, (E_l, rows, H // kdiv), 16, qs,
+             f"[E_local, {'2*inter' if fmt['gated'] else 'inter'}, hidden{half}] "
+             f"({fmt['act'].name} is {'gated' if fmt['gated'] else 'not gated'})")
+    c.tensor("w2", w2, wdt, (E_l, H, I // kdiv), 16, qs, f"[E_local, hidden, inter{half}]")
     # Scales and zero points per format.
     if q in ("bf16", "fp16"):
         for n, t in (("w1_scale", w1_scale), ("w2_scale", w2_scale)):
@@ -152,12 +153,12 @@ def check_args(spec, x, w1, w2, router_logits, topk, num_experts, expert_offset,
     bias = fmt["bias"]
     if bias in ("b1", "both"):
         c.present("b1", b1, f"bias={bias}")
-        c.tensor("b1", b1, dt, (E_l, rows), 2, f"bias={bias} (dtype {_name_of(dt)}, [E_local, rows])")
+        c.tensor("b1", b1, dt, (E_l, rows), 2, f"bias={bias}", "[E_local, rows of w1]")
     else:
         c.absent("b1", b1, f"bias={bias}")
     if bias in ("b2", "both"):
         c.present("b2", b2, f"bias={bias}")
-        c.tensor("b2", b2, dt, (E_l, H), 2, f"bias={bias} (dtype {_name_of(dt)}, [E_local, hidden])")
+        c.tensor("b2", b2, dt, (E_l, H), 2, f"bias={bias}", "[E_local, hidden]")
     else:
         c.absent("b2", b2, f"bias={bias}")
     # Routing.
@@ -206,7 +207,7 @@ def check_args(spec, x, w1, w2, router_logits, topk, num_experts, expert_offset,
             _fail(f"act_params[{i}]: activation {fmt['act'].name} has "
                   f"{len(names)} parameter(s){': ' + ', '.join(names) if names else ''}")
         c.tensor(f"act_params[{names[i]}]", t, torch.float32, (E_l,), 4,
-                 "a per-expert override ([E_local] fp32)")
+                 "a per-expert override", "[E_local]")
     if workspace is not None:
         c.tensor("workspace", workspace, torch.uint8, (workspace.numel(),), 256,
                  "the workspace (bytes)")
