@@ -257,6 +257,25 @@ START_TEST(manifest_expands_specs_archs_and_shapes)
 }
 END_TEST
 
+START_TEST(presets_warm_what_auto_runs_and_backend_overrides_it)
+{
+    RUN("warm", "--preset", "qwen3-30b-a3b", "--arch", "sm_90a", "--dry-run", "--json");
+    ASSERT_RC(0);
+    int total = summary().total;
+    ck_assert_msg(strstr(r.out, "backend=wgmma,quant=bf16") && strstr(r.out, "backend=simt,quant=fp8_block"), "%s", r.out);
+    RUN("warm", "--preset", "qwen3-30b-a3b", "--arch", "sm_90a", "--backend", "simt,mma,simt", "--dry-run", "--json");
+    ASSERT_RC(0);
+    counts c = summary();
+    /* each variant once per distinct backend; mma supports only some of them */
+    ck_assert_int_eq(c.total, 2 * total);
+    ck_assert_msg(!strstr(r.out, "backend=wgmma") && strstr(r.out, "backend=mma,quant=bf16"), "%s", r.out);
+    ck_assert_int_gt(c.unsupported, 0);
+    RUN("warm", SPEC_A, "--backend", "simt,tpu", "--dry-run");
+    ASSERT_RC(2);
+    ck_assert_msg(strstr(r.err, "--backend: unknown backend 'tpu'; allowed: simt, mma, wgmma, auto"), "%s", r.err);
+}
+END_TEST
+
 START_TEST(warm_refuses_a_read_only_cache)
 {
     static const char *const ro[] = {"MOEJIT_CACHE_MODE=read-only", NULL};
@@ -277,6 +296,7 @@ static Suite *cli_warm_suite(void)
     tcase_add_test(tc, a_failed_compile_keeps_its_inputs_and_exits_1);
     tcase_add_test(tc, preset_warms_with_two_jobs_and_skips_unsupported_formats);
     tcase_add_test(tc, every_preset_expands_for_several_archs);
+    tcase_add_test(tc, presets_warm_what_auto_runs_and_backend_overrides_it);
     tcase_add_test(tc, an_unsupported_spec_argument_makes_warm_fail);
     tcase_add_test(tc, manifest_expands_specs_archs_and_shapes);
     tcase_add_test(tc, warm_refuses_a_read_only_cache);

@@ -36,6 +36,8 @@ static const char warm_usage[] =
     "                     mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b, deepseek-v3, kimi-k2,\n"
     "                     gpt-oss-120b, nemotron-3-nano\n"
     "  --manifest FILE    a JSON manifest (format below); may be repeated\n"
+    "  --backend B[,C...] compile each spec for these backends (simt, mma, wgmma, auto)\n"
+    "                     instead of its own (presets: auto)\n"
     "  --arch A[,B...]    compile for these archs (sm_80, sm_86, sm_89, sm_90a, sm_100a,\n"
     "                     sm_120a); replaces a SPEC's or preset's arch, adds to a manifest's\n"
     "                     (default: the spec's own arch; presets: native, which needs a GPU)\n"
@@ -306,8 +308,10 @@ int cmd_warm(int argc, char **argv)
         {"arch", required_argument, NULL, 'a'},    {"jobs", required_argument, NULL, 'j'},
         {"dry-run", no_argument, NULL, 'n'},       {"timeout", required_argument, NULL, 't'},
         {"cache-dir", required_argument, NULL, 'C'}, {"json", no_argument, NULL, 'J'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},          {"backend", required_argument, NULL, 'b'},
+        {NULL, 0, NULL, 0}};
     cli_strv presets = {0}, manifests = {0};
+    cli_plan plan = {0};
     const char *archs[MAX_ARCHS];
     int n_archs = 0, dry_run = 0, json = 0, c, rc = MJ_EXIT_OK;
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
@@ -332,6 +336,7 @@ int cmd_warm(int argc, char **argv)
             break;
         }
         case 'n': dry_run = 1; break;
+        case 'b': rc = cli_plan_set_backends(&plan, "warm", optarg); break;
         case 't': {
             char *end = NULL;
             timeout_s = strtod(optarg, &end);
@@ -363,7 +368,6 @@ int cmd_warm(int argc, char **argv)
         if (rc == MJ_EXIT_OK) timeout_s = set->compile_timeout_s;
         free(set);
     }
-    cli_plan plan = {0};
     for (int i = optind; rc == MJ_EXIT_OK && i < argc; i++) {
         char origin[32];
         snprintf(origin, sizeof origin, "argument %d", i - optind + 1);

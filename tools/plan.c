@@ -68,9 +68,31 @@ static int add_parsed(cli_plan *p, const char *cmd, moejit_spec *spec, const cha
     return MJ_EXIT_OK;
 }
 
+int cli_plan_set_backends(cli_plan *p, const char *cmd, const char *list)
+{
+    static const char *const allowed[] = {"simt", "mma", "wgmma", "auto"};
+    p->n_backends = 0;
+    for (const char *a = list;;) {
+        size_t len = strcspn(a, ",");
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (strlen(allowed[i]) == len && strncmp(allowed[i], a, len) == 0) found = i;
+        if (found < 0) {
+            cli_error("%s: --backend: unknown backend '%.*s'; allowed: simt, mma, wgmma, auto", cmd, (int)len, a);
+            return MJ_EXIT_USAGE;
+        }
+        int dup = 0;
+        for (int i = 0; i < p->n_backends; i++) dup |= p->backends[i] == allowed[found];
+        if (!dup) p->backends[p->n_backends++] = allowed[found];
+        if (!a[len]) break;
+        a += len + 1;
+    }
+    return MJ_EXIT_OK;
+}
+
 /* Parses text with the overrides; a bad spec is a usage error that names where it came from. */
-static int add_text(cli_plan *p, const char *cmd, const char *text, const char *origin, int explicit_request,
-                    const char *const *names, const char *const *values, int n)
+static int add_one(cli_plan *p, const char *cmd, const char *text, const char *origin, int explicit_request,
+                   const char *const *names, const char *const *values, int n)
 {
     char *t = n ? cli_spec_with(text, names, values, n) : strdup(text);
     if (!t) {
@@ -86,6 +108,23 @@ static int add_text(cli_plan *p, const char *cmd, const char *text, const char *
         return MJ_EXIT_USAGE;
     }
     return add_parsed(p, cmd, spec, origin, explicit_request);
+}
+
+/* add_one, once per --backend value when there are any (the backend another override). */
+static int add_text(cli_plan *p, const char *cmd, const char *text, const char *origin, int explicit_request,
+                    const char *const *names, const char *const *values, int n)
+{
+    if (!p->n_backends) return add_one(p, cmd, text, origin, explicit_request, names, values, n);
+    const char *nn[16], *vv[16];
+    if (n > 15) return MJ_EXIT_USAGE;
+    for (int i = 0; i < n; i++) nn[i] = names[i], vv[i] = values[i];
+    nn[n] = "backend";
+    int rc = MJ_EXIT_OK;
+    for (int b = 0; b < p->n_backends && rc == MJ_EXIT_OK; b++) {
+        vv[n] = p->backends[b];
+        rc = add_one(p, cmd, text, origin, explicit_request, nn, vv, n + 1);
+    }
+    return rc;
 }
 
 int cli_plan_add_spec(cli_plan *p, const char *cmd, const char *text, const char *origin, int explicit_request,

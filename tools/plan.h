@@ -39,7 +39,15 @@ typedef struct cli_plan_item {
 typedef struct cli_plan {
     cli_plan_item *items;
     int n, cap;
+    /* --backend: each spec is added once per listed backend (names from the static table);
+     * none: each spec keeps its own backend. */
+    const char *backends[4];
+    int n_backends;
 } cli_plan;
+
+/* Parses --backend's comma-separated list (simt, mma, wgmma, auto) into p; MJ_EXIT_OK or the
+ * exit code after the one-line error. */
+int cli_plan_set_backends(cli_plan *p, const char *cmd, const char *list);
 
 /* Each returns MJ_EXIT_OK or the exit code after printing the one-line error (cmd names the
  * command in it). archs: --arch values (static names), may be empty. */
