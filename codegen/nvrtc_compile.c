@@ -15,6 +15,7 @@
 #include "codegen/nvrtc_compile.h"
 #include "codegen/include_closure.h"
 #include "codegen/nvrtc_wire.h"
+#include "core/settings.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -124,16 +125,25 @@ static void beside(const char *file, char **places, int *n, int cap)
  * location compiled in. The error names every place tried. */
 static moejit_status find_worker(char **out)
 {
-    const char *env = getenv("MOEJIT_COMPILE_WORKER");
-    if (env && *env) {
+    /* $MOEJIT_COMPILE_WORKER is read through the settings table, as every knob is */
+    mj_settings *set = calloc(1, sizeof *set);
+    if (!set) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "compile worker: out of memory");
+    moejit_status from_env = mj_settings_resolve_one(MJ_SETTING_COMPILE_WORKER, NULL, NULL, set);
+    if (from_env == MOEJIT_OK && set->compile_worker[0]) {
+        const char *env = set->compile_worker;
         const char *why = not_executable(env);
-        if (!why && (*out = strdup(env))) return MOEJIT_OK;
-        return mj_fail(MOEJIT_ERR_IO,
-                       "compile worker: MOEJIT_COMPILE_WORKER=%s is not an executable file "
-                       "(%s); set it to the path of " WORKER_NAME " or unset it to use the "
-                       "one beside the library or installed in " MJ_WORKER_INSTALL_DIR,
-                       env, why ? why : "out of memory");
+        if (!why && (*out = strdup(env))) {
+            free(set);
+            return MOEJIT_OK;
+        }
+        from_env = mj_fail(MOEJIT_ERR_IO,
+                           "compile worker: MOEJIT_COMPILE_WORKER=%s is not an executable file "
+                           "(%s); set it to the path of " WORKER_NAME " or unset it to use the "
+                           "one beside the library or installed in " MJ_WORKER_INSTALL_DIR,
+                           env, why ? why : "out of memory");
     }
+    free(set);
+    if (from_env != MOEJIT_OK) return from_env;
     enum { CAP = 5 };
     char *places[CAP] = {0};
     int n = 0;
