@@ -205,7 +205,7 @@ def reference(spec, kw, round_inter=True):
     if kw.get("x_scale") is not None:
         x = x * kw["x_scale"].cpu().double()
     w1, w2 = dequant(spec, kw, "w1"), dequant(spec, kw, "w2")
-    El, H, I = w1.shape[0], x.shape[1], w2.shape[1 + 1] if fmt["quant"] not in ("w4a16", "mxfp4") else w2.shape[2] * 2
+    El, H = w1.shape[0], x.shape[1]
     I = w1.shape[1] // (2 if fmt["gated"] else 1)
     E = kw["router_logits"].shape[1] if kw.get("router_logits") is not None else kw["num_experts"]
     off = kw.get("expert_offset", 0)

@@ -135,3 +135,17 @@ def test_layer_call_goes_through_the_operator():
     kw["b1"] = kw["b1"].float()
     with pytest.raises(moejit.InvalidArgument, match="^b1: expected dtype torch.bfloat16 for bias=both"):
         layer(**kw)
+
+
+def test_reference_layouts_agree():
+    """The float64 reference reads the three W1 layouts as the same layer."""
+    from helpers import reference
+    base = "backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),bias=both"
+    kw = make_inputs(base + ",w1_layout=up_gate", T=3, H=64, I=32, E=4, k=2)
+    up, gate = kw["w1"][:, :32], kw["w1"][:, 32:]
+    ref = reference(base + ",w1_layout=up_gate", kw)
+    for layout, w1, b1 in (
+            ("gate_up", torch.cat([gate, up], 1), torch.cat([kw["b1"][:, 32:], kw["b1"][:, :32]], 1)),
+            ("interleaved", torch.stack([gate, up], 2).flatten(1, 2),
+             torch.stack([kw["b1"][:, 32:], kw["b1"][:, :32]], 2).flatten(1, 2))):
+        assert torch.allclose(reference(f"{base},w1_layout={layout}", dict(kw, w1=w1, b1=b1)), ref)
