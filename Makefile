@@ -313,3 +313,21 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- python ----------------------------------------------------------------------------------
+# The Python package (python/) in a virtual environment under $(BUILD)/pyenv: pytest and torch
+# from PyPI (installed once), then ./python built from this tree's $(BUILD) and its tests run
+# (the GPU tests skip with "no CUDA device" where there is none).
+PYENV := $(BUILD)/pyenv
+$(PYENV)/.deps-ok:
+	python3 -m venv $(PYENV)
+	$(PYENV)/bin/pip install -q --disable-pip-version-check 'setuptools>=70' wheel pytest torch
+	@touch $@
+python: all $(PYENV)/.deps-ok
+	MOEJIT_BUILD_DIR=$(abspath $(BUILD)) $(PYENV)/bin/pip install -q --disable-pip-version-check \
+	  --no-build-isolation --force-reinstall --no-deps ./python
+test-python: python
+	cd $(BUILD) && PYTHONDONTWRITEBYTECODE=1 MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache \
+	  $(abspath $(PYENV))/bin/pytest -q -p no:cacheprovider $(CURDIR)/python/tests
+test-cpu: test-python
+.PHONY: python test-python

@@ -346,17 +346,9 @@ static moejit_status check_shape(int v, const char *name)
         (dst) = v_;                                                          \
     } while (0)
 
-/* Interprets the collected fields into s (defaults, validity rules; no allocation). */
-static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, moejit_spec *s)
+/* quant, its w4a16 group and zero points, and the dtype it implies. */
+static moejit_status build_format(const raw *fields, moejit_spec *s)
 {
-    memset(s, 0, sizeof *s);
-    s->backend = MJ_BACKEND_SIMT;
-    s->quant = MJ_QUANT_BF16;
-    const raw *backend = &fields[F_BACKEND];
-    if (backend->set && backend->s && token_eq("auto", backend->s, backend->n))
-        s->backend_auto = 1;
-    else
-        READ_ENUM(F_BACKEND, mj_backend_names, MJ_BACKEND_COUNT, s->backend);
     READ_ENUM(F_QUANT, mj_quant_names, MJ_QUANT_COUNT, s->quant);
 
     if (s->quant == MJ_QUANT_W4A16) {
@@ -388,7 +380,12 @@ static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, 
     if (s->dtype == MJ_DTYPE_FP32)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "dtype: quant=%s needs dtype bf16 or fp16, got fp32",
                        mj_quant_names[s->quant]);
+    return MOEJIT_OK;
+}
 
+/* act, and fp8_act where the format quantizes activations. */
+static moejit_status build_activation(const raw *fields, moejit_spec *s)
+{
     const raw *act = &fields[F_ACT];
     if (!act->set) {
         TRY(mj_activation_parse_n("swiglu", 6, &s->act));
@@ -406,7 +403,12 @@ static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "fp8_act: only valid with quant=fp8_tensor (quant is %s)", mj_quant_names[s->quant]);
     }
+    return MOEJIT_OK;
+}
 
+/* routing with deepseek_v3's parameters, the logits dtype, the W1 layout and the biases. */
+static moejit_status build_routing(const raw *fields, moejit_spec *s)
+{
     s->routing = MJ_ROUTING_RENORMALIZE;
     READ_ENUM(F_ROUTING, mj_routing_names, MJ_ROUTING_COUNT, s->routing);
     s->routed_scaling = 1.0f;
@@ -439,7 +441,12 @@ static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "logits: must be fp32 or bf16, got fp16");
     READ_ENUM(F_W1_LAYOUT, mj_w1_layout_names, MJ_W1_LAYOUT_COUNT, s->w1_layout);
     READ_ENUM(F_BIAS, mj_bias_names, MJ_BIAS_COUNT, s->bias);
+    return MOEJIT_OK;
+}
 
+/* The pinned shape and the tile. */
+static moejit_status build_shape(const raw *fields, moejit_spec *s)
+{
     if (fields[F_HIDDEN].set) TRY(read_int(&fields[F_HIDDEN], F_HIDDEN, &s->hidden));
     if (fields[F_INTER].set) TRY(read_int(&fields[F_INTER], F_INTER, &s->inter));
     if (fields[F_EXPERTS].set) TRY(read_int(&fields[F_EXPERTS], F_EXPERTS, &s->experts));
@@ -475,7 +482,12 @@ static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, 
         memcpy(s->tile, tile->s, tile->n);
         s->tile[tile->n] = '\0';
     }
+    return MOEJIT_OK;
+}
 
+/* arch, then backend=auto, which depends on it and on every other field. */
+static moejit_status build_target(const raw *fields, const mj_spec_resolvers *resolve, moejit_spec *s)
+{
     /* Last, so that a GPU-less machine reports the spec's own mistakes first. */
     const raw *arch = &fields[F_ARCH];
     if (arch->set && arch->s && !token_eq("native", arch->s, arch->n)) {
@@ -499,6 +511,24 @@ static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, 
         TRY(resolve->auto_backend(s));
     }
     return MOEJIT_OK;
+}
+
+/* Interprets the collected fields into s (defaults, validity rules; no allocation). */
+static moejit_status build(const raw *fields, const mj_spec_resolvers *resolve, moejit_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->backend = MJ_BACKEND_SIMT;
+    s->quant = MJ_QUANT_BF16;
+    const raw *backend = &fields[F_BACKEND];
+    if (backend->set && backend->s && token_eq("auto", backend->s, backend->n))
+        s->backend_auto = 1;
+    else
+        READ_ENUM(F_BACKEND, mj_backend_names, MJ_BACKEND_COUNT, s->backend);
+    TRY(build_format(fields, s));
+    TRY(build_activation(fields, s));
+    TRY(build_routing(fields, s));
+    TRY(build_shape(fields, s));
+    return build_target(fields, resolve, s);
 }
 
 static const char *name_of(const char *const *names, int count, int v)
