@@ -123,12 +123,14 @@ static void beside(const char *file, char **places, int *n, int cap)
  * shared library, or the executable it is linked into), beside /proc/self/exe (glibc names the
  * main program by argv[0], which may be relative to another directory), then the install
  * location compiled in. The error names every place tried. */
-static moejit_status find_worker(char **out)
+static moejit_status find_worker(const char *given, char **out)
 {
-    /* $MOEJIT_COMPILE_WORKER is read through the settings table, as every knob is */
+    /* The caller's resolved setting, else $MOEJIT_COMPILE_WORKER through the settings table */
     mj_settings *set = calloc(1, sizeof *set);
     if (!set) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "compile worker: out of memory");
-    moejit_status from_env = mj_settings_resolve_one(MJ_SETTING_COMPILE_WORKER, NULL, NULL, set);
+    moejit_status from_env = MOEJIT_OK;
+    if (given && *given) snprintf(set->compile_worker, sizeof set->compile_worker, "%s", given);
+    else from_env = mj_settings_resolve_one(MJ_SETTING_COMPILE_WORKER, NULL, NULL, set);
     if (from_env == MOEJIT_OK && set->compile_worker[0]) {
         const char *env = set->compile_worker;
         const char *why = not_executable(env);
@@ -137,7 +139,7 @@ static moejit_status find_worker(char **out)
             return MOEJIT_OK;
         }
         from_env = mj_fail(MOEJIT_ERR_IO,
-                           "compile worker: MOEJIT_COMPILE_WORKER=%s is not an executable file "
+                           "compile worker: compile_worker (MOEJIT_COMPILE_WORKER or moejit_options) %s is not an executable file "
                            "(%s); set it to the path of " WORKER_NAME " or unset it to use the "
                            "one beside the library or installed in " MJ_WORKER_INSTALL_DIR,
                            env, why ? why : "out of memory");
@@ -630,7 +632,7 @@ moejit_status mj_nvrtc_compile(const mj_compile_request *req, mj_program *out)
     worker w = {.pid = -1, .sock = -1, .err = -1, .response = MJ_BUF_INIT,
                 .stderr_text = MJ_BUF_INIT};
     if ((st = encode_request(req, &request)) != MOEJIT_OK) goto done;
-    if ((st = find_worker(&path)) != MOEJIT_OK) goto done;
+    if ((st = find_worker(req->worker, &path)) != MOEJIT_OK) goto done;
     if ((st = spawn_worker(path, &w)) != MOEJIT_OK) goto done;
 
     double deadline = t0 + timeout;

@@ -23,6 +23,8 @@ typedef struct mj_compile_request {
                                       include closure are handed to it */
     size_t n_headers;
     double timeout_s;              /* <= 0: 300 s */
+    const char *worker;            /* the worker's path as the caller's settings give it; NULL
+                                      or "": $MOEJIT_COMPILE_WORKER, else found (find_worker) */
 } mj_compile_request;
 
 /* The NVRTC options for arch, one per element, NULL-terminated, in a fixed order; the

@@ -57,7 +57,7 @@ const mj_setting_info mj_settings_table[MJ_SETTING_COUNT] = {
                                    "../libexec/moejit-compile-worker beside the library", "an executable file",
                                    "NVRTC runs in this separate process so that a crash or hang in it cannot "
                                    "take the caller down; set it where the library was moved without it",
-                                   NULL, "context"},
+                                   "compile_worker", "context"},
     [MJ_SETTING_DECODE] = {"decode", "MOEJIT_DECODE", "enum", "auto",
                            "auto, persistent, persistent_deep, persistent_shallow, chain",
                            "which decode layer the mma and wgmma backends run at a few tokens: the rule, or "
@@ -354,6 +354,10 @@ static moejit_status set_option(mj_setting_id id, const moejit_options *o, mj_se
         *taken = 1;
         s->compile_timeout_s = o->compile_timeout_s;
         return MOEJIT_OK;
+    case MJ_SETTING_COMPILE_WORKER:
+        if (!o->compile_worker || !*o->compile_worker) return MOEJIT_OK;
+        *taken = 1;
+        return set_path(s->compile_worker, "options.compile_worker", o->compile_worker, "");
     case MJ_SETTING_ALLOW_UNVALIDATED:
         if (o->allow_unvalidated == 0) return MOEJIT_OK;
         if (o->allow_unvalidated != 1 && o->allow_unvalidated != -1)

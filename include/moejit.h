@@ -161,6 +161,8 @@ typedef struct moejit_options {
     int64_t allow_unvalidated; /* 0: $MOEJIT_ALLOW_UNVALIDATED or no; 1: run kernel tuples built
                                   but not yet validated on hardware; -1: never, whatever the
                                   environment says */
+    const char *compile_worker; /* NULL: $MOEJIT_COMPILE_WORKER, else found beside the library
+                                   or the executable, else in the install's libexec */
 } moejit_options;
 
 /* The first layout's size (struct_size .. device): the oldest struct_size accepted. */

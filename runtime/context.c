@@ -227,6 +227,7 @@ static moejit_status build_program(void *arg, mj_program *out)
         .headers = mj_embedded_headers,
         .n_headers = mj_embedded_headers_len,
         .timeout_s = job->ctx->compile_timeout_s,
+        .worker = job->ctx->settings.compile_worker,
     };
     moejit_status st = mj_nvrtc_compile(&req, out);
     if (st == MOEJIT_OK && !out->canonical_spec) {

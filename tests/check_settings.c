@@ -159,9 +159,10 @@ START_TEST(option_fields_win_over_the_environment_and_the_command_line_over_both
     setenv("MOEJIT_CACHE_MODE", "offline", 1);
     setenv("MOEJIT_CACHE_MAX_BYTES", "2M", 1);
     setenv("MOEJIT_COMPILE_TIMEOUT", "42", 1);
+    setenv("MOEJIT_COMPILE_WORKER", "/env/worker", 1);
     moejit_options o = {.struct_size = sizeof(moejit_options), .cache_dir = "/opt/cache",
                         .cache_mode = "read-only", .cache_max_bytes = 1000, .compile_timeout_s = 7,
-                        .allow_unvalidated = -1};
+                        .allow_unvalidated = -1, .compile_worker = "/opt/libexec/worker"};
     setenv("MOEJIT_ALLOW_UNVALIDATED", "1", 1);
     mj_settings s;
     ck_assert_int_eq(mj_settings_resolve(&o, NULL, &s), MOEJIT_OK);
@@ -170,9 +171,10 @@ START_TEST(option_fields_win_over_the_environment_and_the_command_line_over_both
     ck_assert_int_eq(s.cache_max_bytes, 1000);
     ck_assert(s.compile_timeout_s == 7);
     ck_assert_int_eq(s.allow_unvalidated, 0); /* -1: never, whatever the environment says */
+    ck_assert_str_eq(s.compile_worker, "/opt/libexec/worker");
     static const mj_setting_id with_fields[] = {MJ_SETTING_CACHE_DIR, MJ_SETTING_CACHE_MODE,
                                                 MJ_SETTING_CACHE_MAX_BYTES, MJ_SETTING_COMPILE_TIMEOUT,
-                                                MJ_SETTING_ALLOW_UNVALIDATED};
+                                                MJ_SETTING_ALLOW_UNVALIDATED, MJ_SETTING_COMPILE_WORKER};
     for (size_t i = 0; i < sizeof with_fields / sizeof *with_fields; i++) {
         ck_assert_int_eq(s.origin[with_fields[i]], MJ_ORIGIN_OPTION);
         ck_assert_ptr_nonnull(mj_settings_table[with_fields[i]].option);
@@ -198,6 +200,38 @@ START_TEST(option_fields_win_over_the_environment_and_the_command_line_over_both
     ck_assert_str_eq(mj_setting_origin_name(s.origin[MJ_SETTING_CACHE_DIR]), "command line");
     ck_assert_int_eq(s.origin[MJ_SETTING_CACHE_MODE], MJ_ORIGIN_OPTION);
     clean_env();
+}
+END_TEST
+
+/* The context hands its compile_worker to the compile: the option names the worker a compile
+ * runs, over the environment, and a wrong one is an error naming the setting. */
+START_TEST(a_contexts_compile_worker_option_names_the_worker_it_runs)
+{
+    restore_env();
+    const char *real = getenv("MOEJIT_COMPILE_WORKER");
+    ck_assert_msg(real && *real, "make test sets MOEJIT_COMPILE_WORKER");
+    char worker[4096];
+    snprintf(worker, sizeof worker, "%s", real);
+    setenv("MOEJIT_CACHE_MODE", "off", 1);
+    setenv("MOEJIT_COMPILE_WORKER", "/nonexistent/env-worker", 1);
+    moejit_spec *spec = NULL;
+    ck_assert_int_eq(moejit_spec_parse("backend=simt,quant=bf16,act=relu,arch=sm_80", &spec), MOEJIT_OK);
+    moejit_options o = MOEJIT_OPTIONS_INIT;
+    o.compile_worker = "/nonexistent/option-worker";
+    moejit_context *ctx = NULL;
+    moejit_kernel *k = NULL;
+    ck_assert_int_eq(moejit_context_create(&o, &ctx), MOEJIT_OK);
+    ck_assert_int_eq(moejit_kernel_get(ctx, spec, &k), MOEJIT_ERR_IO);
+    ck_assert_msg(strstr(moejit_last_error(), "compile_worker") &&
+                      strstr(moejit_last_error(), "/nonexistent/option-worker"),
+                  "%s", moejit_last_error());
+    moejit_context_destroy(ctx);
+    o.compile_worker = worker;
+    ck_assert_int_eq(moejit_context_create(&o, &ctx), MOEJIT_OK);
+    ck_assert_msg(moejit_kernel_get(ctx, spec, &k) == MOEJIT_OK, "%s", moejit_last_error());
+    moejit_context_destroy(ctx);
+    moejit_spec_destroy(spec);
+    restore_env();
 }
 END_TEST
 
@@ -433,6 +467,7 @@ static Suite *settings_suite(void)
     TCase *ctx = tcase_create("context");
     tcase_add_test(ctx, a_context_resolves_its_own_settings_and_refuses_bad_ones);
     tcase_add_test(ctx, kernels_carry_their_contexts_decode_mode_and_pdl);
+    tcase_add_test(ctx, a_contexts_compile_worker_option_names_the_worker_it_runs);
     suite_add_tcase(s, ctx);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, cli_setup, cli_teardown);
