@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,12 +38,13 @@ extern char **environ;
 #define ROW_MARKER "<!-- bench-jit:end -->"
 
 static const char bench_usage[] =
-    "usage: moejit bench jit [--arch A] [--spec SPEC] [--cold N] [--loads N] [--hits N]\n"
+    "usage: moejit bench jit [--arch A] [--spec SPEC] [--backend LIST] [--cold N] [--loads N] [--hits N]\n"
     "                        [--append] [--doc FILE] [--commit STR] [--device STR] [--json]\n"
     "\n"
     "Measures the JIT's costs for one spec (default: the demo's layer, Qwen3-30B-A3B bf16\n"
     "SwiGLU, for sm_90a):\n"
-    "  cold compile    moejit_kernel_get in a fresh process with an empty cache directory\n"
+    "  cold compile    moejit_kernel_get in a fresh process with an empty cache directory (wall\n"
+    "                  time, and the CPU seconds of that process and its compile worker)\n"
     "  disk load       moejit_kernel_get in a fresh process with the entry on disk, excluding\n"
     "                  driver and context creation (with a GPU it includes the module load)\n"
     "  in-process hit  moejit_kernel_get of a kernel the context holds (ns per call)\n"
@@ -51,6 +53,7 @@ static const char bench_usage[] =
     "Options:\n"
     "  --arch A         the spec's arch (default sm_90a)\n"
     "  --spec SPEC      another spec (its arch is replaced by --arch when given)\n"
+    "  --backend LIST   measure the spec on each of these backends (simt, mma, wgmma, auto)\n"
     "  --cold N         cold compiles, each in a new empty cache (default 3)\n"
     "  --loads N        fresh-process disk loads (default 9)\n"
     "  --hits N         in-process hits (default 100000, in batches of 1000)\n"
@@ -65,12 +68,14 @@ static const char bench_usage[] =
 
 typedef struct bench_opts {
     const char *arch, *spec, *doc, *commit, *device;
+    const char *backend;  /* replaces the spec's backend; NULL: the spec's own */
     int cold, loads, hits, append, json;
     int keep_arch;      /* --spec without --arch: the spec's own arch */
 } bench_opts;
 
 typedef struct sample {
     double get_s;       /* moejit_kernel_get, seconds */
+    double cpu_s;       /* user + system seconds of the process and the workers it waited for */
     double compile_s;   /* the kernel's own compile time (0 from the disk cache) */
     int loaded;         /* 1: loaded on a device */
 } sample;
@@ -122,8 +127,16 @@ static int run_child(const char *spec, const char *dir, sample *out)
     buf[got] = '\0';
     close(fds[0]);
     int status = 0;
+    struct rusage before, after;
+    getrusage(RUSAGE_CHILDREN, &before);
     if (rc == 0)
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    getrusage(RUSAGE_CHILDREN, &after);
+    /* the child's own CPU and its compile worker's (which it waited for): what the compile cost */
+    out->cpu_s = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec + after.ru_stime.tv_sec -
+                          before.ru_stime.tv_sec) +
+                 (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec + after.ru_stime.tv_usec -
+                          before.ru_stime.tv_usec) * 1e-6;
     if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 0;
     return sscanf(buf, "get_s %lf compile_s %lf loaded %d", &out->get_s, &out->compile_s, &out->loaded) == 3;
 }
@@ -206,9 +219,10 @@ static int append_row(const bench_opts *o, const char *device, double cold_ms, d
 
 static int bench(bench_opts *o)
 {
-    static const char *const arch_field[] = {"arch"};
-    const char *archv[] = {o->arch};
-    char *spec_text = o->keep_arch ? strdup(o->spec) : cli_spec_with(o->spec, arch_field, archv, 1);
+    static const char *const fields[] = {"arch", "backend"};
+    const char *values[] = {o->arch, o->backend};
+    char *spec_text = o->keep_arch ? (o->backend ? cli_spec_with(o->spec, fields + 1, values + 1, 1) : strdup(o->spec))
+                                   : cli_spec_with(o->spec, fields, values, o->backend ? 2 : 1);
     moejit_spec *spec = NULL;
     if (!spec_text || cli_spec_parse(spec_text, &spec) != MOEJIT_OK) {
         cli_error("bench jit: %s", spec_text ? moejit_last_error() : "--spec is not a valid JSON object");
@@ -228,7 +242,7 @@ static int bench(bench_opts *o)
     else if (mj_gpu_open(0, &g) == MOEJIT_OK) snprintf(device, sizeof device, "%s", g.name);
     else snprintf(device, sizeof device, "no GPU");
 
-    double cold[MAX_RUNS], load[MAX_RUNS], hit_ns = 0;
+    double cold[MAX_RUNS], cold_cpu[MAX_RUNS], load[MAX_RUNS], hit_ns = 0;
     int loaded = 0, rc = MJ_EXIT_OK;
     char dir[4096] = "", old_env[4096] = "";
     const char *env = getenv("MOEJIT_CACHE_DIR");
@@ -244,6 +258,7 @@ static int bench(bench_opts *o)
             rc = MJ_EXIT_FAIL;
         } else {
             cold[r] = s.get_s;
+            cold_cpu[r] = s.cpu_s;
         }
     }
     for (int r = 0; r < o->loads && rc == MJ_EXIT_OK; r++) {
@@ -281,6 +296,7 @@ static int bench(bench_opts *o)
 
     if (rc == MJ_EXIT_OK) {
         double cold_ms = o->cold ? median(cold, o->cold) * 1e3 : 0, load_us = o->loads ? median(load, o->loads) * 1e6 : 0;
+        double cold_cpu_s = o->cold ? median(cold_cpu, o->cold) : 0;
         if (o->json) {
             cJSON *doc = cJSON_CreateObject();
             cli_json_add(doc, "spec", cli_json_str(moejit_spec_canonical(spec)));
@@ -288,6 +304,7 @@ static int bench(bench_opts *o)
             cli_json_add(doc, "device", cli_json_str(device));
             cJSON *c = cli_json_add(doc, "cold_compile_ms", cJSON_CreateObject());
             cli_json_add(c, "median", cli_json_fixed(cold_ms, 3));
+            cli_json_add(c, "cpu_seconds", cli_json_fixed(cold_cpu_s, 3));
             cli_json_add(c, "runs", cli_json_int(o->cold));
             cJSON *cs = cli_json_add(c, "samples", cJSON_CreateArray());
             for (int i = 0; i < o->cold; i++) cli_json_add(cs, NULL, cli_json_fixed(cold[i] * 1e3, 3));
@@ -304,8 +321,9 @@ static int bench(bench_opts *o)
             rc = cli_json_print(doc);
         } else {
             printf("bench jit: %s\n  device: %s\n", moejit_spec_canonical(spec), device);
-            printf("  cold compile (fresh process, empty cache):     median %8.1f ms   (%d runs, %.1f..%.1f)\n",
-                   cold_ms, o->cold, o->cold ? cold[0] * 1e3 : 0, o->cold ? cold[o->cold - 1] * 1e3 : 0);
+            printf("  cold compile (fresh process, empty cache):     median %8.1f ms   (%d runs, %.1f..%.1f), "
+                   "%.2f CPU s\n",
+                   cold_ms, o->cold, o->cold ? cold[0] * 1e3 : 0, o->cold ? cold[o->cold - 1] * 1e3 : 0, cold_cpu_s);
             printf("  disk-cache load (fresh process, no ctx init):  median %8.1f us   (%d runs, %.1f..%.1f)%s\n",
                    load_us, o->loads, o->loads ? load[0] * 1e6 : 0, o->loads ? load[o->loads - 1] * 1e6 : 0,
                    loaded ? ", module loaded" : ", not loaded: no GPU");
@@ -352,8 +370,10 @@ int cmd_bench(int argc, char **argv)
         {"doc", required_argument, NULL, 'd'},    {"commit", required_argument, NULL, 'm'},
         {"device", required_argument, NULL, 'D'}, {"json", no_argument, NULL, 'j'},
         {"child", no_argument, NULL, 'X'},        {"help", no_argument, NULL, 'h'},
+        {"backend", required_argument, NULL, 'b'},
         {NULL, 0, NULL, 0}};
-    bench_opts o = {"sm_90a", cli_default_spec, "docs/PERFORMANCE.md", NULL, NULL, 3, 9, 100000, 0, 0, 0};
+    bench_opts o = {"sm_90a", cli_default_spec, "docs/PERFORMANCE.md", NULL, NULL, NULL, 3, 9, 100000, 0, 0, 0};
+    const char *backends = NULL;
     int c, is_child = 0, spec_given = 0, arch_given = 0;
     const char *archs[1];
     argc--, argv++;
@@ -376,6 +396,7 @@ int cmd_bench(int argc, char **argv)
         case 'D': o.device = optarg; break;
         case 'j': o.json = 1; break;
         case 'X': is_child = 1; break;
+        case 'b': backends = optarg; break;
         case 'h': fputs(bench_usage, stdout); return MJ_EXIT_OK;
         default: return cli_bad_option("bench jit", c, argv);
         }
@@ -386,5 +407,19 @@ int cmd_bench(int argc, char **argv)
     }
     if (is_child) return child(o.spec);
     o.keep_arch = spec_given && !arch_given;
-    return bench(&o);
+    if (!backends) return bench(&o);
+    /* each listed backend in turn, on the same spec otherwise */
+    char *list = strdup(backends), *save = NULL;
+    int rc = list ? MJ_EXIT_OK : MJ_EXIT_FAIL;
+    for (char *b = list ? strtok_r(list, ",", &save) : NULL; b && rc == MJ_EXIT_OK; b = strtok_r(NULL, ",", &save)) {
+        if (strcmp(b, "simt") && strcmp(b, "mma") && strcmp(b, "wgmma") && strcmp(b, "auto")) {
+            cli_error("bench jit: --backend: unknown backend '%s'; allowed: simt, mma, wgmma, auto", b);
+            rc = MJ_EXIT_USAGE;
+            break;
+        }
+        o.backend = b;
+        rc = bench(&o);
+    }
+    free(list);
+    return rc;
 }
