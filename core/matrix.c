@@ -19,36 +19,48 @@
      MJ_BIT(MOEJIT_ACT_SWIGLU_STEP) | MJ_BIT(MOEJIT_ACT_GEGLU_TANH) | MJ_BIT(MOEJIT_ACT_IDENTITY) | \
      MJ_BIT(MOEJIT_ACT_SITU))
 #define ALL_ARCHS (MJ_BIT(MJ_ARCH_COUNT) - 1u)
+#define ALL_ROUTINGS (MJ_BIT(MJ_ROUTING_COUNT) - 1u)
+#define TC_QUANTS (MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16))
+#define TC_DTYPES (MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16))
+
+/* simt builds every value of the contract, each validated by the GPU suite (tests/gpu). */
+#define SIMT_MASKS                                                                                      \
+    {                                                                                                   \
+        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16) | MJ_BIT(MJ_QUANT_FP8_TENSOR) |         \
+                  MJ_BIT(MJ_QUANT_FP8_BLOCK) | MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4),         \
+        .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = ALL_ARCHS, .routings = ALL_ROUTINGS,            \
+        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE) | MJ_BIT(MJ_W1_GATE_UP) | MJ_BIT(MJ_W1_INTERLEAVED),        \
+        .biases = MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH), \
+        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16),                                 \
+    }
+
+/* The tensor-core backends build every routing method from fp32 or bf16 logits (route.cuh
+ * serves all their routing paths); validated are the methods and logits their device checks
+ * have run (H200, against the float64 reference). */
+#define TC_MASKS(archs_, routings_, logits_)                                                            \
+    {                                                                                                   \
+        .quants = TC_QUANTS, .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
+        .routings = (routings_), .w1_layouts = MJ_BIT(MJ_W1_UP_GATE), .biases = MJ_BIT(MJ_BIAS_NONE),   \
+        .logits_dtypes = (logits_),                                                                     \
+    }
+#define TC_BUILT_ROUTINGS ALL_ROUTINGS
+#define TC_BUILT_LOGITS (MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16))
+#define TC_VALIDATED_ROUTINGS \
+    (MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) | MJ_BIT(MJ_ROUTING_PRECOMPUTED))
+#define TC_VALIDATED_LOGITS MJ_BIT(MJ_DTYPE_FP32)
 
 const mj_backend_caps mj_backend_table[] = {
     {
         .backend = MJ_BACKEND_SIMT,
         .summary = "portable CUDA cores, sm_80+",
-        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16) | MJ_BIT(MJ_QUANT_FP8_TENSOR) |
-                  MJ_BIT(MJ_QUANT_FP8_BLOCK) | MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4),
-        .dtypes = MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16),
-        .acts = ALL_ACTS,
-        .archs = ALL_ARCHS,
-        .routings = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
-                    MJ_BIT(MJ_ROUTING_SIGMOID_TOPK) | MJ_BIT(MJ_ROUTING_SIGMOID_RENORM) |
-                    MJ_BIT(MJ_ROUTING_DEEPSEEK_V3) | MJ_BIT(MJ_ROUTING_LLAMA4) |
-                    MJ_BIT(MJ_ROUTING_PRECOMPUTED),
-        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE) | MJ_BIT(MJ_W1_GATE_UP) | MJ_BIT(MJ_W1_INTERLEAVED),
-        .biases = MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH),
-        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16),
+        .built = SIMT_MASKS,
+        .validated = SIMT_MASKS,
     },
     {
         .backend = MJ_BACKEND_MMA,
         .summary = "warp-level tensor cores (mma.sync, ldmatrix, cp.async), sm_80+",
-        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16),
-        .dtypes = MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16),
-        .acts = ALL_ACTS,
-        .archs = ALL_ARCHS,
-        .routings = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
-                    MJ_BIT(MJ_ROUTING_PRECOMPUTED),
-        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE),
-        .biases = MJ_BIT(MJ_BIAS_NONE),
-        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32),
+        .built = TC_MASKS(ALL_ARCHS, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
+        .validated = TC_MASKS(ALL_ARCHS, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
     },
     {
         /* Registered after its first device check (H200, every activation against the float64
@@ -56,15 +68,8 @@ const mj_backend_caps mj_backend_table[] = {
         .backend = MJ_BACKEND_WGMMA,
         .summary = "warpgroup MMA (wgmma, TMA and cp.async on mbarriers, warp-specialized, "
                    "persistent) for prefill, mma's kernels for decode; sm_90a only",
-        .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16),
-        .dtypes = MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16),
-        .acts = ALL_ACTS,
-        .archs = MJ_BIT(MJ_ARCH_SM90A),
-        .routings = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
-                    MJ_BIT(MJ_ROUTING_PRECOMPUTED),
-        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE),
-        .biases = MJ_BIT(MJ_BIAS_NONE),
-        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32),
+        .built = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
+        .validated = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
     },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];
@@ -104,46 +109,61 @@ typedef struct cap_field {
     const char *plural;                /* in messages: "supported quants: ..." */
     const char *column;                /* table column header ("quantizations"); NULL: not in markdown */
     const char *json;                  /* key in the JSON matrix */
-    size_t offset;                     /* of the mask in mj_backend_caps */
+    size_t offset;                     /* of the mask in mj_cap_masks */
     const char *(*name)(int bit);      /* NULL for a bit that names nothing */
     int (*value)(const moejit_spec *); /* the spec's value, a bit index */
 } cap_field;
 
 /* In check order: the first unsupported field is the one reported. */
 static const cap_field cap_fields[] = {
-    {"quant", "quants", "quantizations", "quants", offsetof(mj_backend_caps, quants), quant_name,
+    {"quant", "quants", "quantizations", "quants", offsetof(mj_cap_masks, quants), quant_name,
      quant_of},
-    {"dtype", "dtypes", "dtypes", "dtypes", offsetof(mj_backend_caps, dtypes), dtype_name, dtype_of},
-    {"act", "activations", "activations", "acts", offsetof(mj_backend_caps, acts), act_name, act_of},
-    {"arch", "archs", "archs", "archs", offsetof(mj_backend_caps, archs), arch_name, arch_of},
-    {"routing", "routings", "routing", "routings", offsetof(mj_backend_caps, routings), routing_name,
+    {"dtype", "dtypes", "dtypes", "dtypes", offsetof(mj_cap_masks, dtypes), dtype_name, dtype_of},
+    {"act", "activations", "activations", "acts", offsetof(mj_cap_masks, acts), act_name, act_of},
+    {"arch", "archs", "archs", "archs", offsetof(mj_cap_masks, archs), arch_name, arch_of},
+    {"routing", "routings", "routing", "routings", offsetof(mj_cap_masks, routings), routing_name,
      routing_of},
-    {"logits", "logits dtypes", NULL, "logits_dtypes", offsetof(mj_backend_caps, logits_dtypes),
+    {"logits", "logits dtypes", "logits", "logits_dtypes", offsetof(mj_cap_masks, logits_dtypes),
      dtype_name, logits_of},
-    {"w1_layout", "W1 layouts", "W1 layouts", "w1_layouts", offsetof(mj_backend_caps, w1_layouts),
+    {"w1_layout", "W1 layouts", "W1 layouts", "w1_layouts", offsetof(mj_cap_masks, w1_layouts),
      w1_name, w1_of},
-    {"bias", "biases", "biases", "biases", offsetof(mj_backend_caps, biases), bias_name, bias_of},
+    {"bias", "biases", "biases", "biases", offsetof(mj_cap_masks, biases), bias_name, bias_of},
 };
 #define N_FIELDS (sizeof cap_fields / sizeof cap_fields[0])
 
-static uint32_t mask_of(const mj_backend_caps *c, const cap_field *f)
+static uint32_t mask_of(const mj_cap_masks *m, const cap_field *f)
 {
-    uint32_t m;
-    memcpy(&m, (const char *)c + f->offset, sizeof m);
-    return m;
+    uint32_t v;
+    memcpy(&v, (const char *)m + f->offset, sizeof v);
+    return v;
 }
 
-/* The names of the set bits of mask, in enum order, joined by sep. */
-static void mask_names(mj_buf *b, const cap_field *f, uint32_t mask, const char *sep)
+/* The names of the set bits of mask, in enum order, joined by sep; each bit outside `marked`
+ * (all bits: pass mask) is followed by mark. */
+static void mask_names(mj_buf *b, const cap_field *f, uint32_t mask, uint32_t marked, const char *mark,
+                       const char *sep)
 {
     int first = 1;
     for (int i = 0; i < 32; i++) {
         const char *n = (mask & MJ_BIT(i)) ? f->name(i) : NULL;
         if (!n) continue;
-        mj_buf_printf(b, "%s%s", first ? "" : sep, n);
+        mj_buf_printf(b, "%s%s%s", first ? "" : sep, n, (marked & MJ_BIT(i)) ? "" : mark);
         first = 0;
     }
 }
+
+/* Whether some backend builds a value it has not validated. */
+static int any_unvalidated(void)
+{
+    for (size_t r = 0; r < mj_backend_table_len; r++)
+        for (size_t i = 0; i < N_FIELDS; i++)
+            if (mask_of(&mj_backend_table[r].built, &cap_fields[i]) &
+                ~mask_of(&mj_backend_table[r].validated, &cap_fields[i]))
+                return 1;
+    return 0;
+}
+
+#define LEGEND "built, not yet validated on hardware"
 
 /* ---- the check ----------------------------------------------------------------------------------- */
 
@@ -167,10 +187,11 @@ moejit_status mj_check_support(const moejit_spec *spec)
     for (size_t i = 0; i < N_FIELDS; i++) {
         const cap_field *f = &cap_fields[i];
         int v = f->value(spec);
-        if (v >= 0 && v < 32 && (mask_of(c, f) & MJ_BIT(v))) continue;
+        const uint32_t built = mask_of(&c->built, f);
+        if (v >= 0 && v < 32 && (built & MJ_BIT(v))) continue;
         const char *name = v >= 0 && v < 32 ? f->name(v) : NULL;
         mj_buf b = MJ_BUF_INIT;
-        mask_names(&b, f, mask_of(c, f), ", ");
+        mask_names(&b, f, built, built, "", ", ");
         moejit_status st;
         if (f->value == arch_of)
             st = mj_fail(MOEJIT_ERR_UNSUPPORTED,
@@ -188,17 +209,38 @@ moejit_status mj_check_support(const moejit_spec *spec)
 
 moejit_status moejit_check_support(const moejit_spec *spec) { return mj_check_support(spec); }
 
+moejit_status mj_check_validated(const moejit_spec *spec, int allow_unvalidated)
+{
+    if (!spec) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: spec is NULL");
+    const mj_backend_caps *c = mj_backend_caps_of(spec->backend);
+    if (allow_unvalidated || !c) return MOEJIT_OK;
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const cap_field *f = &cap_fields[i];
+        const int v = f->value(spec);
+        if (v < 0 || v >= 32) continue;
+        if (!(mask_of(&c->built, f) & MJ_BIT(v)) || (mask_of(&c->validated, f) & MJ_BIT(v))) continue;
+        const char *name = f->name(v);
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
+                       "backend %s: %s %s is built, not yet validated on hardware; set "
+                       "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
+                       mj_backend_names[c->backend], f->key, name ? name : "?");
+    }
+    return MOEJIT_OK;
+}
+
 /* ---- printers -------------------------------------------------------------------------------- */
 
-/* Cell (row r, column col) of the human and markdown tables; col 0 is the backend. */
-static void cell(mj_buf *b, size_t r, size_t col)
+/* Cell (row r, column col) of the human and markdown tables; col 0 is the backend. Values
+ * built but not validated carry mark. */
+static void cell(mj_buf *b, size_t r, size_t col, const char *mark)
 {
     const mj_backend_caps *c = &mj_backend_table[r];
     if (col == 0) {
         mj_buf_puts(b, mj_backend_names[c->backend]);
         return;
     }
-    mask_names(b, &cap_fields[col - 1], mask_of(c, &cap_fields[col - 1]), ", ");
+    const cap_field *f = &cap_fields[col - 1];
+    mask_names(b, f, mask_of(&c->built, f), mask_of(&c->validated, f), mark, ", ");
 }
 
 static const char *header(size_t col)
@@ -222,11 +264,12 @@ static void format_markdown(mj_buf *b)
         for (size_t col = 0; col <= N_FIELDS; col++) {
             if (col != 0 && !cap_fields[col - 1].column) continue;
             mj_buf_puts(b, " ");
-            cell(b, r, col);
+            cell(b, r, col, "\\*"); /* escaped: a bare '*' may open emphasis */
             mj_buf_puts(b, " |");
         }
         mj_buf_puts(b, "\n");
     }
+    if (any_unvalidated()) mj_buf_puts(b, "\n\\* " LEGEND "\n");
 }
 
 /* Every column (logits too), padded to its widest cell; then one line per backend summary. */
@@ -238,7 +281,7 @@ static void format_text(mj_buf *b)
         width[col] = strlen(header(col));
         for (size_t r = 0; r < mj_backend_table_len; r++) {
             mj_buf_reset(&tmp);
-            cell(&tmp, r, col);
+            cell(&tmp, r, col, "*");
             if (tmp.len > width[col]) width[col] = tmp.len;
         }
     }
@@ -250,7 +293,7 @@ static void format_text(mj_buf *b)
             else if (r == 1)
                 for (size_t i = 0; i < width[col]; i++) mj_buf_puts(&tmp, "-");
             else
-                cell(&tmp, r - 2, col);
+                cell(&tmp, r - 2, col, "*");
             int last = col == N_FIELDS;
             mj_buf_printf(b, "%s%-*s", col ? "  " : "", last ? 0 : (int)width[col],
                           tmp.data ? tmp.data : "");
@@ -263,29 +306,39 @@ static void format_text(mj_buf *b)
     for (size_t r = 0; r < mj_backend_table_len; r++)
         mj_buf_printf(b, "%s: %s\n", mj_backend_names[mj_backend_table[r].backend],
                       mj_backend_table[r].summary);
+    if (any_unvalidated()) mj_buf_puts(b, "\n* " LEGEND "\n");
 }
 
+/* ,"KEY":["name",...] of the set bits of mask. */
+static void json_list(mj_buf *b, const cap_field *f, uint32_t mask, int first)
+{
+    mj_buf_printf(b, "%s\"%s\":[", first ? "" : ",", f->json);
+    mj_buf tmp = MJ_BUF_INIT;
+    mask_names(&tmp, f, mask, mask, "", "\",\"");
+    if (tmp.len) mj_buf_printf(b, "\"%s\"", tmp.data);
+    if (!mj_buf_ok(&tmp)) b->failed = 1;
+    mj_buf_free(&tmp);
+    mj_buf_puts(b, "]");
+}
+
+/* Each field lists what the backend builds; "unvalidated" lists, per field, those of them not
+ * yet validated on hardware. */
 static void format_json(mj_buf *b)
 {
     /* Every name is [a-z0-9_], so no escaping is needed. */
     mj_buf_puts(b, "{\"backends\":[");
     for (size_t r = 0; r < mj_backend_table_len; r++) {
         const mj_backend_caps *c = &mj_backend_table[r];
-        mj_buf_printf(b, "%s{\"name\":\"%s\",\"summary\":\"%s\"", r ? "," : "",
+        mj_buf_printf(b, "%s{\"name\":\"%s\",\"summary\":\"%s\",", r ? "," : "",
                       mj_backend_names[c->backend], c->summary);
-        for (size_t i = 0; i < N_FIELDS; i++) {
-            const cap_field *f = &cap_fields[i];
-            mj_buf_printf(b, ",\"%s\":[", f->json);
-            mj_buf tmp = MJ_BUF_INIT;
-            mask_names(&tmp, f, mask_of(c, f), "\",\"");
-            if (tmp.len) mj_buf_printf(b, "\"%s\"", tmp.data);
-            if (!mj_buf_ok(&tmp)) b->failed = 1;
-            mj_buf_free(&tmp);
-            mj_buf_puts(b, "]");
-        }
-        mj_buf_puts(b, "}");
+        for (size_t i = 0; i < N_FIELDS; i++) json_list(b, &cap_fields[i], mask_of(&c->built, &cap_fields[i]), i == 0);
+        mj_buf_puts(b, ",\"unvalidated\":{");
+        for (size_t i = 0; i < N_FIELDS; i++)
+            json_list(b, &cap_fields[i],
+                      mask_of(&c->built, &cap_fields[i]) & ~mask_of(&c->validated, &cap_fields[i]), i == 0);
+        mj_buf_puts(b, "}}");
     }
-    mj_buf_puts(b, "]}\n");
+    mj_buf_puts(b, "],\"legend\":{\"unvalidated\":\"" LEGEND "\"}}\n");
 }
 
 moejit_status mj_matrix_format(const char *format, mj_buf *b)

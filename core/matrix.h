@@ -5,6 +5,11 @@
  * activation ABI numbers). Nothing has to be constructed to read it, so the CLI's
  * `moejit matrix`, the README's support table and moejit_check_support() all read the same
  * declaration, and a test fails when the README drifts from it.
+ *
+ * Each field has two masks: the values the backend builds (code generation, templates and
+ * launcher handle them), and of those the values validated on hardware (run against the
+ * float64 reference on a GPU). A spec is validated when every field's value is; the runtime
+ * refuses an unvalidated one unless allowed (mj_check_validated).
  */
 #ifndef MJ_MATRIX_H
 #define MJ_MATRIX_H
@@ -15,9 +20,8 @@
 
 #define MJ_BIT(x) (1u << (unsigned)(x))
 
-typedef struct mj_backend_caps {
-    mj_backend backend;
-    const char *summary;       /* one line for the matrix: what the backend is */
+/* One mask per spec field. */
+typedef struct mj_cap_masks {
     uint32_t quants;           /* MJ_BIT(mj_quant) */
     uint32_t dtypes;           /* MJ_BIT(mj_dtype) for x/out */
     uint32_t acts;             /* MJ_BIT(moejit_act_kind) */
@@ -26,6 +30,13 @@ typedef struct mj_backend_caps {
     uint32_t w1_layouts;       /* MJ_BIT(mj_w1_layout) */
     uint32_t biases;           /* MJ_BIT(mj_bias) */
     uint32_t logits_dtypes;    /* MJ_BIT(mj_dtype) */
+} mj_cap_masks;
+
+typedef struct mj_backend_caps {
+    mj_backend backend;
+    const char *summary;       /* one line for the matrix: what the backend is */
+    mj_cap_masks built;        /* what the backend builds */
+    mj_cap_masks validated;    /* of those, what has run against the reference on hardware */
 } mj_backend_caps;
 
 extern const mj_backend_caps mj_backend_table[];
@@ -38,7 +49,15 @@ const mj_backend_caps *mj_backend_caps_of(mj_backend backend);
  * the field and listing the supported values. */
 moejit_status mj_check_support(const moejit_spec *spec);
 
-/* Appends the support matrix: format "text", "markdown" or "json". */
+/* Refuses (MOEJIT_ERR_UNSUPPORTED) a spec that needs a value its backend builds but has not
+ * validated on hardware, naming the backend, the field, the value and the setting that allows
+ * it, unless allow_unvalidated. Values the backend does not build are mj_check_support's to
+ * refuse: this check passes them. */
+moejit_status mj_check_validated(const moejit_spec *spec, int allow_unvalidated);
+
+/* Appends the support matrix: format "text", "markdown" or "json". A value built but not
+ * validated is marked: a trailing '*' in text and markdown (with a legend line), and in
+ * JSON listed again under the backend's "unvalidated" object. */
 moejit_status mj_matrix_format(const char *format, mj_buf *b);
 
 #endif

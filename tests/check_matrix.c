@@ -1,6 +1,8 @@
 /*
  * This file contains the tests of core/matrix.c: the simt row accepts what it declares and
- * rejects the rest with a message naming the field, and the three printers.
+ * rejects the rest with a message naming the field, the validation state (what is built but
+ * not yet validated on hardware is refused unless allowed), and the three printers with their
+ * marks of unvalidated values.
  */
 #include <check.h>
 #include <cJSON.h>
@@ -35,21 +37,21 @@ START_TEST(simt_row_is_declared_as_static_data)
     const mj_backend_caps *c = mj_backend_caps_of(MJ_BACKEND_SIMT);
     ck_assert_ptr_nonnull(c);
     ck_assert_uint_eq(mj_backend_table_len, MJ_BACKEND_COUNT);
-    ck_assert_uint_eq(c->quants, MJ_BIT(MJ_QUANT_COUNT) - 1u); /* every format of the contract */
-    ck_assert_uint_eq(c->routings, MJ_BIT(MJ_ROUTING_COUNT) - 1u);
-    ck_assert_uint_eq(c->w1_layouts, MJ_BIT(MJ_W1_LAYOUT_COUNT) - 1u);
-    ck_assert_uint_eq(c->biases, MJ_BIT(MJ_BIAS_COUNT) - 1u);
-    ck_assert_uint_eq(c->archs, (1u << MJ_ARCH_COUNT) - 1u);
+    ck_assert_uint_eq(c->built.quants, MJ_BIT(MJ_QUANT_COUNT) - 1u); /* every format of the contract */
+    ck_assert_uint_eq(c->built.routings, MJ_BIT(MJ_ROUTING_COUNT) - 1u);
+    ck_assert_uint_eq(c->built.w1_layouts, MJ_BIT(MJ_W1_LAYOUT_COUNT) - 1u);
+    ck_assert_uint_eq(c->built.biases, MJ_BIT(MJ_BIAS_COUNT) - 1u);
+    ck_assert_uint_eq(c->built.archs, (1u << MJ_ARCH_COUNT) - 1u);
     const mj_backend_caps *mma = mj_backend_caps_of(MJ_BACKEND_MMA);
     const mj_backend_caps *wgmma = mj_backend_caps_of(MJ_BACKEND_WGMMA);
     ck_assert_ptr_nonnull(mma);
     ck_assert_ptr_nonnull(wgmma);
     /* The tensor-core backends take 16-bit weights only; wgmma needs Hopper's sm_90a. */
-    ck_assert_uint_eq(mma->quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
-    ck_assert_uint_eq(mma->archs, (1u << MJ_ARCH_COUNT) - 1u);
-    ck_assert_uint_eq(wgmma->archs, MJ_BIT(MJ_ARCH_SM90A));
-    for (size_t i = 0; i < mj_act_table_len; i++) ck_assert(c->acts & MJ_BIT(mj_act_table[i].kind));
-    ck_assert(!(c->acts & MJ_BIT(5))); /* the internal SwiGLU-with-bias variant is no user value */
+    ck_assert_uint_eq(mma->built.quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
+    ck_assert_uint_eq(mma->built.archs, (1u << MJ_ARCH_COUNT) - 1u);
+    ck_assert_uint_eq(wgmma->built.archs, MJ_BIT(MJ_ARCH_SM90A));
+    for (size_t i = 0; i < mj_act_table_len; i++) ck_assert(c->built.acts & MJ_BIT(mj_act_table[i].kind));
+    ck_assert(!(c->built.acts & MJ_BIT(5))); /* the internal SwiGLU-with-bias variant is no user value */
 }
 END_TEST
 
@@ -121,8 +123,8 @@ START_TEST(markdown_has_the_header_and_every_simt_activation)
     char *md = format("markdown");
     ck_assert_ptr_nonnull(strstr(
         md,
-        "| backend | quantizations | dtypes | activations | archs | routing | W1 layouts | biases |\n"
-        "|---|---|---|---|---|---|---|---|\n"));
+        "| backend | quantizations | dtypes | activations | archs | routing | logits | W1 layouts | biases |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"));
     ck_assert_ptr_nonnull(
         strstr(md, "| simt | bf16, fp16, fp8_tensor, fp8_block, w4a16, mxfp4 | bf16, fp16 | "));
     for (size_t i = 0; i < mj_act_table_len; i++)
@@ -180,6 +182,146 @@ START_TEST(text_table_is_aligned_and_unknown_formats_fail)
 }
 END_TEST
 
+START_TEST(validated_values_are_a_subset_of_the_built_ones)
+{
+    for (size_t r = 0; r < mj_backend_table_len; r++) {
+        const mj_cap_masks *b = &mj_backend_table[r].built, *v = &mj_backend_table[r].validated;
+        const uint32_t built[] = {b->quants, b->dtypes, b->acts, b->archs, b->routings, b->w1_layouts, b->biases,
+                                  b->logits_dtypes};
+        const uint32_t valid[] = {v->quants, v->dtypes, v->acts, v->archs, v->routings, v->w1_layouts, v->biases,
+                                  v->logits_dtypes};
+        for (size_t i = 0; i < sizeof built / sizeof built[0]; i++) {
+            ck_assert_msg((valid[i] & ~built[i]) == 0, "row %zu field %zu: validated outside built", r, i);
+            ck_assert_msg(valid[i] != 0, "row %zu field %zu: nothing validated", r, i);
+        }
+    }
+    /* simt: everything it builds is validated */
+    const mj_backend_caps *simt = mj_backend_caps_of(MJ_BACKEND_SIMT);
+    ck_assert_mem_eq(&simt->built, &simt->validated, sizeof simt->built);
+    /* mma and wgmma build every routing method from fp32 or bf16 logits; the hardware has seen
+     * softmax_topk, renormalize and precomputed from fp32 logits */
+    const uint32_t old = MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) |
+                         MJ_BIT(MJ_ROUTING_PRECOMPUTED);
+    for (int be = MJ_BACKEND_MMA; be <= MJ_BACKEND_WGMMA; be++) {
+        const mj_backend_caps *c = mj_backend_caps_of((mj_backend)be);
+        ck_assert_uint_eq(c->built.routings, MJ_BIT(MJ_ROUTING_COUNT) - 1u);
+        ck_assert_uint_eq(c->validated.routings, old);
+        ck_assert_uint_eq(c->built.logits_dtypes, MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16));
+        ck_assert_uint_eq(c->validated.logits_dtypes, MJ_BIT(MJ_DTYPE_FP32));
+        ck_assert_uint_eq(c->validated.quants, c->built.quants);
+        ck_assert_uint_eq(c->validated.acts, c->built.acts);
+        ck_assert_uint_eq(c->validated.archs, c->built.archs);
+        ck_assert_uint_eq(c->validated.w1_layouts, MJ_BIT(MJ_W1_UP_GATE));
+        ck_assert_uint_eq(c->validated.biases, MJ_BIT(MJ_BIAS_NONE));
+    }
+}
+END_TEST
+
+/* check_validated of the spec text: refused by default with exactly this message, allowed
+ * with the flag; check_support passes it either way. */
+static void unvalidated(const char *text, const char *message)
+{
+    moejit_spec *s = parse_ok(text);
+    ck_assert_msg(moejit_check_support(s) == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    ck_assert_int_eq(mj_check_validated(s, 0), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(), message);
+    ck_assert_int_eq(mj_check_validated(s, 1), MOEJIT_OK);
+    moejit_spec_destroy(s);
+}
+
+static void validated(const char *text)
+{
+    moejit_spec *s = parse_ok(text);
+    ck_assert_msg(moejit_check_support(s) == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    ck_assert_msg(mj_check_validated(s, 0) == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    moejit_spec_destroy(s);
+}
+
+START_TEST(unvalidated_values_are_refused_unless_allowed)
+{
+    static const char *const routings[] = {"sigmoid_topk", "sigmoid_renorm",
+                                            "deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5", "llama4"};
+    static const char *const names[] = {"sigmoid_topk", "sigmoid_renorm", "deepseek_v3", "llama4"};
+    for (int be = 0; be < 2; be++)
+        for (size_t r = 0; r < 4; r++) {
+            const char *backend = be ? "wgmma" : "mma";
+            char text[256], message[512];
+            snprintf(text, sizeof text, "backend=%s,quant=bf16,act=swiglu,arch=sm_90a,routing=%s", backend,
+                     routings[r]);
+            snprintf(message, sizeof message,
+                     "backend %s: routing %s is built, not yet validated on hardware; set "
+                     "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
+                     backend, names[r]);
+            unvalidated(text, message);
+        }
+    /* bf16 logits, with a validated routing method */
+    unvalidated("backend=mma,quant=fp16,act=relu2,arch=sm_80,routing=renormalize,logits=bf16",
+                "backend mma: logits bf16 is built, not yet validated on hardware; set "
+                "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it");
+    /* what was validated stays allowed; simt is validated throughout */
+    validated("backend=mma,quant=bf16,act=swiglu,arch=sm_80,routing=renormalize");
+    validated("backend=wgmma,quant=fp16,act=relu2,arch=sm_90a,routing=softmax_topk");
+    validated("backend=wgmma,quant=bf16,act=situ,arch=sm_90a,routing=precomputed");
+    validated("backend=simt,quant=fp8_block,act=swiglu,arch=sm_90a,routing=deepseek_v3,logits=bf16,bias=both");
+    validated("backend=simt,quant=bf16,act=swiglu,arch=sm_80,routing=llama4");
+    /* what is not built is check_support's to refuse: this check passes it */
+    moejit_spec *s = parse_ok("backend=mma,quant=fp8_block,act=swiglu,arch=sm_90a");
+    ck_assert_int_eq(mj_check_validated(s, 0), MOEJIT_OK);
+    moejit_spec_destroy(s);
+    ck_assert_int_eq(mj_check_validated(NULL, 0), MOEJIT_ERR_INVALID_ARGUMENT);
+}
+END_TEST
+
+START_TEST(printers_mark_unvalidated_values)
+{
+    char *md = format("markdown");
+    ck_assert_ptr_nonnull(strstr(md, "| mma | bf16, fp16 | bf16, fp16 | "));
+    ck_assert_ptr_nonnull(strstr(md, " | softmax_topk, renormalize, sigmoid_topk\\*, sigmoid_renorm\\*, "
+                                     "deepseek_v3\\*, llama4\\*, precomputed | bf16\\*, fp32 | up_gate | none |\n"));
+    /* simt's cells carry no mark */
+    ck_assert_ptr_nonnull(strstr(md, " | softmax_topk, renormalize, sigmoid_topk, sigmoid_renorm, deepseek_v3, "
+                                     "llama4, precomputed | bf16, fp32 | up_gate, gate_up, interleaved | "));
+    ck_assert_ptr_nonnull(strstr(md, "\n\n\\* built, not yet validated on hardware\n"));
+    free(md);
+
+    char *txt = format("text");
+    ck_assert_ptr_nonnull(strstr(txt, "softmax_topk, renormalize, sigmoid_topk*, sigmoid_renorm*, deepseek_v3*, "
+                                      "llama4*, precomputed  bf16*, fp32 "));
+    ck_assert_ptr_nonnull(strstr(txt, "\n* built, not yet validated on hardware\n"));
+    free(txt);
+
+    char *js = format("json");
+    cJSON *root = cJSON_Parse(js);
+    ck_assert_ptr_nonnull(root);
+    cJSON *backends = cJSON_GetObjectItem(root, "backends");
+    for (int i = 0; i < cJSON_GetArraySize(backends); i++) {
+        cJSON *b = cJSON_GetArrayItem(backends, i);
+        const char *name = cJSON_GetObjectItem(b, "name")->valuestring;
+        cJSON *un = cJSON_GetObjectItem(b, "unvalidated");
+        ck_assert(cJSON_IsObject(un));
+        cJSON *r = cJSON_GetObjectItem(un, "routings"), *l = cJSON_GetObjectItem(un, "logits_dtypes");
+        ck_assert(cJSON_IsArray(r) && cJSON_IsArray(l));
+        /* built lists keep every built value, unmarked */
+        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(b, "routings")), MJ_ROUTING_COUNT);
+        if (!strcmp(name, "simt")) {
+            ck_assert_int_eq(cJSON_GetArraySize(r), 0);
+            ck_assert_int_eq(cJSON_GetArraySize(l), 0);
+            continue;
+        }
+        ck_assert_int_eq(cJSON_GetArraySize(r), 4);
+        ck_assert_str_eq(cJSON_GetArrayItem(r, 0)->valuestring, "sigmoid_topk");
+        ck_assert_str_eq(cJSON_GetArrayItem(r, 3)->valuestring, "llama4");
+        ck_assert_int_eq(cJSON_GetArraySize(l), 1);
+        ck_assert_str_eq(cJSON_GetArrayItem(l, 0)->valuestring, "bf16");
+        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(un, "quants")), 0);
+    }
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "legend"), "unvalidated")->valuestring,
+                     "built, not yet validated on hardware");
+    cJSON_Delete(root);
+    free(js);
+}
+END_TEST
+
 static Suite *matrix_suite(void)
 {
     Suite *s = suite_create("matrix");
@@ -191,6 +333,9 @@ static Suite *matrix_suite(void)
     tcase_add_test(tc, markdown_has_the_header_and_every_simt_activation);
     tcase_add_test(tc, json_matrix_parses_and_lists_simt);
     tcase_add_test(tc, text_table_is_aligned_and_unknown_formats_fail);
+    tcase_add_test(tc, validated_values_are_a_subset_of_the_built_ones);
+    tcase_add_test(tc, unvalidated_values_are_refused_unless_allowed);
+    tcase_add_test(tc, printers_mark_unvalidated_values);
     suite_add_tcase(s, tc);
     return s;
 }
