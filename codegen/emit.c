@@ -87,26 +87,8 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_simt_tile **
     if (s->fp8_act < 0 || s->fp8_act >= MJ_FP8_ACT_COUNT ||
         (s->quant != MJ_QUANT_FP8_TENSOR && s->fp8_act != MJ_FP8_ACT_TENSOR))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "fp8_act: only quant=fp8_tensor chooses it (tensor, token, static)");
-    if (s->logits_dtype != MJ_DTYPE_FP32 && s->logits_dtype != MJ_DTYPE_BF16)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "logits: must be fp32 or bf16");
-    if (s->routing < 0 || s->routing >= MJ_ROUTING_COUNT)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "routing: value %d is no routing method", (int)s->routing);
-    if (s->routing == MJ_ROUTING_DEEPSEEK_V3) {
-        if (s->n_group < 1 || s->n_group > MJ_SIMT_MAX_EXPERTS || s->topk_group < 1 || s->topk_group > s->n_group)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                           "n_group: deepseek_v3 needs 1 <= topk_group <= n_group <= %d, got n_group=%d, "
-                           "topk_group=%d", MJ_SIMT_MAX_EXPERTS, s->n_group, s->topk_group);
-        if (s->experts && s->experts % s->n_group)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "n_group: must divide experts (%d), got %d",
-                           s->experts, s->n_group);
-        if (s->experts && s->topk && s->topk > s->topk_group * (s->experts / s->n_group))
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                           "topk: deepseek_v3 chooses among topk_group x experts/n_group = %d experts, got %d",
-                           s->topk_group * (s->experts / s->n_group), s->topk);
-    }
-    if (s->routing == MJ_ROUTING_LLAMA4 && s->topk > 1)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "topk: routing=llama4 is top-1, got a pinned topk of %d",
-                       s->topk);
+    moejit_status st = mj_emit_check_routing(s);
+    if (st != MOEJIT_OK) return st;
     if (s->w1_layout < 0 || s->w1_layout >= MJ_W1_LAYOUT_COUNT)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "w1_layout: value %d is no layout", (int)s->w1_layout);
     if (s->bias < 0 || s->bias >= MJ_BIAS_COUNT)
@@ -114,11 +96,9 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_simt_tile **
     if (!mj_act_desc_of(s->act.kind))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "act: kind %d is no activation of the contract",
                        (int)s->act.kind);
-    moejit_status st = check_pinned_dim(s, "hidden", s->hidden);
+    st = check_pinned_dim(s, "hidden", s->hidden);
     if (st != MOEJIT_OK) return st;
     st = check_pinned_dim(s, "inter", s->inter);
-    if (st != MOEJIT_OK) return st;
-    st = mj_emit_check_pinned_routing(s);
     if (st != MOEJIT_OK) return st;
     *tile = mj_simt_tile_find(s->tile);
     if (!*tile)

@@ -44,6 +44,31 @@ moejit_status mj_emit_check_pinned_routing(const moejit_spec *s)
     return MOEJIT_OK;
 }
 
+moejit_status mj_emit_check_routing(const moejit_spec *s)
+{
+    if (s->logits_dtype != MJ_DTYPE_FP32 && s->logits_dtype != MJ_DTYPE_BF16)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "logits: must be fp32 or bf16");
+    if (s->routing < 0 || s->routing >= MJ_ROUTING_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "routing: value %d is no routing method", (int)s->routing);
+    if (s->routing == MJ_ROUTING_DEEPSEEK_V3) {
+        if (s->n_group < 1 || s->n_group > MJ_SIMT_MAX_EXPERTS || s->topk_group < 1 || s->topk_group > s->n_group)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "n_group: deepseek_v3 needs 1 <= topk_group <= n_group <= %d, got n_group=%d, "
+                           "topk_group=%d", MJ_SIMT_MAX_EXPERTS, s->n_group, s->topk_group);
+        if (s->experts && s->experts % s->n_group)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "n_group: must divide experts (%d), got %d",
+                           s->experts, s->n_group);
+        if (s->experts && s->topk && s->topk > s->topk_group * (s->experts / s->n_group))
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "topk: deepseek_v3 chooses among topk_group x experts/n_group = %d experts, got %d",
+                           s->topk_group * (s->experts / s->n_group), s->topk);
+    }
+    if (s->routing == MJ_ROUTING_LLAMA4 && s->topk > 1)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "topk: routing=llama4 is top-1, got a pinned topk of %d",
+                       s->topk);
+    return mj_emit_check_pinned_routing(s);
+}
+
 /* The canonical text goes into // comments: a newline or a backslash (line splice) there
  * would turn the rest of the line into code or swallow the next one. */
 static int comment_safe(const char *s)

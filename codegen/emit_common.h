@@ -20,6 +20,11 @@ const char *mj_emit_name_or(const char *const *names, int count, int value);
 /* A pinned experts (0 or 1..512) and topk (0 or 1..min(32, experts)), naming the field. */
 moejit_status mj_emit_check_pinned_routing(const moejit_spec *s);
 
+/* The routing fields every backend's templates share (route.cuh): logits fp32 or bf16, a
+ * routing method, deepseek_v3's grouping against a pinned E and k, llama4's top-1 against a
+ * pinned k; each refusal names the field. */
+moejit_status mj_emit_check_routing(const moejit_spec *s);
+
 /* The canonical text of spec, checked to be safe inside // comments (non-empty printable
  * ASCII without backslashes: no newline or line splice may turn the rest into code). */
 moejit_status mj_emit_canonical(const moejit_spec *spec, const char **canonical);

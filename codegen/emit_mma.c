@@ -48,13 +48,10 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
                        mj_quant_names[s->quant], mj_dtype_names[want],
                        mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
-    if (s->logits_dtype < 0 || s->logits_dtype >= MJ_DTYPE_COUNT)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "logits: must be fp32, bf16 or fp16");
-    if (s->routing != MJ_ROUTING_SOFTMAX_TOPK && s->routing != MJ_ROUTING_RENORMALIZE &&
-        s->routing != MJ_ROUTING_PRECOMPUTED)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                       "routing: backend %s supports softmax_topk, renormalize, precomputed; got %s", be,
-                       mj_emit_name_or(mj_routing_names, MJ_ROUTING_COUNT, (int)s->routing));
+    /* every routing method: route.cuh serves the route kernel, the fused decode routing, the
+     * GEMM1 blocks that route for themselves and the persistent decode layer alike */
+    moejit_status st = mj_emit_check_routing(s);
+    if (st != MOEJIT_OK) return st;
     if (s->w1_layout != MJ_W1_UP_GATE)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "w1_layout: backend %s supports up_gate; got %s", be,
                        mj_emit_name_or(mj_w1_layout_names, MJ_W1_LAYOUT_COUNT, (int)s->w1_layout));
@@ -72,8 +69,6 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "inter: a pinned I must be 0 (runtime) or a multiple of 8 up to %d, got %d",
                        MJ_SIMT_MAX_DIM, s->inter);
-    moejit_status st = mj_emit_check_pinned_routing(s);
-    if (st != MOEJIT_OK) return st;
     const int path = mj_mma_path_of(s->tile);
     if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !f->has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
@@ -97,9 +92,10 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     mj_emit_header(&b, canonical, be, "// kernels, in launch-table order:", f->kernel_names, f->n_kernels);
     mj_emit_dtypes(&b, spec, "// element type of x, W1, W2, the intermediate and out\n");
     mj_emit_activation(&b, &spec->act, 0);
-    /* no grouping comment: route.cuh's group-limited selection is off for every routing the
-     * mma-family templates accept */
-    mj_emit_routing(&b, spec, NULL);
+    /* the grouping comment only with deepseek_v3, so the other methods' source stays as it was */
+    mj_emit_routing(&b, spec,
+                    spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n"
+                                                            : NULL);
     mj_emit_pinned_shape(&b, spec);
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
     char who[32];

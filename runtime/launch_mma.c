@@ -275,7 +275,9 @@ int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
 static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a)
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
+    const int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3;
     const size_t logit_align = spec->logits_dtype == MJ_DTYPE_FP32 ? 4 : 2;
+    /* needed: 1 must be given, 0 not read, -1 optional (checked for alignment when given) */
     const struct { const void *p; const char *name; int needed; size_t align; const char *why; } ptrs[] = {
         {a->w1, "w1", 1, 16, l->weights_why},
         {a->w2, "w2", 1, 16, l->weights_why},
@@ -284,9 +286,10 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
         {a->router_logits, "router_logits", tokens && !pre, logit_align, "its element size"},
         {a->topk_ids, "topk_ids", tokens && pre, 4, "int32 elements"},
         {a->topk_weights, "topk_weights", tokens && pre, 4, "fp32 elements"},
+        {a->routing_bias, "routing_bias", dsv3 ? -1 : 0, 4, "fp32 elements"},
     };
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        if (!ptrs[i].needed) continue;
+        if (!ptrs[i].needed || (ptrs[i].needed < 0 && !ptrs[i].p)) continue;
         if (!ptrs[i].p)
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (routing=%s)",
                            ptrs[i].name, mj_routing_names[spec->routing]);
@@ -304,7 +307,7 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
         {a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
         {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
         {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
-        {a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
+        {dsv3 ? NULL : a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
         {a->act_param[0], "act_param[0]", act_why},
         {a->act_param[1], "act_param[1]", act_why},
         {a->act_param[2], "act_param[2]", act_why},

@@ -493,6 +493,7 @@ typedef struct tc_launch_rec {
     unsigned gx, gy, block, smem;
     int map; /* the second parameter's byte, or -1 without one */
     int pdl; /* 1: launched with programmatic stream serialization (cuLaunchKernelEx) */
+    unsigned long long routing_bias; /* the parameter block's */
 } tc_launch_rec;
 
 static tc_launch_rec tc_recs[16];
@@ -508,6 +509,7 @@ static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsig
     r->gx = gx, r->gy = gy, r->block = bx, r->smem = smem;
     r->map = bx == 384 ? ((const unsigned char *)params[1])[0] : -1;
     tc_splits = ((const mj_layer_params *)params[0])->gemm2_splits;
+    r->routing_bias = ((const mj_layer_params *)params[0])->routing_bias;
     r->pdl = pdl;
 }
 
@@ -765,6 +767,105 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         tc_forward(specs[i], 33, 2048, 768, 128, 8, 0, 0, 1511680);
         expect_launches(specs[i], want33, 5);
         ck_assert_int_eq(memset_count, 0);
+    }
+}
+END_TEST
+
+/* The forward of spec text on T tokens of Qwen3-30B's shape with k slots (deepseek_v3 with a
+ * selection bias) on the fake device; *bytes receives the workspace size. */
+static void qwen3_30b_routed_forward(const char *text, int64_t T, int64_t k, size_t *bytes)
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, T, 2048, 768, 128, k);
+    if (s->routing == MJ_ROUTING_DEEPSEEK_V3) a.routing_bias = (const float *)dev(23);
+    ck_assert_msg(mj_launch_workspace_size(s, &a, bytes) == MOEJIT_OK, "%s: %s", text, moejit_last_error());
+    mj_driver d;
+    mj_module m;
+    tc_setup(&d, &m);
+    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, *bytes, NULL);
+    ck_assert_msg(st == MOEJIT_OK, "%s T=%lld: %s", text, (long long)T, moejit_last_error());
+    moejit_spec_destroy(s);
+}
+
+/* Every routing method (and bf16 logits) on mma and wgmma launches what renormalize launches
+ * at the same shape and batch, with the same workspace: no extra launch at decode (T = 1: the
+ * GEMM1 blocks route and GEMM2 finalizes; 2 and 5: the persistent layer, deep and shallow; 9:
+ * the fused routing kernel; 33: route and offsets; 300: large; 4096: wgmma's pairs), and
+ * deepseek_v3's selection bias reaches every kernel's parameter block. */
+START_TEST(every_routing_method_launches_what_renormalize_launches)
+{
+    static const char *const routings[] = {"sigmoid_topk",
+                                           "sigmoid_renorm",
+                                           "deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5",
+                                           "llama4",
+                                           "softmax_topk,logits=bf16",
+                                           "deepseek_v3,n_group=4,topk_group=2,logits=bf16",
+                                           "llama4,logits=bf16"};
+    static const int64_t Ts[] = {1, 2, 5, 9, 33, 300, 4096};
+    static const char *const backends[] = {"mma", "wgmma"};
+    for (int b = 0; b < 2; b++)
+        for (size_t r = 0; r < sizeof routings / sizeof routings[0]; r++)
+            for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) {
+                const int64_t k = strstr(routings[r], "llama4") ? 1 : 8;
+                char ref[160], text[200];
+                snprintf(ref, sizeof ref, "backend=%s,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a", backends[b]);
+                snprintf(text, sizeof text, "backend=%s,quant=bf16,act=swiglu,routing=%s,arch=sm_90a", backends[b],
+                         routings[r]);
+                size_t want_bytes = 0, bytes = 0;
+                qwen3_30b_routed_forward(ref, Ts[t], k, &want_bytes);
+                tc_launch_rec want[16];
+                const int n = n_tc_recs;
+                const size_t want_memsets = memset_count;
+                memcpy(want, tc_recs, sizeof want);
+                qwen3_30b_routed_forward(text, Ts[t], k, &bytes);
+                ck_assert_msg(bytes == want_bytes, "%s T=%lld: workspace %zu, renormalize's %zu", text,
+                              (long long)Ts[t], bytes, want_bytes);
+                ck_assert_uint_eq(memset_count, want_memsets);
+                expect_launches(text, want, n);
+                const int dsv3 = strstr(routings[r], "deepseek_v3") != NULL;
+                for (int i = 0; i < n_tc_recs; i++)
+                    ck_assert_msg(tc_recs[i].routing_bias == (dsv3 ? (uintptr_t)dev(23) : 0),
+                                  "%s T=%lld: launch %d has routing_bias %#llx", text, (long long)Ts[t], i,
+                                  tc_recs[i].routing_bias);
+            }
+}
+END_TEST
+
+static void odd_routing_bias(moejit_moe_args *a) { a->routing_bias = (const float *)((const char *)dev(23) + 2); }
+static void add_routing_bias_tc(moejit_moe_args *a) { a->routing_bias = (const float *)dev(23); }
+
+/* The routing rules and the selection bias are checked on the tensor-core backends as for
+ * simt, naming the field; nothing is enqueued. */
+START_TEST(tensor_core_routing_arguments_are_checked_naming_the_field)
+{
+    static const char *const backends[] = {"backend=mma,arch=sm_80", "backend=wgmma,arch=sm_90a"};
+    for (int b = 0; b < 2; b++) {
+        char dsv3[200], llama4[160], sig[160];
+        snprintf(dsv3, sizeof dsv3, "%s,quant=bf16,act=swiglu,routing=deepseek_v3,n_group=8,topk_group=2", backends[b]);
+        snprintf(llama4, sizeof llama4, "%s,quant=fp16,act=relu2,routing=llama4,logits=bf16", backends[b]);
+        snprintf(sig, sizeof sig, "%s,quant=bf16,act=gelu,routing=sigmoid_renorm", backends[b]);
+        forward_fails(dsv3, 4, 64, 32, 12, 2, NULL,
+                      "args.num_experts: routing=deepseek_v3 needs num_experts divisible by n_group (8), got 12");
+        forward_fails(dsv3, 4, 64, 32, 16, 5, NULL,
+                      "args.topk: routing=deepseek_v3 chooses among topk_group x num_experts/n_group = 2 x 2 = 4 "
+                      "experts, got 5");
+        forward_fails(dsv3, 4, 64, 32, 16, 4, odd_routing_bias,
+                      "args.routing_bias: must be 4-byte aligned (fp32 elements)");
+        forward_fails(llama4, 4, 64, 32, 16, 2, NULL, "args.topk: routing=llama4 is top-1, must be 1, got 2");
+        forward_fails(llama4, 4, 64, 32, 16, 1, add_routing_bias_tc,
+                      "args.routing_bias: must be NULL: only deepseek_v3 routing has a selection bias");
+        forward_fails(sig, 4, 64, 32, 16, 2, add_routing_bias_tc,
+                      "args.routing_bias: must be NULL: only deepseek_v3 routing has a selection bias");
+        /* the workspace size applies the same rules */
+        moejit_spec *s = spec_of(llama4);
+        moejit_moe_args a = args_for(s, 4, 64, 32, 16, 2);
+        size_t bytes = 1;
+        expect_error(mj_launch_workspace_size(s, &a, &bytes), llama4, "args.topk: routing=llama4 is top-1");
+        ck_assert_uint_eq(bytes, 0);
+        moejit_spec_destroy(s);
+        /* deepseek_v3's selection bias is optional */
+        tc_forward(dsv3, 4, 64, 32, 16, 4, 0, 0, 0);
+        ck_assert_uint_eq(tc_recs[0].routing_bias, 0);
     }
 }
 END_TEST
@@ -1291,6 +1392,8 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, amax_grid_is_capped_and_fixed_by_the_shape);
     tcase_add_test(tc, parameter_block_layout_is_pinned);
     tcase_add_test(tc, mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms);
+    tcase_add_test(tc, every_routing_method_launches_what_renormalize_launches);
+    tcase_add_test(tc, tensor_core_routing_arguments_are_checked_naming_the_field);
     tcase_add_test(tc, route_blocks_zero_their_own_counters_and_offsets_scatter_small_batches);
     tcase_add_test(tc, decode_gemm2_is_split_along_k_when_its_grid_is_small);
     tcase_add_test(tc, a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);

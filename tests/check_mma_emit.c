@@ -67,6 +67,33 @@ START_TEST(source_is_deterministic_and_names_spec_and_kernels)
 }
 END_TEST
 
+START_TEST(every_routing_method_emits_its_constants)
+{
+    static const struct { const char *fields, *routing, *group; } r[] = {
+        {"routing=softmax_topk", "softmax_topk", NULL},
+        {"routing=renormalize,logits=bf16", "renormalize", NULL},
+        {"routing=sigmoid_topk", "sigmoid_topk", NULL},
+        {"routing=sigmoid_renorm,logits=bf16", "sigmoid_renorm", NULL},
+        {"routing=deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5", "deepseek_v3",
+         "constexpr int kNGroup = 8;\nconstexpr int kTopkGroup = 4;\nconstexpr float kRoutedScaling = 0x1.4p+1f;"},
+        {"routing=llama4,topk=1", "llama4", NULL},
+        {"routing=precomputed", "precomputed", NULL},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        char text[256], want[96];
+        snprintf(text, sizeof text, "backend=mma,quant=bf16,act=swiglu,arch=sm_90a,%s", r[i].fields);
+        char *src = source_of(text);
+        snprintf(want, sizeof want, "constexpr Routing kRouting = Routing::%s;", r[i].routing);
+        ck_assert_msg(strstr(src, want) != NULL, "%s: lacks %s", text, want);
+        ck_assert_ptr_nonnull(strstr(src, r[i].group ? r[i].group
+                                                      : "constexpr int kNGroup = 1;\nconstexpr int kTopkGroup = 1;"));
+        ck_assert_ptr_nonnull(strstr(src, strstr(text, "logits=bf16") ? "kLogitsDtype = Dtype::bf16;"
+                                                                      : "kLogitsDtype = Dtype::fp32;"));
+        free(src);
+    }
+}
+END_TEST
+
 static void refused(const char *text, const char *field)
 {
     moejit_spec *s = parse_ok(text);
@@ -81,7 +108,10 @@ static void refused(const char *text, const char *field)
 START_TEST(refuses_what_the_mma_templates_cannot_build_naming_the_field)
 {
     refused("backend=mma,quant=fp8_block,act=swiglu,arch=sm_90a", "quant");
-    refused("backend=mma,quant=bf16,act=swiglu,routing=sigmoid_topk,arch=sm_90a", "routing");
+    /* every routing method builds; what each forbids is refused as for simt */
+    refused("backend=mma,quant=bf16,act=swiglu,routing=llama4,experts=16,topk=2,arch=sm_90a", "topk: routing=llama4 is top-1");
+    refused("backend=mma,quant=bf16,act=swiglu,routing=deepseek_v3,n_group=8,topk_group=1,experts=16,topk=4,"
+            "arch=sm_90a", "topk: deepseek_v3 chooses among topk_group x experts/n_group = 2");
     refused("backend=mma,quant=bf16,act=swiglu,bias=b1,arch=sm_90a", "bias");
     refused("backend=mma,quant=bf16,act=swiglu,w1_layout=gate_up,arch=sm_90a", "w1_layout");
     refused("backend=mma,quant=bf16,act=swiglu,tile=m32n64k32,arch=sm_90a", "tile");
@@ -238,6 +268,7 @@ static Suite *mma_emit_suite(void)
     TCase *tc = tcase_create("mma_emit");
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, source_is_deterministic_and_names_spec_and_kernels);
+    tcase_add_test(tc, every_routing_method_emits_its_constants);
     tcase_add_test(tc, refuses_what_the_mma_templates_cannot_build_naming_the_field);
     tcase_add_test(tc, path_heuristic_follows_rows_per_expert_and_the_tile_field);
     tcase_add_test(tc, workspace_holds_the_intermediate_and_y_and_is_zero_for_no_tokens);
