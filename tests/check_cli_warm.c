@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lib/check_main.h"
 #include "lib/cli_run.h"
@@ -254,6 +255,13 @@ START_TEST(manifest_expands_specs_archs_and_shapes)
         ASSERT_RC(2);
         ck_assert_msg(strstr(r.err, refused[i][1]) && mj_test_count_lines(r.err) == 1, "%s: %s", refused[i][0], r.err);
     }
+    /* a FIFO named as the manifest is refused at once, not waited on */
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/manifest.fifo", t.root);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    RUN("warm", "--manifest", fifo, "--dry-run");
+    ASSERT_RC(2);
+    ck_assert_msg(strstr(r.err, "FIFO") || strstr(r.err, "not a regular file"), "%s", r.err);
 }
 END_TEST
 

@@ -12,6 +12,7 @@
 #include <cJSON.h>
 
 #include "codegen/build_inputs.h"
+#include "core/file.h"
 #include "core/spec.h"
 #include "tools/cli.h"
 #include "tools/presets.h"
@@ -170,24 +171,7 @@ int cli_plan_add_presets(cli_plan *p, const char *cmd, const char *names, const 
 
 /* ---- manifests -------------------------------------------------------------------------- */
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    mj_buf b = MJ_BUF_INIT;
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) mj_buf_append(&b, chunk, n);
-    int err = ferror(f);
-    fclose(f);
-    mj_buf_puts(&b, "");
-    if (err) {
-        mj_buf_free(&b);
-        return NULL;
-    }
-    if (len) *len = b.len;
-    return mj_buf_take(&b);
-}
+#define MANIFEST_MAX_BYTES (64u << 20)
 
 /* Every key of o is one of allowed (a comma-separated list, matched whole) and appears once:
  * cJSON keeps duplicate keys, of which a lookup would silently read only the first. */
@@ -321,11 +305,13 @@ static int add_manifest_entry(cli_plan *p, const char *cmd, const char *where, c
 int cli_plan_add_manifest(cli_plan *p, const char *cmd, const char *path, const char *const *archs, int n_archs)
 {
     size_t len = 0;
-    char *data = read_file(path, &len);
-    if (!data) {
-        cli_error("%s: --manifest: cannot read %s", cmd, path);
+    uint8_t *bytes = NULL;
+    /* non-blocking and regular files only: a FIFO named as the manifest is an error, not a hang */
+    if (mj_file_read("--manifest", path, 0, MANIFEST_MAX_BYTES, &bytes, &len, NULL) != MOEJIT_OK) {
+        cli_error("%s: %s", cmd, moejit_last_error());
         return MJ_EXIT_USAGE;
     }
+    char *data = (char *)bytes;
     /* Read exactly or refuse: a NUL byte or a \u0000 escape would cut the text cJSON sees. */
     long nul = strlen(data) != len ? (long)strlen(data) : mj_json_nul_escape(data);
     if (nul >= 0) {
