@@ -8,32 +8,33 @@
 //               fastest, in the pair path 4 units of two, so the CTAs resident together share
 //               weight tiles in L2; the large tiles, with at most 8 row tiles in all, the
 //               column tile fastest)
-//   producer    warpgroup 0. Per k stage: wait empty_bar[stage]; thread 0 arms
+//   producer    warpgroup 0 (wg_producer). Per k stage: wait empty_bar[stage]; thread 0 arms
 //               full_bar[stage] with the B bytes and issues the TMA box of the BN weight rows
 //               (gated GEMM1: BN/2 up rows, then the same columns' BN/2 gate rows from the
 //               next plane); all 128 threads gather the BM A rows (x rows through the row list
 //               for GEMM1, intermediate rows in GEMM2) with 16-byte cp.async into the
 //               128B-swizzled layout, then cp.async.mbarrier.arrive.noinc on full_bar[stage]
 //               (full_bar counts 128 such arrivals + the arming one + the TMA bytes)
-//   consumers   warpgroups 1 and 2, rows [c·BM/2, (c+1)·BM/2) of the tile as BM/128 m64
-//               blocks. Per k stage: wait full_bar[stage]; 4 x wgmma.m64nBNk16 per live block;
-//               commit; wait until at most this group is in flight, then one arrival per warp
-//               on the PREVIOUS stage's empty_bar (8 per phase). A block whose 64 rows are all
-//               padding (past the expert's rows) skips its MMAs; a warpgroup with none keeps
-//               the barrier protocol.
-//   epilogue    straight from the accumulators: GEMM1 pairs up column n (register block n/8)
-//               with its gate (block n/8 + BN/16), applies the activation, rounds once and
-//               writes the intermediate at row = position in the row list; GEMM2 writes
-//               y[pair, h] rounded once to the dtype, which the shared finalize sums in
-//               order. GEMM2 stores 8 bytes (four columns) per thread, two lanes trading
-//               halves of their register blocks: with 4-byte stores a warp store filled half
-//               of each 32-byte sector, and GEMM2's epilogue, long next to a short K, cost 8 %
-//               of the layer at Qwen3-30B-A3B B = 4096 (docs/PERFORMANCE.md, seventh
-//               session). GEMM1 keeps 4-byte stores: the same exchange there measured within
-//               noise (−2.3 % to +3.4 %) and made GELU's erf spill in the pair kernel.
+//   consumers   warpgroups 1 and 2 (wg_consumer, its k loop wg_consumer_k_loop), rows
+//               [c·BM/2, (c+1)·BM/2) of the tile as BM/128 m64 blocks. Per k stage: wait
+//               full_bar[stage]; 4 x wgmma.m64nBNk16 per live block; commit; wait until at
+//               most this group is in flight, then one arrival per warp on the PREVIOUS
+//               stage's empty_bar (8 per phase). A block whose 64 rows are all padding (past
+//               the expert's rows) skips its MMAs; a warpgroup with none keeps the barrier
+//               protocol.
+//   epilogue    (wg_store_block) straight from the accumulators: GEMM1 pairs up column n
+//               (register block n/8) with its gate (block n/8 + BN/16), applies the
+//               activation, rounds once and writes the intermediate at row = position in the
+//               row list; GEMM2 writes y[pair, h] rounded once to the dtype, which the shared
+//               finalize sums in order. GEMM2 stores 8 bytes (four columns) per thread, two
+//               lanes trading halves of their register blocks: with 4-byte stores a warp store
+//               filled half of each 32-byte sector, and GEMM2's epilogue, long next to a short
+//               K, cost 8 % of the layer at Qwen3-30B-A3B B = 4096 (docs/PERFORMANCE.md,
+//               seventh session). GEMM1 keeps 4-byte stores: the same exchange there measured
+//               within noise (−2.3 % to +3.4 %) and made GELU's erf spill in the pair kernel.
 //
-// The stage index and its phase bit run on across tiles, so the producer fills the next
-// tile's stages while the consumers finish the current one.
+// The stage index and its phase bit (PipeState) run on across tiles, so the producer fills the
+// next tile's stages while the consumers finish the current one.
 //
 //   PDL         every GEMM waits (griddepcontrol.wait) before it reads the chain's data, but
 //               the producer first issues the weight boxes of its first tile's first stages
@@ -83,6 +84,8 @@ struct WgShape {
     static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
     static constexpr int kRowsPerConsumer = BM >= 128 ? BM / MJ_WGMMA_CONSUMERS : 64;
     static constexpr int kBlocks = kRowsPerConsumer / 64; // m64 blocks per consumer
+    static constexpr int kAcc = BN / 2;                   // fp32 accumulators of one m64 x BN block per thread
+    static constexpr int kAcc1 = kBlocks == 2 ? kAcc : 1; // block 1's (tall); a placeholder of one otherwise
     static constexpr int kRowBytes = BK * 2;
     static constexpr u32 kABytes = BM * kRowBytes;
     static constexpr u32 kBBytes = BN * kRowBytes;
@@ -158,14 +161,339 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
     }
 }
 
+// A ring of kStages pipeline stages as one role walks it: the stage it is on and the parity of
+// that stage's barrier phase, which flips each time the ring wraps. Producer and consumers
+// each keep one, running on across tiles.
+template <int kStages>
+struct PipeState {
+    int stage = 0;
+    u32 phase = 0;
+    __device__ __forceinline__ void advance()
+    {
+        if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1u;
+        }
+    }
+};
+
+// A CTA's stages in shared memory (from a 1024-byte aligned base: A then B per stage) and
+// their barriers after them: kStages full barriers, then kStages empty barriers.
+template <class S>
+struct WgStages {
+    u32 base;
+    u32 bars;
+    __device__ __forceinline__ u32 a(int s) const { return base + static_cast<u32>(s) * S::kStageBytes; }
+    __device__ __forceinline__ u32 full_bar(int s) const { return bars + 8u * static_cast<u32>(s); }
+    __device__ __forceinline__ u32 empty_bar(int s) const { return bars + 8u * static_cast<u32>(S::kStages + s); }
+};
+
+// The persistent schedule of one CTA (pair: of its cluster, both CTAs running the same tiles)
+// and the GEMM's extents: tiles first_tile, + tile_step, ... of the units x n_col tiles.
+struct WgSchedule {
+    u32 rank; // the CTA's rank in its cluster (0 outside the pair path)
+    int first_tile, tile_step;
+    int n_col, k_tiles, K;
+};
+
+// Thread 0 of the producer: the weight tile of stage `st`, k tile `kt`, output columns from c1
+// of weight plane c2a; it arms the stage's full barrier with the B bytes and issues the TMA
+// boxes. Pair: where the two CTAs share the tile (`shared`), half `rank` of it into both.
+template <class S, bool kGated, bool kPair>
+__device__ __forceinline__ void wg_issue_b(const TmaDesc &tmap, const WgStages<S> &sm, u32 rank, int st, int kt,
+                                           int c1, int c2a, bool shared)
+{
+    const u32 b_stage = sm.a(st) + S::kABytes;
+    const u32 fb = sm.full_bar(st);
+    mbar_arrive_expect_tx(fb, S::kBBytes); // pair: both halves land here
+    if (kPair && shared) {
+        // half `rank` of the tile (gated: the up or the gate rows) into both CTAs
+        const u32 half = rank * (S::BN / 2) * S::kRowBytes;
+        if constexpr (kGated)
+            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank), fb, 0x3);
+        else
+            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1 + static_cast<int>(rank) * (S::BN / 2),
+                                  c2a, fb, 0x3);
+    } else if constexpr (kPair) { // its own whole tile, in two boxes of BN/2 rows
+        const u32 half = (S::BN / 2) * S::kRowBytes;
+        tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
+        if constexpr (kGated)
+            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + 1, fb);
+        else
+            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1 + S::BN / 2, c2a, fb);
+    } else {
+        tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
+        if constexpr (kGated) tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1, fb);
+    }
+}
+
+// Warpgroup 0, the producer: per k stage of each tile, waits for the stage to be empty, has
+// thread 0 issue the weight boxes (wg_issue_b) and gathers the tile's A rows with 16-byte
+// cp.async into the 128B-swizzled layout, all completing on the stage's full barrier.
+template <class S, WgGemm kKind, bool kPair>
+__device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
+                                            const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)
+{
+    constexpr bool kGated = kKind == WgGemm::gemm1_gated;
+    constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
+    setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
+    // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
+    const int row_tiles = load_s32_l2(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
+    const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
+    const int total = units * sc.n_col;
+    const int tid = threadIdx.x; // 0..127
+    const int row_in = tid / S::kLanesPerRow, kc = tid % S::kLanesPerRow; // chunks kc + c·kLanesPerRow
+    u32 a_dst[S::kChunks];
+#pragma unroll
+    for (int c = 0; c < S::kChunks; ++c)
+        a_dst[c] = static_cast<u32>(row_in * S::kRowBytes + (((kc + c * S::kLanesPerRow) ^ (row_in % 8)) * 16));
+    // A rows: x rows (GEMM1) or intermediate rows (GEMM2); a_base is also the valid address
+    // the zero-fill copies name (they read nothing)
+    const u16 *a_base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
+    const i64 a_ld = kGemm2 ? I : H;
+    // pre_wait: the weight boxes of the first tile's first `pre` stages are requested before
+    // the wait, so that the CTAs placed while the kernel before drains stream weights
+    // meanwhile; only the A rows wait (GEMM2: GEMM1's intermediate; GEMM1: the row list the
+    // scatter kernel writes). The tile comes from the tile table, which the offsets kernel
+    // wrote before the kernel before this one passed its own wait (and that kernel lets this
+    // grid launch only after its wait), read from L2 (common/grid_dep.cuh, (c)): always for
+    // GEMM2; for GEMM1 where the scatter kernel runs between offsets and GEMM1 (T·k beyond
+    // one scatter block), not where the offsets kernel scatters (it is then the kernel right
+    // before). Measured on the H200 (wgmma, own-process A/B): GEMM2, every run faster,
+    // Qwen3-30B-A3B B = 256/512 -1.2 %, Mixtral-8x7B B = 64/128 -0.5 %, Nemotron
+    // B = 256/512 -0.6/-0.4 %, Qwen3-30B-A3B B = 2048 -0.4 %; GEMM1 on top, Qwen3-30B-A3B
+    // B = 512 -0.7 % (every run), DeepSeek-V3 B = 512 -0.1 % (every run), elsewhere within
+    // +-0.3 %. L2 prefetches of the next 4 or 8 k tiles on top of GEMM2's measured slower
+    // (docs/PERFORMANCE.md, seventeenth session).
+    int pre = 0;
+    if (pre_wait) {
+        if (sc.first_tile < total) {
+            RowTile rt;
+            int col, b_expert;
+            bool shared;
+            wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, sc.first_tile, sc.n_col, units, row_tiles, sc.rank, &rt,
+                                                       &col, &b_expert, &shared);
+            pre = sc.k_tiles < S::kStages ? sc.k_tiles : S::kStages;
+            if (tid == 0)
+                for (int kt = 0; kt < pre; ++kt)
+                    wg_issue_b<S, kGated, kPair>(tmap, sm, sc.rank, kt, kt, col * kCols,
+                                                 kGated ? 2 * b_expert : b_expert, shared);
+        }
+        grid_dep_enter();
+    }
+    PipeState<S::kStages> pipe;
+    for (int t = sc.first_tile; t < total; t += sc.tile_step) {
+        RowTile rt;
+        int col;
+        int b_expert;
+        bool shared;
+        wg_tile_of<S::BM, kPair>(p, t, sc.n_col, units, row_tiles, sc.rank, &rt, &col, &b_expert, &shared);
+        const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
+        // the global row each of this thread's rows reads (nullptr: padding, zero-filled)
+        const u16 *src[S::kRowsA];
+#pragma unroll
+        for (int i = 0; i < S::kRowsA; ++i) {
+            const int m = row_in + i * S::kRowsPerPass;
+            if (m >= rt.rows) src[i] = nullptr;
+            else if constexpr (kGemm2) src[i] = a_base + static_cast<i64>(rt.row0 + m) * a_ld;
+            else src[i] = a_base + static_cast<i64>(rows[m] / k) * a_ld; // rows hold pairs t*k + slot
+        }
+        // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds;
+        // gated: 64 up rows of plane 2e, then the same 64 columns' gate rows of plane 2e + 1
+        const int c1 = col * kCols;
+        const int c2a = kGated ? 2 * b_expert : b_expert;
+        for (int kt = 0; kt < sc.k_tiles; ++kt) {
+            const u32 a_stage = sm.a(pipe.stage);
+            if (t != sc.first_tile || kt >= pre) { // else issued before the wait
+                mbar_wait(sm.empty_bar(pipe.stage), pipe.phase ^ 1u);
+                if (tid == 0) wg_issue_b<S, kGated, kPair>(tmap, sm, sc.rank, pipe.stage, kt, c1, c2a, shared);
+            }
+#pragma unroll
+            for (int c = 0; c < S::kChunks; ++c) {
+                if (rt.rows == 0) break; // pair: no rows here; the consumers skip the stage's MMAs
+                const int kk = kt * S::BK + (kc + c * S::kLanesPerRow) * 8;
+                const bool in_k = kk < sc.K; // K % 8 == 0: a chunk is all in or all out
+#pragma unroll
+                for (int i = 0; i < S::kRowsA; ++i) {
+                    const bool live = in_k && src[i] != nullptr;
+                    cp_async_16(a_stage + a_dst[c] + static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes),
+                                live ? src[i] + kk : a_base, live ? 16 : 0);
+                }
+            }
+            cp_async_arrive_noinc(sm.full_bar(pipe.stage));
+            pipe.advance();
+        }
+    }
+    cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
+}
+
+// One consumer warpgroup's k loop over a tile, inlined once per wgmma pattern: `two` (both
+// blocks; a constant at each call, so each copy folds it) and `live` (block 0 at all; a
+// warpgroup with no rows keeps only the barrier protocol). Per k stage: wait for the full
+// barrier, 4 x wgmma per live block, commit, wait until at most this group is in flight, then
+// release the PREVIOUS stage (one arrival per warp; pair: on both CTAs' empty barriers). One
+// loop testing the block count made ptxas inject warpgroup arrives and waits (C7519 / C7517)
+// around the conditionally written second accumulator.
+template <class S, Dtype D, bool kPair>
+__device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_tiles, PipeState<S::kStages> &pipe,
+                                                   float (&acc0)[S::kAcc], float (&acc1)[S::kAcc1], int r0,
+                                                   int lane, u32 peer_bars, const bool live, const bool two)
+{
+    auto release = [&](int s) {
+        mbar_arrive(sm.empty_bar(s));
+        if constexpr (kPair) mbar_arrive_cluster(peer_bars + 8u * static_cast<u32>(S::kStages + s));
+    };
+    int prev = 0;
+    fence_operands(acc0);
+    if (two) fence_operands(acc1); // else dead here: its 64 registers are free
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        mbar_wait(sm.full_bar(pipe.stage), pipe.phase);
+        if (live) {
+            fence_proxy_async(); // A arrived through cp.async (generic proxy)
+            const u32 a_stage = sm.a(pipe.stage);
+            const u64 da0 = smem_desc_sw128(a_stage + static_cast<u32>(r0 * S::kRowBytes));
+            const u64 da1 = smem_desc_sw128(a_stage + static_cast<u32>((r0 + 64) * S::kRowBytes));
+            const u64 db = smem_desc_sw128(a_stage + S::kABytes);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < S::BK / 16; ++ks) { // +32 bytes per k16 = +2 in the >>4 field
+                const u32 acc_in = (kt | ks) != 0 ? 1u : 0u;
+                wgmma_m64nNk16<D, S::BN>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
+                if constexpr (S::kBlocks == 2) {
+                    if (two) wgmma_m64nNk16<D, S::BN>(acc1, da1 + 2u * ks, db + 2u * ks, acc_in);
+                }
+            }
+            wgmma_commit();
+            wgmma_wait<1>(); // the previous stage's group is done with its operands
+            fence_operands(acc0);
+            if (two) fence_operands(acc1); // else dead here: its 64 registers are free
+        }
+        if (kt > 0 && lane == 0) release(prev);
+        prev = pipe.stage;
+        pipe.advance();
+    }
+    wgmma_wait<0>(); // also where no block is live (nothing pending): ptxas then sees the wait
+    fence_operands(acc0);
+    if (two) fence_operands(acc1); // else dead here: its 64 registers are free
+    if (lane == 0) release(prev);
+}
+
+// The epilogue of m64 block b of a consumer warpgroup (rows r0 + 64·b of the tile), straight
+// from its accumulators (by reference: a pointer picking acc0 or acc1 would put them in local
+// memory). GEMM2: y[pair, h] rounded once, 8 bytes per thread; GEMM1: the activation (gated:
+// column n with its gate, register block n/8 + BN/16), rounded once, into the intermediate.
+template <class S, Dtype D, WgGemm kKind, int kAct>
+__device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const ActParams &act, int H, int I,
+                                               const RowTile &rt, int col, int r0, int wq, int lane,
+                                               const float (&acc)[S::kAcc], int b)
+{
+    constexpr bool kGated = kKind == WgGemm::gemm1_gated;
+    constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
+    const int c_in = 2 * (lane % 4); // column pair inside each 8-column block
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = r0 + 64 * b + wq * 16 + lane / 4 + 8 * h;
+        if constexpr (kGemm2) {
+            // A thread holds 2 adjacent columns of each 8-column block; lanes 2i and
+            // 2i + 1 (one row) trade halves of blocks j and j + 1 so that each stores
+            // 4 adjacent columns (8 bytes: a whole 32-byte sector per row per warp
+            // store, not half): the even lane block j's, the odd lane block j + 1's.
+            // Every lane shuffles; only the stores skip rows past the tile's.
+            const bool row_ok = m < rt.rows;
+            const int pair = row_ok ? reinterpret_cast<const int *>(p.ws_rows)[rt.row0 + m] : 0;
+            u16 *dst = reinterpret_cast<u16 *>(p.ws_y) + static_cast<i64>(pair) * H;
+            const bool odd = (lane & 1) != 0;
+            const int c0 = col * S::BN + (c_in & ~2); // + 8j (even) or 8(j + 1) (odd)
+#pragma unroll
+            for (int j = 0; j < S::BN / 8; j += 2) {
+                const u32 pj = pack2_rn<D>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                const u32 pj1 = pack2_rn<D>(acc[4 * j + 4 + 2 * h], acc[4 * j + 4 + 2 * h + 1]);
+                const u32 got = __shfl_xor_sync(0xffffffffu, odd ? pj : pj1, 1);
+                const int c = c0 + 8 * (odd ? j + 1 : j);
+                Vec8 v;
+                v.w[0] = odd ? got : pj;
+                v.w[1] = odd ? pj1 : got;
+                if (row_ok && c < H) *reinterpret_cast<Vec8 *>(dst + c) = v; // H % 8 == 0
+            }
+        } else {
+            if (m >= rt.rows) continue;
+            u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
+            const int j0 = col * kCols;
+#pragma unroll
+            for (int j = 0; j < kCols / 8; ++j) {
+                const int c = j0 + 8 * j + c_in;
+                if (c >= I) continue; // I % 8 == 0
+                float v0, v1;
+                if constexpr (kGated) {
+                    // up column c: register block j; its gate: block j + BN/16 (B rows BN/2..)
+                    constexpr int g = S::BN / 4;
+                    v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h], act);
+                    v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[g + 4 * j + 2 * h + 1], act);
+                } else {
+                    v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
+                    v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
+                }
+                *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
+            }
+        }
+    }
+}
+
+// Warpgroups 1 and 2, the consumers: rows [cw·BM/2, (cw+1)·BM/2) of each tile as BM/128 m64
+// blocks; per tile the k loop (wg_consumer_k_loop) on the live blocks, then their epilogue.
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair>
+__device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActParams &act, int H, int I,
+                                            const WgStages<S> &sm, const WgSchedule sc, bool pre_wait, int warp,
+                                            int lane, int wg)
+{
+    setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
+    if (pre_wait) grid_dep_enter();
+    const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
+    const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
+    const int total = units * sc.n_col;
+    const int cw = wg - 1;               // consumer warpgroup: rows [cw·BM/2, (cw+1)·BM/2)
+    const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16) of a block
+    float acc0[S::kAcc];                 // block 0: rows c·BM/2 + [0, 64)
+    float acc1[S::kAcc1];                // block 1 (tall): + [64, 128)
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) acc0[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < S::kAcc1; ++i) acc1[i] = 0.0f;
+    PipeState<S::kStages> pipe;
+    // pair: the other CTA's empty barriers, which this CTA's consumers also release
+    const u32 peer_bars = kPair ? cluster_map_shared(sm.bars, sc.rank ^ 1u) : 0u;
+    for (int t = sc.first_tile; t < total; t += sc.tile_step) {
+        RowTile rt;
+        int col;
+        int b_expert;
+        bool shared;
+        wg_tile_of<S::BM, kPair>(p, t, sc.n_col, units, row_tiles, sc.rank, &rt, &col, &b_expert, &shared);
+        // live m64 blocks of this warpgroup (0, 1 or 2), warp-uniform through a shuffle
+        const int r0 = cw * S::kRowsPerConsumer;
+        const int blocks =
+            __shfl_sync(0xffffffffu, S::kBlocks == 2 && rt.rows > r0 + 64 ? 2 : rt.rows > r0 ? 1 : 0, 0);
+        if (S::kBlocks == 2 && blocks == 2)
+            wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, true, true);
+        else wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, blocks > 0, false);
+        if (blocks == 0) continue;
+        wg_store_block<S, D, kKind, kAct>(p, act, H, I, rt, col, r0, wq, lane, acc0, 0);
+        if constexpr (S::kBlocks == 2) {
+            if (blocks == 2) wg_store_block<S, D, kKind, kAct>(p, act, H, I, rt, col, r0, wq, lane, acc1, 1);
+        }
+    }
+}
+
 // The body of mj_gemm1_act[_tall|_pair] (kKind gemm1_gated / gemm1) and mj_gemm2[_tall|_pair]
-// (gemm2), S one of WgLarge, WgTall, WgShort. kPair (S = WgLarge, a cluster of two CTAs): the schedule
-// runs over pairs of row tiles (wg_tile_of), CTA rank r of the cluster taking the
-// r-th; where the two share their weight tile each CTA loads half of it (BN/2 rows) into both
-// CTAs' shared memory (TMA multicast), else each loads its own whole. Either way the full
-// barrier of each CTA counts all of its B bytes, and a stage is refilled only once the
-// consumers of BOTH CTAs have released it (each consumer warp arrives on its own CTA's empty
-// barrier and on the other's), so the two CTAs run their k stages in lock step.
+// (gemm2), S one of WgLarge, WgTall, WgShort: initialises the stages' barriers, then runs
+// warpgroup 0 as the producer and warpgroups 1 and 2 as the consumers. kPair (S = WgLarge, a
+// cluster of two CTAs): the schedule runs over pairs of row tiles (wg_tile_of), CTA rank r of
+// the cluster taking the r-th; where the two share their weight tile each CTA loads half of it
+// (BN/2 rows) into both CTAs' shared memory (TMA multicast), else each loads its own whole.
+// Either way the full barrier of each CTA counts all of its B bytes, and a stage is refilled
+// only once the consumers of BOTH CTAs have released it (each consumer warp arrives on its own
+// CTA's empty barrier and on the other's), so the two CTAs run their k stages in lock step.
 template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair = false>
 __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDesc &tmap, const ActParams &act,
                                            int H, int I, int k, unsigned char *smem_raw)
@@ -173,25 +501,26 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     static_assert(!kPair || S::BM == MJ_WGMMA_BM, "the pair path runs the large tiles");
     constexpr int kEmptyArrivals = S::kConsumerWarps * (kPair ? 2 : 1);
     // the schedule's position (a cluster's in pair mode: both CTAs run the same tiles)
-    const u32 rank = kPair ? cluster_ctarank() : 0u;
-    const int first_tile = kPair ? static_cast<int>(cluster_id_x()) : static_cast<int>(blockIdx.x);
-    const int tile_step = kPair ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
+    WgSchedule sc;
+    sc.rank = kPair ? cluster_ctarank() : 0u;
+    sc.first_tile = kPair ? static_cast<int>(cluster_id_x()) : static_cast<int>(blockIdx.x);
+    sc.tile_step = kPair ? static_cast<int>(cluster_count_x()) : static_cast<int>(gridDim.x);
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     // pre_wait: the producer requests its first weight stages before its griddepcontrol.wait
-    // (below); otherwise, and in the consumers, every thread waits at once (common/grid_dep.cuh)
+    // (wg_producer); otherwise, and in the consumers, every thread waits at once
+    // (common/grid_dep.cuh)
     const bool pre_wait = kGemm2 || !MJ_OFFSETS_SCATTER(p.num_pairs);
     if (!pre_wait) grid_dep_enter();
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
-    const int K = kGemm2 ? I : H;
+    sc.K = kGemm2 ? I : H;
     const int N = kGemm2 ? H : I;
-    const int n_col = (N + kCols - 1) / kCols;
-    const int k_tiles = (K + S::BK - 1) / S::BK;
+    sc.n_col = (N + kCols - 1) / kCols;
+    sc.k_tiles = (sc.K + S::BK - 1) / S::BK;
 
-    const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const u32 bars = base + S::kStages * S::kStageBytes;
-    auto full_bar = [&](int s) { return bars + 8u * static_cast<u32>(s); };
-    auto empty_bar = [&](int s) { return bars + 8u * static_cast<u32>(S::kStages + s); };
+    WgStages<S> sm;
+    sm.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    sm.bars = sm.base + S::kStages * S::kStageBytes;
 
     // Warp-uniform roles (read through a shuffle, so the compiler knows every lane agrees):
     // ptxas serialises wgmmas it finds on a path it thinks divergent.
@@ -200,8 +529,8 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     const int wg = warp / 4;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
-            mbar_init(full_bar(s), S::kProducerThreads + 1); // cp.async arrivals + the TMA arming
-            mbar_init(empty_bar(s), kEmptyArrivals);
+            mbar_init(sm.full_bar(s), S::kProducerThreads + 1); // cp.async arrivals + the TMA arming
+            mbar_init(sm.empty_bar(s), kEmptyArrivals);
         }
         fence_proxy_async(); // the copy engine must see initialised barriers
         fence_mbarrier_init();
@@ -211,265 +540,8 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     if constexpr (kPair) cluster_sync();
     else __syncthreads();
 
-    if (wg == 0) {
-        // ================================ producer ================================
-        setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
-        // read after setmaxnreg in each role: live across it, ptxas parks values in local memory
-        const int row_tiles = load_s32_l2(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
-        const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
-        const int total = units * n_col;
-        const int tid = threadIdx.x; // 0..127
-        const int row_in = tid / S::kLanesPerRow, kc = tid % S::kLanesPerRow; // chunks kc + c·kLanesPerRow
-        u32 a_dst[S::kChunks];
-#pragma unroll
-        for (int c = 0; c < S::kChunks; ++c)
-            a_dst[c] = static_cast<u32>(row_in * S::kRowBytes + (((kc + c * S::kLanesPerRow) ^ (row_in % 8)) * 16));
-        // A rows: x rows (GEMM1) or intermediate rows (GEMM2); a_base is also the valid address
-        // the zero-fill copies name (they read nothing)
-        const u16 *a_base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
-        const i64 a_ld = kGemm2 ? I : H;
-        // The weight tile of stage `st`, k tile `kt`, output columns from c1 of weight plane c2a
-        // (thread 0): it arms the stage's full barrier with the B bytes and issues the TMA boxes.
-        auto issue_b = [&](int st, int kt, int c1, int c2a, bool shared) {
-            const u32 b_stage = base + static_cast<u32>(st) * S::kStageBytes + S::kABytes;
-            const u32 fb = full_bar(st);
-            mbar_arrive_expect_tx(fb, S::kBBytes); // pair: both halves land here
-            if (kPair && shared) {
-                // half `rank` of the tile (gated: the up or the gate rows) into both CTAs
-                const u32 half = rank * (S::BN / 2) * S::kRowBytes;
-                if constexpr (kGated)
-                    tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank), fb, 0x3);
-                else
-                    tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1 + static_cast<int>(rank) * (S::BN / 2),
-                                          c2a, fb, 0x3);
-            } else if constexpr (kPair) { // its own whole tile, in two boxes of BN/2 rows
-                const u32 half = (S::BN / 2) * S::kRowBytes;
-                tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
-                if constexpr (kGated)
-                    tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + 1, fb);
-                else
-                    tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1 + S::BN / 2, c2a, fb);
-            } else {
-                tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
-                if constexpr (kGated) tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1, fb);
-            }
-        };
-        // pre_wait: the weight boxes of the first tile's first `pre` stages are requested before
-        // the wait, so that the CTAs placed while the kernel before drains stream weights
-        // meanwhile; only the A rows wait (GEMM2: GEMM1's intermediate; GEMM1: the row list the
-        // scatter kernel writes). The tile comes from the tile table, which the offsets kernel
-        // wrote before the kernel before this one passed its own wait (and that kernel lets this
-        // grid launch only after its wait), read from L2 (common/grid_dep.cuh, (c)): always for
-        // GEMM2; for GEMM1 where the scatter kernel runs between offsets and GEMM1 (T·k beyond
-        // one scatter block), not where the offsets kernel scatters (it is then the kernel right
-        // before). Measured on the H200 (wgmma, own-process A/B): GEMM2, every run faster,
-        // Qwen3-30B-A3B B = 256/512 -1.2 %, Mixtral-8x7B B = 64/128 -0.5 %, Nemotron
-        // B = 256/512 -0.6/-0.4 %, Qwen3-30B-A3B B = 2048 -0.4 %; GEMM1 on top, Qwen3-30B-A3B
-        // B = 512 -0.7 % (every run), DeepSeek-V3 B = 512 -0.1 % (every run), elsewhere within
-        // +-0.3 %. L2 prefetches of the next 4 or 8 k tiles on top of GEMM2's measured slower
-        // (docs/PERFORMANCE.md, seventeenth session).
-        int pre = 0;
-        if (pre_wait) {
-            if (first_tile < total) {
-                RowTile rt;
-                int col, b_expert;
-                bool shared;
-                wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, first_tile, n_col, units, row_tiles, rank, &rt, &col,
-                                                           &b_expert, &shared);
-                pre = k_tiles < S::kStages ? k_tiles : S::kStages;
-                if (tid == 0)
-                    for (int kt = 0; kt < pre; ++kt) issue_b(kt, kt, col * kCols, kGated ? 2 * b_expert : b_expert, shared);
-            }
-            grid_dep_enter();
-        }
-        int stage = 0;
-        u32 phase = 0;
-        for (int t = first_tile; t < total; t += tile_step) {
-            RowTile rt;
-            int col;
-            int b_expert;
-            bool shared;
-            wg_tile_of<S::BM, kPair>(p, t, n_col, units, row_tiles, rank, &rt, &col, &b_expert, &shared);
-            const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
-            // the global row each of this thread's rows reads (nullptr: padding, zero-filled)
-            const u16 *src[S::kRowsA];
-#pragma unroll
-            for (int i = 0; i < S::kRowsA; ++i) {
-                const int m = row_in + i * S::kRowsPerPass;
-                if (m >= rt.rows) src[i] = nullptr;
-                else if constexpr (kGemm2) src[i] = a_base + static_cast<i64>(rt.row0 + m) * a_ld;
-                else src[i] = a_base + static_cast<i64>(rows[m] / k) * a_ld; // rows hold pairs t*k + slot
-            }
-            // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds;
-            // gated: 64 up rows of plane 2e, then the same 64 columns' gate rows of plane 2e + 1
-            const int c1 = col * kCols;
-            const int c2a = kGated ? 2 * b_expert : b_expert;
-            for (int kt = 0; kt < k_tiles; ++kt) {
-                const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
-                if (t != first_tile || kt >= pre) { // else issued before the wait
-                    mbar_wait(empty_bar(stage), phase ^ 1u);
-                    if (tid == 0) issue_b(stage, kt, c1, c2a, shared);
-                }
-#pragma unroll
-                for (int c = 0; c < S::kChunks; ++c) {
-                    if (rt.rows == 0) break; // pair: no rows here; the consumers skip the stage's MMAs
-                    const int kk = kt * S::BK + (kc + c * S::kLanesPerRow) * 8;
-                    const bool in_k = kk < K; // K % 8 == 0: a chunk is all in or all out
-#pragma unroll
-                    for (int i = 0; i < S::kRowsA; ++i) {
-                        const bool live = in_k && src[i] != nullptr;
-                        cp_async_16(a_stage + a_dst[c] + static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes),
-                                    live ? src[i] + kk : a_base, live ? 16 : 0);
-                    }
-                }
-                cp_async_arrive_noinc(full_bar(stage));
-                if (++stage == S::kStages) {
-                    stage = 0;
-                    phase ^= 1u;
-                }
-            }
-        }
-        cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
-    } else {
-        // ================================ consumers ================================
-        setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
-        if (pre_wait) grid_dep_enter();
-        const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
-        const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
-        const int total = units * n_col;
-        const int cw = wg - 1;               // consumer warpgroup: rows [cw·BM/2, (cw+1)·BM/2)
-        const int wq = warp % 4;             // warp inside the warpgroup: rows 16wq + [0, 16) of a block
-        constexpr int kAcc = S::BN / 2;      // fp32 accumulators of one m64 x BN block per thread
-        float acc0[kAcc];                    // block 0: rows c·BM/2 + [0, 64)
-        float acc1[S::kBlocks == 2 ? kAcc : 1]; // block 1 (tall): + [64, 128)
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) acc0[i] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < (S::kBlocks == 2 ? kAcc : 1); ++i) acc1[i] = 0.0f;
-        int stage = 0;
-        u32 phase = 0;
-        // pair: the other CTA's empty barriers, which this CTA's consumers also release
-        const u32 peer_bars = kPair ? cluster_map_shared(bars, rank ^ 1u) : 0u;
-        auto release = [&](int s) {
-            mbar_arrive(empty_bar(s));
-            if constexpr (kPair) mbar_arrive_cluster(peer_bars + 8u * static_cast<u32>(S::kStages + s));
-        };
-        for (int t = first_tile; t < total; t += tile_step) {
-            RowTile rt;
-            int col;
-            int b_expert;
-            bool shared;
-            wg_tile_of<S::BM, kPair>(p, t, n_col, units, row_tiles, rank, &rt, &col, &b_expert, &shared);
-            // live m64 blocks of this warpgroup (0, 1 or 2), warp-uniform through a shuffle
-            const int r0 = cw * S::kRowsPerConsumer;
-            const int blocks = __shfl_sync(
-                0xffffffffu, S::kBlocks == 2 && rt.rows > r0 + 64 ? 2 : rt.rows > r0 ? 1 : 0, 0);
-            // The k loop, inlined once per wgmma pattern: `two` (both blocks; a constant at each
-            // call, so each copy folds it) and `live` (block 0 at all; a warpgroup with no rows
-            // keeps only the barrier protocol). One loop testing the block count made ptxas
-            // inject warpgroup arrives and waits (C7519 / C7517) around the conditionally
-            // written second accumulator.
-            auto k_loop = [&](const bool live, const bool two) {
-                int prev = 0;
-                fence_operands(acc0);
-                if (two) fence_operands(acc1); // else dead here: its 64 registers are free
-                for (int kt = 0; kt < k_tiles; ++kt) {
-                    mbar_wait(full_bar(stage), phase);
-                    if (live) {
-                        fence_proxy_async(); // A arrived through cp.async (generic proxy)
-                        const u32 a_stage = base + static_cast<u32>(stage) * S::kStageBytes;
-                        const u64 da0 = smem_desc_sw128(a_stage + static_cast<u32>(r0 * S::kRowBytes));
-                        const u64 da1 = smem_desc_sw128(a_stage + static_cast<u32>((r0 + 64) * S::kRowBytes));
-                        const u64 db = smem_desc_sw128(a_stage + S::kABytes);
-                        wgmma_fence();
-#pragma unroll
-                        for (int ks = 0; ks < S::BK / 16; ++ks) { // +32 bytes per k16 = +2 in the >>4 field
-                            const u32 acc_in = (kt | ks) != 0 ? 1u : 0u;
-                            wgmma_m64nNk16<D, S::BN>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
-                            if constexpr (S::kBlocks == 2) {
-                                if (two) wgmma_m64nNk16<D, S::BN>(acc1, da1 + 2u * ks, db + 2u * ks, acc_in);
-                            }
-                        }
-                        wgmma_commit();
-                        wgmma_wait<1>(); // the previous stage's group is done with its operands
-                        fence_operands(acc0);
-                        if (two) fence_operands(acc1); // else dead here: its 64 registers are free
-                    }
-                    if (kt > 0 && lane == 0) release(prev);
-                    prev = stage;
-                    if (++stage == S::kStages) {
-                        stage = 0;
-                        phase ^= 1u;
-                    }
-                }
-                wgmma_wait<0>(); // also where no block is live (nothing pending): ptxas then sees the wait
-                fence_operands(acc0);
-                if (two) fence_operands(acc1); // else dead here: its 64 registers are free
-                if (lane == 0) release(prev);
-            };
-            if (S::kBlocks == 2 && blocks == 2) k_loop(true, true);
-            else k_loop(blocks > 0, false);
-            if (blocks == 0) continue;
-
-            // ---- epilogue ----
-            const int c_in = 2 * (lane % 4); // column pair inside each 8-column block
-            // block b's accumulators by reference (a pointer picking acc0 or acc1 would put them
-            // in local memory)
-            auto store_block = [&](const float(&acc)[kAcc], int b) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int m = r0 + 64 * b + wq * 16 + lane / 4 + 8 * h;
-                    if constexpr (kGemm2) {
-                        // A thread holds 2 adjacent columns of each 8-column block; lanes 2i and
-                        // 2i + 1 (one row) trade halves of blocks j and j + 1 so that each stores
-                        // 4 adjacent columns (8 bytes: a whole 32-byte sector per row per warp
-                        // store, not half): the even lane block j's, the odd lane block j + 1's.
-                        // Every lane shuffles; only the stores skip rows past the tile's.
-                        const bool row_ok = m < rt.rows;
-                        const int pair = row_ok ? reinterpret_cast<const int *>(p.ws_rows)[rt.row0 + m] : 0;
-                        u16 *dst = reinterpret_cast<u16 *>(p.ws_y) + static_cast<i64>(pair) * H;
-                        const bool odd = (lane & 1) != 0;
-                        const int c0 = col * S::BN + (c_in & ~2); // + 8j (even) or 8(j + 1) (odd)
-#pragma unroll
-                        for (int j = 0; j < S::BN / 8; j += 2) {
-                            const u32 pj = pack2_rn<D>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-                            const u32 pj1 = pack2_rn<D>(acc[4 * j + 4 + 2 * h], acc[4 * j + 4 + 2 * h + 1]);
-                            const u32 got = __shfl_xor_sync(0xffffffffu, odd ? pj : pj1, 1);
-                            const int c = c0 + 8 * (odd ? j + 1 : j);
-                            Vec8 v;
-                            v.w[0] = odd ? got : pj;
-                            v.w[1] = odd ? pj1 : got;
-                            if (row_ok && c < H) *reinterpret_cast<Vec8 *>(dst + c) = v; // H % 8 == 0
-                        }
-                    } else {
-                        if (m >= rt.rows) continue;
-                        u16 *dst = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + m) * I;
-                        const int j0 = col * kCols;
-#pragma unroll
-                        for (int j = 0; j < kCols / 8; ++j) {
-                            const int c = j0 + 8 * j + c_in;
-                            if (c >= I) continue; // I % 8 == 0
-                            float v0, v1;
-                            if constexpr (kGated) {
-                                // up column c: register block j; its gate: block j + BN/16 (B rows BN/2..)
-                                constexpr int g = S::BN / 4;
-                                v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h], act);
-                                v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[g + 4 * j + 2 * h + 1], act);
-                            } else {
-                                v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
-                                v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
-                            }
-                            *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
-                        }
-                    }
-                }
-            };
-            store_block(acc0, 0);
-            if constexpr (S::kBlocks == 2) {
-                if (blocks == 2) store_block(acc1, 1);
-            }
-        }
-    }
+    if (wg == 0) wg_producer<S, kKind, kPair>(p, tmap, H, I, k, sm, sc, pre_wait);
+    else wg_consumer<S, D, kKind, kAct, kPair>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
     // pair: neither CTA may exit while the other can still multicast into its shared memory
     // or arrive on its barriers
     if constexpr (kPair) cluster_sync();
