@@ -5,6 +5,7 @@ moejit/include.
 
 MOEJIT_SOURCE_DIR: the moejit source tree (default: this directory's parent).
 MOEJIT_BUILD_DIR: make's BUILD directory (default: build/native here, kept between builds).
+MOEJIT_MAKE_ARGS: more arguments for make (split on spaces), e.g. "CC=clang".
 CUDA_HOME: the toolkit make builds against (default: the Makefile's search).
 """
 import os
@@ -38,8 +39,9 @@ class BuildNative(build_py):
         if not os.path.exists(os.path.join(SOURCE, "include", "moejit.h")):
             sys.exit(f"moejit: no source tree at {SOURCE} (set MOEJIT_SOURCE_DIR)")
         jobs = str(os.cpu_count() or 1)
+        extra = os.environ.get("MOEJIT_MAKE_ARGS", "").split()
         subprocess.check_call(["make", "-C", SOURCE, f"BUILD={os.path.abspath(BUILD)}",
-                               f"-j{jobs}", "all"])
+                               f"-j{jobs}", *extra, "all"])
         pkg = os.path.join(self.build_lib, "moejit")
         dirs = {d: os.path.join(pkg, d) for d in ("lib", "libexec", "bin", "include")}
         for d in dirs.values():

@@ -43,6 +43,7 @@ class moejit_options(Structure):
         ("compile_timeout_s", c_double),
         ("device", c_int),
         ("allow_unvalidated", c_int64),
+        ("compile_worker", c_char_p),
     ]
 
 

@@ -263,16 +263,18 @@ def _ptr(t: Optional[Tensor]):
 
 # ---- the operator --------------------------------------------------------------------------
 
+# workspace has no default: torch releases before 2.15 drop trailing defaulted arguments
+# before marking mutated ones, so a mutated argument must always be passed.
 @torch.library.custom_op("moejit::fused_moe", mutates_args=("workspace",))
 def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Optional[Tensor],
-                 topk: int = 0, num_experts: int = 0, expert_offset: int = 0,
+                 workspace: Optional[Tensor], topk: int = 0, num_experts: int = 0, expert_offset: int = 0,
                  b1: Optional[Tensor] = None, b2: Optional[Tensor] = None,
                  w1_scale: Optional[Tensor] = None, w2_scale: Optional[Tensor] = None,
                  w1_zero: Optional[Tensor] = None, w2_zero: Optional[Tensor] = None,
                  topk_ids: Optional[Tensor] = None, topk_weights: Optional[Tensor] = None,
                  routing_bias: Optional[Tensor] = None, act_param0: Optional[Tensor] = None,
                  act_param1: Optional[Tensor] = None, act_param2: Optional[Tensor] = None,
-                 x_scale: Optional[Tensor] = None, workspace: Optional[Tensor] = None) -> Tensor:
+                 x_scale: Optional[Tensor] = None) -> Tensor:
     act_params = (act_param0, act_param1, act_param2)
     (T, H, I, E, E_l, k), dt = check_args(
         spec, x, w1, w2, router_logits, topk, num_experts, expert_offset, b1, b2, w1_scale,
@@ -287,7 +289,8 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
         kernel = get_kernel(spec, dev, compile=not capturing)
         _ensure_context(dev)
         args = _abi.moejit_moe_args()
-        args.struct_size = ctypes.sizeof(args)
+        from ._lib import lib
+        lib().moejit_moe_args_init(ctypes.byref(args))  # struct_size and the defaults
         args.num_tokens, args.hidden, args.inter, args.num_experts, args.topk = T, H, I, E, k
         args.expert_offset = expert_offset
         args.num_local_experts = E_l
@@ -308,7 +311,7 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
         if T == 0:
             return out
         stream = torch.cuda.current_stream(dev).cuda_stream
-        from ._lib import check, lib
+        from ._lib import check
         check(lib().moejit_moe_forward(kernel.ptr, ctypes.byref(args),
                                        ctypes.c_void_p(workspace.data_ptr()), workspace.numel(),
                                        ctypes.c_void_p(stream)))
@@ -316,10 +319,10 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
 
 
 @fused_moe_op.register_fake
-def _fused_moe_fake(spec, x, w1, w2, router_logits, topk=0, num_experts=0, expert_offset=0,
+def _fused_moe_fake(spec, x, w1, w2, router_logits, workspace, topk=0, num_experts=0, expert_offset=0,
                     b1=None, b2=None, w1_scale=None, w2_scale=None, w1_zero=None, w2_zero=None,
                     topk_ids=None, topk_weights=None, routing_bias=None, act_param0=None,
-                    act_param1=None, act_param2=None, x_scale=None, workspace=None):
+                    act_param1=None, act_param2=None, x_scale=None):
     (T, H, *_), dt = check_args(
         spec, x, w1, w2, router_logits, topk, num_experts, expert_offset, b1, b2, w1_scale,
         w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias,
@@ -357,6 +360,6 @@ def fused_moe(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Optio
     a dict by parameter name or a sequence in the activation's order."""
     p = act_param_tensors(spec, act_params)
     return torch.ops.moejit.fused_moe(
-        spec, x, w1, w2, router_logits, topk, num_experts, expert_offset, b1, b2, w1_scale,
-        w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias, p[0], p[1], p[2],
-        x_scale, workspace)
+        spec, x, w1, w2, router_logits, workspace, topk, num_experts, expert_offset, b1, b2,
+        w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias, p[0], p[1],
+        p[2], x_scale)

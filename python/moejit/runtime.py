@@ -140,21 +140,26 @@ def arch_of_device(device) -> str:
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """moejit_options: None/0 take the environment (MOEJIT_CACHE_DIR, MOEJIT_CACHE_MODE,
-    MOEJIT_CACHE_MAX_BYTES, MOEJIT_COMPILE_TIMEOUT) or the library's default."""
+    MOEJIT_CACHE_MAX_BYTES, MOEJIT_COMPILE_TIMEOUT, MOEJIT_ALLOW_UNVALIDATED,
+    MOEJIT_COMPILE_WORKER) or the library's default."""
 
     cache_dir: Optional[str] = None
     cache_mode: Optional[str] = None
     cache_max_bytes: int = 0
     compile_timeout_s: float = 0.0
+    allow_unvalidated: Optional[bool] = None
+    compile_worker: Optional[str] = None
 
     def options(self, device: int):
         o = _abi.moejit_options()
-        o.struct_size = ctypes.sizeof(o)
+        lib().moejit_options_init(ctypes.byref(o))  # struct_size and the defaults
         o.cache_dir = os.fsencode(self.cache_dir) if self.cache_dir else None
         o.cache_mode = self.cache_mode.encode() if self.cache_mode else None
         o.cache_max_bytes = int(self.cache_max_bytes)
         o.compile_timeout_s = float(self.compile_timeout_s)
         o.device = int(device)
+        o.allow_unvalidated = {None: 0, True: 1, False: -1}[self.allow_unvalidated]
+        o.compile_worker = os.fsencode(self.compile_worker) if self.compile_worker else None
         return o
 
 
@@ -169,11 +174,15 @@ _by_text: Dict[Tuple[str, int], "Kernel"] = {}
 
 
 def configure(cache_dir: Optional[str] = None, cache_mode: Optional[str] = None,
-              cache_max_bytes: int = 0, compile_timeout_s: float = 0.0) -> Settings:
+              cache_max_bytes: int = 0, compile_timeout_s: float = 0.0,
+              allow_unvalidated: Optional[bool] = None,
+              compile_worker: Optional[str] = None) -> Settings:
     """Sets the cache and compile settings of the contexts made from now on (kernels already
-    loaded stay valid); returns them."""
+    loaded stay valid); returns them. allow_unvalidated: None follows the environment, True
+    runs kernel tuples not yet validated on hardware, False never does."""
     global _settings
-    new = Settings(cache_dir, cache_mode, cache_max_bytes, compile_timeout_s)
+    new = Settings(cache_dir, cache_mode, cache_max_bytes, compile_timeout_s, allow_unvalidated,
+                   compile_worker)
     with _lock:
         # Validated now, by the library, rather than at the first compile.
         ctx = _abi.context_p()

@@ -8,11 +8,11 @@ import moejit
 
 SCHEMA = (
     "moejit::fused_moe(str spec, Tensor x, Tensor w1, Tensor w2, Tensor? router_logits, "
-    "SymInt topk=0, SymInt num_experts=0, SymInt expert_offset=0, Tensor? b1=None, Tensor? b2=None, "
-    "Tensor? w1_scale=None, Tensor? w2_scale=None, Tensor? w1_zero=None, Tensor? w2_zero=None, "
-    "Tensor? topk_ids=None, Tensor? topk_weights=None, Tensor? routing_bias=None, "
-    "Tensor? act_param0=None, Tensor? act_param1=None, Tensor? act_param2=None, "
-    "Tensor? x_scale=None, Tensor(a21!)? workspace=None) -> Tensor")
+    "Tensor(a5!)? workspace, SymInt topk=0, SymInt num_experts=0, SymInt expert_offset=0, "
+    "Tensor? b1=None, Tensor? b2=None, Tensor? w1_scale=None, Tensor? w2_scale=None, "
+    "Tensor? w1_zero=None, Tensor? w2_zero=None, Tensor? topk_ids=None, Tensor? topk_weights=None, "
+    "Tensor? routing_bias=None, Tensor? act_param0=None, Tensor? act_param1=None, "
+    "Tensor? act_param2=None, Tensor? x_scale=None) -> Tensor")
 
 SPECS = [
     "backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),w1_layout=interleaved,bias=both",
