@@ -89,42 +89,18 @@ struct PersistentDecode {
     int finalizes;           // this block sums its GEMM2 item's columns
 };
 
-// kStages: MJ_MMA_DECODE_STAGES or MJ_MMA_DECODE_SHALLOW_STAGES (the pipeline depth of every tile).
-template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages>
-__device__ __forceinline__ void decode_persistent(const mj_layer_params &p, const ActParams &act, int H, int I,
-                                                  int E, int k, const GroupRouting &gr, unsigned char *smem)
+// The row list and the row tiles, as the offsets and scatter stages would build them
+// (permute.cuh, up to the order of rows inside an expert, which changes no bit), from the
+// batch's routing in s.ids: tile b is the b-th smallest routed local expert; its rows are its
+// pairs in pair order, after the pairs of the lower experts. Returns n, the routed local
+// experts (s.tiles). The expert sets (s.routed, s.tokens) start cleared.
+__device__ __forceinline__ int decode_row_list(PersistentDecode &s, int k, int tid, int lane, int warp, int pairs)
 {
-    constexpr int BW = MJ_MMA_SMALL_BW;
-    constexpr int kCols1 = act_is_gated(kAct) ? BW / 2 : BW; // intermediate columns per GEMM1 item
-    constexpr int kWarps = MJ_MMA_SMALL_THREADS / kWarp;
-    static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS <= MJ_MMA_SMALL_BT, "one row tile per routed expert");
-    static_assert(BW / 4 <= MJ_MMA_SMALL_THREADS, "finalize: 4 columns per thread");
-    __shared__ PersistentDecode s;
-    const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
-    const int T = static_cast<int>(p.num_tokens), pairs = static_cast<int>(p.num_pairs);
-    int *const queue = reinterpret_cast<int *>(p.ws_counts);
-    int *const gemm1_done = queue + 1;
-    int *const gemm2_done = gemm1_done + p.max_tiles * MJ_MMA_DECODE_SPLIT_MAX;
-
-    // Placed while the forward before drains (mj_decode_reset lets this grid launch before it
-    // waits itself): the first loads are requested into L2 meanwhile, and the expert sets of
-    // the row list below are cleared (shared memory only).
-    prefetch_decode_inputs<kRouting, kLogits>(p, E, H);
-    for (int w = tid; w < MJ_SIMT_MAX_EXPERTS / 4; w += MJ_MMA_SMALL_THREADS) s.tokens[w] = 0u;
-    if (tid < PersistentDecode::kRoutedWords) s.routed[tid] = 0u;
-    grid_dep_enter(); // mj_decode_reset zeroed the sync words (and the stream's earlier work is done)
-    if (tid == 0) s.next = atomicAdd(queue, 1); // its round trip overlaps the routing
-    for (int t = warp; t < T; t += kWarps)
-        route_token<kRouting, kLogits, kMaxE>(p, t, E, k, lane, gr, nullptr, s.ids, false, s.weights);
-    __syncthreads();
-    // The row list and the tiles, as the offsets and scatter stages would build them (permute.cuh,
-    // up to the order of rows inside an expert, which changes no bit): tile b is the b-th
-    // smallest routed local expert; its rows are its pairs in pair order, after the pairs of the
-    // lower experts. A selection never takes an expert twice for one token (the launcher never
-    // sends precomputed ids), so an expert's pairs are distinct tokens: a bit set per expert
-    // gives each pair's rank among them and the expert's row count, and the set of routed
-    // experts gives each expert's tile — a few barriers whatever the number of pairs, where
-    // counting pairs pair by pair took 1.0 µs at 8 pairs and 2.8 µs at 32 (H200, globaltimer).
+    // A selection never takes an expert twice for one token (the launcher never sends
+    // precomputed ids), so an expert's pairs are distinct tokens: a bit set per expert gives
+    // each pair's rank among them and the expert's row count, and the set of routed experts
+    // gives each expert's tile — a few barriers whatever the number of pairs, where counting
+    // pair by pair grows with the pairs.
     static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS <= 8, "a byte of token bits per expert");
     for (int i = tid; i < pairs; i += MJ_MMA_SMALL_THREADS) {
         const int e = s.ids[i];
@@ -182,7 +158,41 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
         if (pair_tile(i, &tile, &tokens, &rank) >= 0) s.rows[s.tile_row0[tile] + rank] = i;
     }
     __syncthreads();
-    const int n = s.tiles;
+    return s.tiles;
+}
+
+// The persistent decode layer: routes the batch, builds its row list (decode_row_list), then
+// takes work items from the queue until none is left: GEMM1 tiles, then GEMM2 tiles behind
+// their gates, the last GEMM2 tile of a column range summing out there. kStages:
+// MJ_MMA_DECODE_STAGES or MJ_MMA_DECODE_SHALLOW_STAGES (the pipeline depth of every tile).
+template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages>
+__device__ __forceinline__ void decode_persistent(const mj_layer_params &p, const ActParams &act, int H, int I,
+                                                  int E, int k, const GroupRouting &gr, unsigned char *smem)
+{
+    constexpr int BW = MJ_MMA_SMALL_BW;
+    constexpr int kCols1 = act_is_gated(kAct) ? BW / 2 : BW; // intermediate columns per GEMM1 item
+    constexpr int kWarps = MJ_MMA_SMALL_THREADS / kWarp;
+    static_assert(MJ_MMA_PERSISTENT_MAX_TOKENS <= MJ_MMA_SMALL_BT, "one row tile per routed expert");
+    static_assert(BW / 4 <= MJ_MMA_SMALL_THREADS, "finalize: 4 columns per thread");
+    __shared__ PersistentDecode s;
+    const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
+    const int T = static_cast<int>(p.num_tokens), pairs = static_cast<int>(p.num_pairs);
+    int *const queue = reinterpret_cast<int *>(p.ws_counts);
+    int *const gemm1_done = queue + 1;
+    int *const gemm2_done = gemm1_done + p.max_tiles * MJ_MMA_DECODE_SPLIT_MAX;
+
+    // Placed while the forward before drains (mj_decode_reset lets this grid launch before it
+    // waits itself): the first loads are requested into L2 meanwhile, and the expert sets of
+    // the row list are cleared (shared memory only).
+    prefetch_decode_inputs<kRouting, kLogits>(p, E, H);
+    for (int w = tid; w < MJ_SIMT_MAX_EXPERTS / 4; w += MJ_MMA_SMALL_THREADS) s.tokens[w] = 0u;
+    if (tid < PersistentDecode::kRoutedWords) s.routed[tid] = 0u;
+    grid_dep_enter(); // mj_decode_reset zeroed the sync words (and the stream's earlier work is done)
+    if (tid == 0) s.next = atomicAdd(queue, 1); // its round trip overlaps the routing
+    for (int t = warp; t < T; t += kWarps)
+        route_token<kRouting, kLogits, kMaxE>(p, t, E, k, lane, gr, nullptr, s.ids, false, s.weights);
+    __syncthreads();
+    const int n = decode_row_list(s, k, tid, lane, warp, pairs);
     if (n == 0) { // no slot on this rank: out is +0 (finalize's sum of nothing), written by all
         u16 *out = reinterpret_cast<u16 *>(p.out);
         for (long long c = static_cast<long long>(blockIdx.x) * MJ_MMA_SMALL_THREADS + tid;
