@@ -68,6 +68,11 @@ static const char usage[] =
     "  --check          first compare each backend with simt on the same inputs (poisoned\n"
     "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
     "                   small shapes for every activation and both mma GEMM paths\n"
+    "  --routing LIST   with --check: the float64 cases' routing methods: renormalize (default: every\n"
+    "                   activation), softmax_topk, sigmoid_topk, sigmoid_renorm, deepseek_v3 (with a\n"
+    "                   selection bias), llama4 (k = 1), or all; each but renormalize on two layers,\n"
+    "                   fp32 and bf16 logits, every decode path (MOEJIT_ALLOW_UNVALIDATED=1 for the\n"
+    "                   methods not yet validated)\n"
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
@@ -93,6 +98,8 @@ typedef struct options {
     const char *tile[5];
     int n_tiles;
     int check, reference, time, list_specs;
+    const char *routing[8]; /* --routing: the float64 cases' routing methods */
+    int n_routings;
     const char *json, *append, *commit, *cubin_dir;
     int rotate, reps;
     double bw, peak;
@@ -318,6 +325,10 @@ static const int ref_t1_K = 8, ref_t1_shallow_K = 6;
 /* ep_local > 0: an expert-parallel rank owning experts [ref_ep_offset, + ep_local) of the E. */
 static const int ref_ep_offset = 2;
 
+/* The routing fields of the reference layers' specs (--routing), and the runs done so far. */
+static char ref_routing[160] = "renormalize";
+static int ref_runs_done;
+
 static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act, const char *dtype,
                          long long T, int I, int K, int want_splits, int ep_local, FILE *log)
 {
@@ -325,7 +336,11 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     const mj_dtype dt = L->spec->dtype;
     const int gated = moejit_activation_is_gated(&L->spec->act);
     const size_t rows = (size_t)(gated ? 2 * I : I);
-    float *x = host_random((size_t)T * H, 1.0f, dt), *lg = host_random((size_t)T * E, 2.0f, MJ_DTYPE_FP32);
+    const mj_dtype ldt = L->spec->logits_dtype;
+    const int dsv3 = L->spec->routing == MJ_ROUTING_DEEPSEEK_V3;
+    float *x = host_random((size_t)T * H, 1.0f, dt), *lg = host_random((size_t)T * E, 2.0f, ldt);
+    float *bias = dsv3 ? host_random((size_t)E, 0.5f, MJ_DTYPE_FP32) : NULL; /* a selection bias, never null */
+    CUdeviceptr dbias = 0;
     float *w1 = host_random((size_t)E * rows * H, 1.0f / sqrtf((float)H), dt);
     float *w2 = host_random((size_t)E * H * I, 1.0f / sqrtf((float)I), dt);
     float *out = malloc((size_t)T * H * sizeof *out), *out2 = malloc((size_t)T * H * sizeof *out2);
@@ -341,9 +356,11 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = E, a.topk = K;
     if (ep_local > 0) a.expert_offset = ref_ep_offset, a.num_local_experts = ep_local; /* weights: a prefix */
     st = mj_gpu_upload_values(g, x, (size_t)T * H, dt, &dx);
-    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, MJ_DTYPE_FP32, &dl);
+    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, ldt, &dl);
+    if (!st && bias) st = mj_gpu_upload_values(g, bias, (size_t)E, MJ_DTYPE_FP32, &dbias);
+    a.routing_bias = (const float *)dbias;
     for (size_t i = 0; i < (size_t)T * E; i++) lg[i] = -lg[i];
-    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, MJ_DTYPE_FP32, &dl_other);
+    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * E, ldt, &dl_other);
     for (size_t i = 0; i < (size_t)T * E; i++) lg[i] = -lg[i]; /* the reference routes the real ones */
     if (!st) st = mj_gpu_upload_values(g, w1, (size_t)E * rows * H, dt, &dw1);
     if (!st) st = mj_gpu_upload_values(g, w2, (size_t)E * H * I, dt, &dw2);
@@ -379,6 +396,10 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     R.expert_offset = a.expert_offset, R.num_local_experts = a.num_local_experts;
     R.act = &L->spec->act, R.routing = L->spec->routing, R.w1_layout = L->spec->w1_layout, R.dtype = dt;
     R.x = x, R.router_logits = lg, R.w1 = w1, R.w2 = w2;
+    if (dsv3) {
+        R.n_group = L->spec->n_group, R.topk_group = L->spec->topk_group;
+        R.routed_scaling = L->spec->routed_scaling, R.routing_bias = bias;
+    }
     /* the tensor-core backends store a and each expert's y in the dtype */
     if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_TC) != MOEJIT_OK) {
         fprintf(log, "reference %-44s T=%-4lld REFERENCE FAILED: %s\n", act, T, moejit_last_error());
@@ -423,8 +444,9 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
             same ? "identical" : "DIFFERS", ok ? "ok" : "FAIL");
 done:
     mj_gpu_free(g, dx), mj_gpu_free(g, dl), mj_gpu_free(g, dl_other), mj_gpu_free(g, dw1), mj_gpu_free(g, dw2);
-    mj_gpu_free(g, dout), mj_gpu_free(g, dws);
-    free(x), free(lg), free(w1), free(w2), free(out), free(out2), free(ideal), free(replay);
+    mj_gpu_free(g, dout), mj_gpu_free(g, dws), mj_gpu_free(g, dbias);
+    free(x), free(lg), free(w1), free(w2), free(out), free(out2), free(ideal), free(replay), free(bias);
+    ref_runs_done++;
     return ok;
 }
 
@@ -433,9 +455,9 @@ static void ref_spec_text(char *text, size_t n, const char *backend, const char 
                           int k, const char *extra)
 {
     snprintf(text, n,
-             "backend=%s,quant=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+             "backend=%s,quant=%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
              "arch=native%s",
-             backend, dtype, act, ref_H, I, ref_E, k, extra);
+             backend, dtype, act, ref_routing, ref_H, I, ref_E, k, extra);
 }
 
 /* Builds the layer of text and checks it at each T of ts (inter I; want_splits as for
@@ -531,7 +553,53 @@ static int reference_case(const mj_gpu *g, moejit_context *ctx, const char *back
     return failed;
 }
 
-/* Runs every float64 case of o's tensor-core backends (g NULL: prints their layers' specs). */
+/* Sets the routing fields of the next reference layers: method, its parameters for k slots of
+ * ref_E experts (deepseek_v3: 4 groups of 2, as many kept as k needs, at least 2 so that one
+ * group is masked below k = 5), and the logits. */
+static void set_ref_routing(const char *method, int k, int bf16_logits)
+{
+    if (!strcmp(method, "deepseek_v3"))
+        snprintf(ref_routing, sizeof ref_routing, "deepseek_v3,n_group=4,topk_group=%d,routed_scaling=2.5%s",
+                 k <= 4 ? 2 : (k + 1) / 2, bf16_logits ? ",logits=bf16" : "");
+    else
+        snprintf(ref_routing, sizeof ref_routing, "%s%s", method, bf16_logits ? ",logits=bf16" : "");
+}
+
+/* A routing method other than the default renormalize on a small layer, from fp32 logits
+ * (swiglu, bf16) and from bf16 logits (relu2, fp16): T = 1 (GEMM1 routing for itself), 2 and 5
+ * (the fused routing kernel; each also on the persistent decode layer, deep and shallow), 37
+ * (route kernel), 300 (large path), T = 1 and 3 on an expert-parallel rank, and, but for
+ * llama4 (top-1), batch 1 with k = 8 and 6 (GEMM2 and finalize in one kernel). deepseek_v3
+ * runs with a non-null selection bias (reference_run). Returns the number of failed runs. */
+static int reference_routing_case(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *method,
+                                  FILE *log)
+{
+    static const long long ts[] = {1, 2, 5, 37, 300}, ep_ts[] = {1, 3}, one[] = {1};
+    static const struct { const char *act, *dtype; int bf16_logits; } v[] = {{"swiglu", "bf16", 0},
+                                                                              {"relu2", "fp16", 1}};
+    const int llama4 = !strcmp(method, "llama4"), k = llama4 ? 1 : ref_K;
+    char text[560];
+    int failed = 0;
+    for (int i = 0; i < 2; i++) {
+        set_ref_routing(method, k, v[i].bf16_logits);
+        ref_spec_text(text, sizeof text, backend, v[i].dtype, v[i].act, ref_I, k, "");
+        failed += reference_layer(g, ctx, text, v[i].act, v[i].dtype, ts, 5, ref_I, k, 0, 0, log);
+        failed += reference_layer(g, ctx, text, v[i].act, v[i].dtype, ep_ts, 2, ref_I, k, 0, 4, log);
+        if (llama4) continue;
+        const int t1_k[2] = {ref_t1_K, ref_t1_shallow_K};
+        for (int j = 0; j < 2; j++) {
+            set_ref_routing(method, t1_k[j], v[i].bf16_logits);
+            ref_spec_text(text, sizeof text, backend, v[i].dtype, v[i].act, ref_I, t1_k[j], "");
+            failed += reference_layer(g, ctx, text, v[i].act, v[i].dtype, one, 1, ref_I, t1_k[j], -1, 0, log);
+        }
+    }
+    set_ref_routing("renormalize", ref_K, 0);
+    fflush(log);
+    return failed;
+}
+
+/* Runs every float64 case of o's tensor-core backends (g NULL: prints their layers' specs):
+ * renormalize's on every activation, then each other --routing method's. */
 static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options *o, int *failed)
 {
     static const char *const acts[] = {
@@ -541,6 +609,15 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
     for (int b = 0; b < o->n_backends; b++) {
         const char *be = o->backend[b];
         if (!strcmp(be, "simt")) continue;
+        for (int r = 0; r < o->n_routings; r++) {
+            if (!strcmp(o->routing[r], "renormalize")) continue;
+            const int before = ref_runs_done;
+            *failed += reference_routing_case(g, ctx, be, o->routing[r], stdout);
+            n += ref_runs_done - before;
+        }
+        int renormalize = 0;
+        for (int r = 0; r < o->n_routings; r++) renormalize |= !strcmp(o->routing[r], "renormalize");
+        if (!renormalize) continue;
         /* the split GEMM2 for one gated and one ungated activation per dtype */
         for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
             const int split = !strcmp(acts[i], "swiglu") || !strcmp(acts[i], "relu2");
@@ -883,6 +960,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
         {"list-specs", no_argument, NULL, 'L'},
+        {"routing", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
@@ -894,6 +972,9 @@ int cmd_bench_layer(int argc, char **argv)
     for (int i = 0; i < 5; i++) o.batch[o.n_batches++] = default_batches[i];
     o.backend[o.n_backends++] = "mma";
     o.tile[o.n_tiles++] = "auto";
+    static const char *const routings[] = {"renormalize",    "softmax_topk", "sigmoid_topk",
+                                           "sigmoid_renorm", "deepseek_v3",  "llama4"};
+    o.routing[o.n_routings++] = "renormalize";
     int c;
     optind = 1;
     opterr = 0;
@@ -928,6 +1009,15 @@ int cmd_bench_layer(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'N': o.reference = 0; break;
         case 'L': o.list_specs = 1; break;
+        case 'o':
+            if (!strcmp(optarg, "all")) {
+                for (int i = 0; i < 6; i++) o.routing[i] = routings[i];
+                o.n_routings = 6;
+            } else if (parse_word_list("--routing", optarg, o.routing, 6, &o.n_routings, routings, 6,
+                                       "renormalize, softmax_topk, sigmoid_topk, sigmoid_renorm, deepseek_v3, "
+                                       "llama4, all"))
+                return MJ_EXIT_USAGE;
+            break;
         case 'n': o.time = 0; break;
         case 'j': o.json = optarg; break;
         case 'a': o.append = optarg; break;
