@@ -24,7 +24,7 @@ endif
 CUDA_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
 
 # ---- Debian packages -----------------------------------------------------------------------
-DEB_PACKAGES := check libcjson-dev pkg-config libssl-dev
+DEB_PACKAGES := check libcjson-dev pkg-config libssl-dev clang
 PKGS := check libcjson libcrypto
 
 BUILD := build
@@ -205,7 +205,7 @@ TEST_ENV := MOEJIT_NVDISASM=$(abspath $(NVDISASM)) MOEJIT_CUOBJDUMP=$(abspath $(
 
 test: test-cpu test-asan
 
-test-cpu: all $(CHECK_BINS) $(README_EXAMPLE) $(NVDISASM) install-check
+test-cpu: all $(CHECK_BINS) $(README_EXAMPLE) $(NVDISASM) install-check fuzz-smoke
 	@set -e; pass=0; fail=0; \
 	for t in $(CHECK_BINS); do \
 	  echo "== $$t"; \
@@ -238,6 +238,56 @@ test-gpu: all $(GPU_BIN)
 
 run: all
 	$(CLI) demo
+
+# ---- fuzzing (libFuzzer) ------------------------------------------------------------------------
+# fuzz/<target>.c against the library (and the CLI's modules) built with clang's fuzzer, ASan and
+# UBSan. `make fuzz` runs each target FUZZ_SECONDS; `make test` (fuzz-smoke) replays each seed
+# corpus (fuzz/corpus/<target>/) and fuzzes FUZZ_SMOKE_SECONDS. New inputs go to build/fuzz/corpus.
+.PHONY: fuzz fuzz-smoke
+FUZZ_TARGETS := spec_parse spec_json activation_parse entry_decode pack_import manifest
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_CC ?= clang
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_CFLAGS := -std=c11 -g -O1 -pthread -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_SAN := address,undefined,float-cast-overflow,float-divide-by-zero
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS) $(filter-out tools/moejit.c,$(TOOL_SRCS))) \
+             $(FUZZ_DIR)/obj/gen/templates_embedded.o
+FUZZ_LIB := $(FUZZ_DIR)/libmoejit-fuzz.a
+FUZZ_BINS := $(addprefix $(FUZZ_DIR)/bin/,$(FUZZ_TARGETS))
+FUZZ_CLANG := $(FUZZ_DIR)/.clang-ok
+$(FUZZ_CLANG):
+	@mkdir -p $(dir $@)
+	@if ! command -v $(FUZZ_CC) >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing clang for the fuzz targets"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang) >$(FUZZ_DIR)/apt.log 2>&1 \
+	      || { cat $(FUZZ_DIR)/apt.log; echo "error: apt-get install clang failed"; exit 1; }; \
+	  else echo "error: the fuzz targets need clang; run: sudo apt-get install -y clang"; exit 1; fi; \
+	fi
+	@touch $@
+$(FUZZ_DIR)/obj/gen/templates_embedded.o: $(EMBED_C) | $(FUZZ_CLANG)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) -c -o $@ $<
+$(FUZZ_DIR)/obj/%.o: %.c | $(DEPS_STAMP) $(FUZZ_CLANG)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(PKG_CFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) -MMD -MP -c -o $@ $<
+# An archive, so that each target links only the objects it reaches.
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_DIR)/bin/%: fuzz/%.c fuzz/fuzz_util.h $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(PKG_CFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer,$(FUZZ_SAN) -o $@ $< $(FUZZ_LIB) \
+	  $(RPATH) $(LDLIBS)
+# One target: its work corpus (new inputs) first, then the seeds; crashes land in $(FUZZ_DIR).
+FUZZ_RUN = mkdir -p $(FUZZ_DIR)/corpus/$$t && UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  $(FUZZ_DIR)/bin/$$t -max_total_time=$$secs -dict=fuzz/$$t.dict -close_fd_mask=3 -timeout=20 -rss_limit_mb=4096 \
+  -artifact_prefix=$(FUZZ_DIR)/crash-$$t- $(FUZZ_DIR)/corpus/$$t fuzz/corpus/$$t
+fuzz: $(FUZZ_BINS)
+	@set -e; secs=$(FUZZ_SECONDS); for t in $(FUZZ_TARGETS); do echo "== fuzz $$t ($$secs s)"; $(FUZZ_RUN); done
+fuzz-smoke: $(FUZZ_BINS)
+	@set -e; secs=$(FUZZ_SMOKE_SECONDS); for t in $(FUZZ_TARGETS); do echo "== fuzz-smoke $$t ($$secs s)"; \
+	  $(FUZZ_RUN) 2>$(FUZZ_DIR)/$$t.log || { tail -60 $(FUZZ_DIR)/$$t.log; exit 1; }; tail -1 $(FUZZ_DIR)/$$t.log; done
 
 # ---- install -------------------------------------------------------------------------------
 # install-check: `make install` into a prefix under build/ from a build of its own, then
