@@ -79,6 +79,48 @@ const mj_setting_info mj_settings_table[MJ_SETTING_COUNT] = {
                             "a process has one CUDA driver: it is loaded once, on first use, for every "
                             "context (tests point it at a fake driver)",
                             NULL, "process"},
+    [MJ_SETTING_REMOTE] = {"remote", "MOEJIT_REMOTE", "url", "(empty: no remote tier)",
+                           "redis://host[:port][/db], rediss://host[:port][/db] (TLS) or unix:///path[?db=N]",
+                           "a fleet-wide kernel cache behind the disk cache: a local miss asks it before "
+                           "compiling, and compiles are pushed to it (docs/REMOTE_CACHE.md)",
+                           NULL, "cache"},
+    [MJ_SETTING_REMOTE_PASSWORD_FILE] = {"remote_password_file", "MOEJIT_REMOTE_PASSWORD_FILE", "path", "none",
+                                         "a file only you can read (chmod 600) holding the password, or "
+                                         "user:password for an ACL user",
+                                         "the password is read from a file because the environment and the "
+                                         "command line are visible to other processes",
+                                         NULL, "cache"},
+    [MJ_SETTING_REMOTE_TLS] = {"remote_tls", "MOEJIT_REMOTE_TLS", "bool", "0", "0 or 1",
+                               "TLS to the remote (hiredis_ssl); a build without it refuses 1 rather than "
+                               "sending kernels and the password in clear",
+                               NULL, "cache"},
+    [MJ_SETTING_REMOTE_PREFIX] = {"remote_prefix", "MOEJIT_REMOTE_PREFIX", "text", MJ_SETTINGS_DEFAULT_REMOTE_PREFIX,
+                                  "1 to 200 printable characters without spaces",
+                                  "every key moejit writes on the remote starts with it, so that one server "
+                                  "can hold several fleets or share with other users",
+                                  NULL, "cache"},
+    [MJ_SETTING_REMOTE_CONNECT_TIMEOUT] = {"remote_connect_timeout", "MOEJIT_REMOTE_CONNECT_TIMEOUT", "seconds",
+                                           "1", "a number of seconds > 0",
+                                           "a remote that does not answer the connect costs at most this "
+                                           "long, then is skipped for a back-off period",
+                                           NULL, "cache"},
+    [MJ_SETTING_REMOTE_TIMEOUT] = {"remote_timeout", "MOEJIT_REMOTE_TIMEOUT", "seconds", "2",
+                                   "a number of seconds > 0",
+                                   "a stalled remote (stopped, overloaded) fails a request after this long "
+                                   "without progress instead of stalling the caller",
+                                   NULL, "cache"},
+    [MJ_SETTING_REMOTE_MODE] = {"remote_mode", "MOEJIT_REMOTE_MODE", "mode", "read-write", "read-write, read-only",
+                                "read-only nodes fetch from the remote but never push, lock or write it",
+                                NULL, "cache"},
+    [MJ_SETTING_REMOTE_KEY_FILE] = {"remote_key_file", "MOEJIT_REMOTE_KEY_FILE", "path", "none",
+                                    "a key file of 16 to 1024 bytes only you can read (chmod 600)",
+                                    "the fleet key: pushed entries are signed (HMAC-SHA256) under it and "
+                                    "fetched ones verified; without it the remote tier is off",
+                                    NULL, "cache"},
+    [MJ_SETTING_REMOTE_TRUST] = {"remote_trust", "MOEJIT_REMOTE_TRUST", "enum", "signed", "signed, unsigned",
+                                 "unsigned accepts entries nobody signed (a private remote you trust); a bad "
+                                 "signature is refused either way",
+                                 NULL, "cache"},
 };
 
 const char *mj_setting_origin_name(mj_setting_origin o)
@@ -109,6 +151,16 @@ const char *mj_settings_decode_name(int decode)
 const char *mj_settings_pdl_name(int pdl)
 {
     return pdl == MJ_PDL_OFF ? "0" : pdl == MJ_PDL_INNER ? "inner" : pdl == MJ_PDL_ALL ? "1" : "unknown";
+}
+
+const char *mj_settings_remote_mode_name(int mode)
+{
+    return mode == MJ_REMOTE_MODE_READ_WRITE ? "read-write" : mode == MJ_REMOTE_MODE_READ_ONLY ? "read-only" : "unknown";
+}
+
+const char *mj_settings_remote_trust_name(int trust)
+{
+    return trust == MJ_REMOTE_TRUST_SIGNED ? "signed" : trust == MJ_REMOTE_TRUST_UNSIGNED ? "unsigned" : "unknown";
 }
 
 moejit_status mj_settings_parse_cache_mode(const char *setting, const char *text, int *out)
@@ -239,6 +291,60 @@ static moejit_status parse_pdl(const char *setting, const char *text, int *out)
     return MOEJIT_OK;
 }
 
+/* The remote's URL: its scheme is checked here, the rest when the tier opens (cache/remote.c). */
+static moejit_status parse_remote(const char *setting, const char *text, char *out)
+{
+    if (strncmp(text, "redis://", 8) && strncmp(text, "rediss://", 9) && strncmp(text, "unix://", 7))
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: bad remote \"%s\"; allowed: %s", setting, text,
+                       mj_settings_table[MJ_SETTING_REMOTE].allowed);
+    if (strlen(text) >= MJ_SETTINGS_PATH_MAX)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: longer than %d bytes", setting, MJ_SETTINGS_PATH_MAX - 1);
+    snprintf(out, MJ_SETTINGS_PATH_MAX, "%s", text);
+    return MOEJIT_OK;
+}
+
+static moejit_status parse_remote_prefix(const char *setting, const char *text, char *out)
+{
+    size_t n = strlen(text);
+    int ok = n >= 1 && n <= MJ_SETTINGS_REMOTE_PREFIX_MAX;
+    for (size_t i = 0; i < n && ok; i++) ok = text[i] > ' ' && text[i] < 0x7f;
+    if (!ok)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: bad prefix \"%s\"; allowed: %s", setting, text,
+                       mj_settings_table[MJ_SETTING_REMOTE_PREFIX].allowed);
+    snprintf(out, MJ_SETTINGS_REMOTE_PREFIX_MAX + 1, "%s", text);
+    return MOEJIT_OK;
+}
+
+static moejit_status parse_remote_timeout(const char *setting, const char *text, double *out)
+{
+    double v;
+    if (!parse_number(text, &v) || v <= 0 || v > 86400)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: bad timeout \"%s\"; allowed: a number of seconds > 0 "
+                       "(at most 86400)", setting, text);
+    *out = v;
+    return MOEJIT_OK;
+}
+
+static moejit_status parse_remote_mode(const char *setting, const char *text, int *out)
+{
+    if (!strcmp(text, "read-write")) *out = MJ_REMOTE_MODE_READ_WRITE;
+    else if (!strcmp(text, "read-only")) *out = MJ_REMOTE_MODE_READ_ONLY;
+    else
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: unknown remote mode \"%s\"; allowed: %s", setting, text,
+                       mj_settings_table[MJ_SETTING_REMOTE_MODE].allowed);
+    return MOEJIT_OK;
+}
+
+static moejit_status parse_remote_trust(const char *setting, const char *text, int *out)
+{
+    if (!strcmp(text, "signed")) *out = MJ_REMOTE_TRUST_SIGNED;
+    else if (!strcmp(text, "unsigned")) *out = MJ_REMOTE_TRUST_UNSIGNED;
+    else
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: unknown trust \"%s\"; allowed: %s", setting, text,
+                       mj_settings_table[MJ_SETTING_REMOTE_TRUST].allowed);
+    return MOEJIT_OK;
+}
+
 static moejit_status set_path(char *dst, const char *setting, const char *a, const char *b)
 {
     int n = snprintf(dst, MJ_SETTINGS_PATH_MAX, "%s%s", a, b);
@@ -294,6 +400,17 @@ static moejit_status set_default(mj_setting_id id, mj_settings *s)
     case MJ_SETTING_ALLOW_UNVALIDATED: s->allow_unvalidated = 0; break;
     case MJ_SETTING_TUNE_FILE: s->tune_file[0] = '\0'; break;
     case MJ_SETTING_LIBCUDA: snprintf(s->libcuda, sizeof s->libcuda, "%s", MJ_SETTINGS_DEFAULT_LIBCUDA); break;
+    case MJ_SETTING_REMOTE: s->remote[0] = '\0'; break;
+    case MJ_SETTING_REMOTE_PASSWORD_FILE: s->remote_password_file[0] = '\0'; break;
+    case MJ_SETTING_REMOTE_TLS: s->remote_tls = 0; break;
+    case MJ_SETTING_REMOTE_PREFIX:
+        snprintf(s->remote_prefix, sizeof s->remote_prefix, "%s", MJ_SETTINGS_DEFAULT_REMOTE_PREFIX);
+        break;
+    case MJ_SETTING_REMOTE_CONNECT_TIMEOUT: s->remote_connect_timeout_s = MJ_SETTINGS_DEFAULT_REMOTE_CONNECT_TIMEOUT_S; break;
+    case MJ_SETTING_REMOTE_TIMEOUT: s->remote_timeout_s = MJ_SETTINGS_DEFAULT_REMOTE_TIMEOUT_S; break;
+    case MJ_SETTING_REMOTE_MODE: s->remote_mode = MJ_REMOTE_MODE_READ_WRITE; break;
+    case MJ_SETTING_REMOTE_KEY_FILE: s->remote_key_file[0] = '\0'; break;
+    case MJ_SETTING_REMOTE_TRUST: s->remote_trust = MJ_REMOTE_TRUST_SIGNED; break;
     default: break;
     }
     return MOEJIT_OK;
@@ -317,6 +434,15 @@ static moejit_status set_text(mj_setting_id id, const char *label, const char *t
     case MJ_SETTING_ALLOW_UNVALIDATED: return parse_bool(label, text, &s->allow_unvalidated);
     case MJ_SETTING_TUNE_FILE: return set_path(s->tune_file, label, text, "");
     case MJ_SETTING_LIBCUDA: return set_path(s->libcuda, label, text, "");
+    case MJ_SETTING_REMOTE: return parse_remote(label, text, s->remote);
+    case MJ_SETTING_REMOTE_PASSWORD_FILE: return set_path(s->remote_password_file, label, text, "");
+    case MJ_SETTING_REMOTE_TLS: return parse_bool(label, text, &s->remote_tls);
+    case MJ_SETTING_REMOTE_PREFIX: return parse_remote_prefix(label, text, s->remote_prefix);
+    case MJ_SETTING_REMOTE_CONNECT_TIMEOUT: return parse_remote_timeout(label, text, &s->remote_connect_timeout_s);
+    case MJ_SETTING_REMOTE_TIMEOUT: return parse_remote_timeout(label, text, &s->remote_timeout_s);
+    case MJ_SETTING_REMOTE_MODE: return parse_remote_mode(label, text, &s->remote_mode);
+    case MJ_SETTING_REMOTE_KEY_FILE: return set_path(s->remote_key_file, label, text, "");
+    case MJ_SETTING_REMOTE_TRUST: return parse_remote_trust(label, text, &s->remote_trust);
     default: return mj_fail(MOEJIT_ERR_INTERNAL, "settings: no setting %d", (int)id);
     }
 }
@@ -427,6 +553,17 @@ void mj_settings_format(const mj_settings *s, mj_setting_id id, mj_buf *out)
     case MJ_SETTING_ALLOW_UNVALIDATED: mj_buf_puts(out, s->allow_unvalidated ? "1" : "0"); break;
     case MJ_SETTING_TUNE_FILE: mj_buf_puts(out, s->tune_file[0] ? s->tune_file : "(none)"); break;
     case MJ_SETTING_LIBCUDA: mj_buf_puts(out, s->libcuda); break;
+    case MJ_SETTING_REMOTE: mj_buf_puts(out, s->remote[0] ? s->remote : "(none)"); break;
+    case MJ_SETTING_REMOTE_PASSWORD_FILE:
+        mj_buf_puts(out, s->remote_password_file[0] ? s->remote_password_file : "(none)");
+        break;
+    case MJ_SETTING_REMOTE_TLS: mj_buf_puts(out, s->remote_tls ? "1" : "0"); break;
+    case MJ_SETTING_REMOTE_PREFIX: mj_buf_puts(out, s->remote_prefix); break;
+    case MJ_SETTING_REMOTE_CONNECT_TIMEOUT: mj_buf_printf(out, "%g", s->remote_connect_timeout_s); break;
+    case MJ_SETTING_REMOTE_TIMEOUT: mj_buf_printf(out, "%g", s->remote_timeout_s); break;
+    case MJ_SETTING_REMOTE_MODE: mj_buf_puts(out, mj_settings_remote_mode_name(s->remote_mode)); break;
+    case MJ_SETTING_REMOTE_KEY_FILE: mj_buf_puts(out, s->remote_key_file[0] ? s->remote_key_file : "(none)"); break;
+    case MJ_SETTING_REMOTE_TRUST: mj_buf_puts(out, mj_settings_remote_trust_name(s->remote_trust)); break;
     default: break;
     }
 }

@@ -39,6 +39,15 @@ typedef enum mj_setting_id {
     MJ_SETTING_ALLOW_UNVALIDATED,
     MJ_SETTING_TUNE_FILE,
     MJ_SETTING_LIBCUDA,
+    MJ_SETTING_REMOTE,
+    MJ_SETTING_REMOTE_PASSWORD_FILE,
+    MJ_SETTING_REMOTE_TLS,
+    MJ_SETTING_REMOTE_PREFIX,
+    MJ_SETTING_REMOTE_CONNECT_TIMEOUT,
+    MJ_SETTING_REMOTE_TIMEOUT,
+    MJ_SETTING_REMOTE_MODE,
+    MJ_SETTING_REMOTE_KEY_FILE,
+    MJ_SETTING_REMOTE_TRUST,
     MJ_SETTING_COUNT
 } mj_setting_id;
 
@@ -85,11 +94,20 @@ enum {
  * (launch_common.h says what each means): "0", "inner", "1". */
 enum { MJ_PDL_OFF = 0, MJ_PDL_INNER = 1, MJ_PDL_ALL = 2 };
 
+/* The remote cache tier (cache/remote.h): whether it is written, and whether unsigned entries
+ * are accepted from it. */
+enum { MJ_REMOTE_MODE_READ_WRITE = 0, MJ_REMOTE_MODE_READ_ONLY = 1 };
+enum { MJ_REMOTE_TRUST_SIGNED = 0, MJ_REMOTE_TRUST_UNSIGNED = 1 };
+
 #define MJ_SETTINGS_PATH_MAX 4096
 #define MJ_SETTINGS_DEFAULT_MAX_BYTES (4LL << 30)
 #define MJ_SETTINGS_DEFAULT_LOCK_TIMEOUT_S 120.0
 #define MJ_SETTINGS_DEFAULT_COMPILE_TIMEOUT_S 300.0
 #define MJ_SETTINGS_DEFAULT_LIBCUDA "libcuda.so.1"
+#define MJ_SETTINGS_DEFAULT_REMOTE_PREFIX "moejit:"
+#define MJ_SETTINGS_DEFAULT_REMOTE_CONNECT_TIMEOUT_S 1.0
+#define MJ_SETTINGS_DEFAULT_REMOTE_TIMEOUT_S 2.0
+#define MJ_SETTINGS_REMOTE_PREFIX_MAX 200
 
 /* Every setting resolved, with where each value came from. */
 typedef struct mj_settings {
@@ -107,6 +125,15 @@ typedef struct mj_settings {
     int allow_unvalidated;     /* 0 or 1 */
     char tune_file[MJ_SETTINGS_PATH_MAX];      /* "": no tuning table */
     char libcuda[MJ_SETTINGS_PATH_MAX];        /* the driver library dlopen'ed */
+    char remote[MJ_SETTINGS_PATH_MAX];         /* "": no remote tier */
+    char remote_password_file[MJ_SETTINGS_PATH_MAX]; /* "": no AUTH */
+    int remote_tls;                            /* 0 or 1 */
+    char remote_prefix[MJ_SETTINGS_REMOTE_PREFIX_MAX + 1];
+    double remote_connect_timeout_s;           /* > 0 */
+    double remote_timeout_s;                   /* > 0 */
+    int remote_mode;                           /* MJ_REMOTE_MODE_* */
+    char remote_key_file[MJ_SETTINGS_PATH_MAX]; /* "": no fleet key */
+    int remote_trust;                          /* MJ_REMOTE_TRUST_* */
     mj_setting_origin origin[MJ_SETTING_COUNT];
 } mj_settings;
 
@@ -132,5 +159,7 @@ moejit_status mj_settings_parse_size(const char *setting, const char *text, int6
 moejit_status mj_settings_parse_age(const char *setting, const char *text, int64_t *out);
 const char *mj_settings_decode_name(int decode);
 const char *mj_settings_pdl_name(int pdl);
+const char *mj_settings_remote_mode_name(int mode);   /* "read-write", "read-only" */
+const char *mj_settings_remote_trust_name(int trust); /* "signed", "unsigned" */
 
 #endif

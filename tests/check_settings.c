@@ -80,7 +80,12 @@ START_TEST(the_table_documents_every_knob_once)
                                         "MOEJIT_LIBCUDA",        "MOEJIT_TUNE_FILE",     "MOEJIT_COMPILE_WORKER",
                                         "MOEJIT_CACHE_DIR",      "MOEJIT_CACHE_MODE",    "MOEJIT_CACHE_MAX_BYTES",
                                         "MOEJIT_CACHE_MAX_AGE",  "MOEJIT_LOCK_DIR",      "MOEJIT_LOCK_TIMEOUT",
-                                        "MOEJIT_CACHE_SHARED",   "MOEJIT_ALLOW_UNVALIDATED"};
+                                        "MOEJIT_CACHE_SHARED",   "MOEJIT_ALLOW_UNVALIDATED",
+                                        "MOEJIT_REMOTE",         "MOEJIT_REMOTE_PASSWORD_FILE",
+                                        "MOEJIT_REMOTE_TLS",     "MOEJIT_REMOTE_PREFIX",
+                                        "MOEJIT_REMOTE_CONNECT_TIMEOUT", "MOEJIT_REMOTE_TIMEOUT",
+                                        "MOEJIT_REMOTE_MODE",    "MOEJIT_REMOTE_KEY_FILE",
+                                        "MOEJIT_REMOTE_TRUST"};
     ck_assert_int_eq(sizeof knobs / sizeof *knobs, MJ_SETTING_COUNT);
     for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++) {
         int found = 0;
@@ -130,6 +135,15 @@ START_TEST(every_knob_is_read_from_its_variable)
         {MJ_SETTING_ALLOW_UNVALIDATED, "1", "1"},
         {MJ_SETTING_TUNE_FILE, "/tmp/tune.json", "/tmp/tune.json"},
         {MJ_SETTING_LIBCUDA, "/opt/libcuda.so.1", "/opt/libcuda.so.1"},
+        {MJ_SETTING_REMOTE, "redis://cache.example:6380/2", "redis://cache.example:6380/2"},
+        {MJ_SETTING_REMOTE_PASSWORD_FILE, "/etc/moejit/redis.pw", "/etc/moejit/redis.pw"},
+        {MJ_SETTING_REMOTE_TLS, "1", "1"},
+        {MJ_SETTING_REMOTE_PREFIX, "fleet-a:", "fleet-a:"},
+        {MJ_SETTING_REMOTE_CONNECT_TIMEOUT, "0.25", "0.25"},
+        {MJ_SETTING_REMOTE_TIMEOUT, "1.5", "1.5"},
+        {MJ_SETTING_REMOTE_MODE, "read-only", "read-only"},
+        {MJ_SETTING_REMOTE_KEY_FILE, "/etc/moejit/fleet.key", "/etc/moejit/fleet.key"},
+        {MJ_SETTING_REMOTE_TRUST, "unsigned", "unsigned"},
     };
     ck_assert_int_eq(sizeof cases / sizeof *cases, MJ_SETTING_COUNT);
     clean_env();
