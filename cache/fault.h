@@ -45,7 +45,9 @@ typedef enum mj_cache_warn_class {
     MJ_WARN_QUARANTINE = 1, /* an entry failed its checks and was moved aside */
     MJ_WARN_UNSAFE = 2,     /* a directory or entry with unsafe ownership or permissions */
     MJ_WARN_LOCK = 3,       /* the lock directory is unusable or a lock timed out */
-    MJ_WARN_COUNT = 4
+    MJ_WARN_REMOTE = 4,     /* the remote tier failed or timed out, and is skipped for a while */
+    MJ_WARN_REMOTE_REFUSED = 5, /* an entry fetched from the remote failed its checks */
+    MJ_WARN_COUNT = 6
 } mj_cache_warn_class;
 
 void mj_cache_warn(mj_cache_warn_class cls, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

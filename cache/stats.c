@@ -30,6 +30,19 @@ const mj_cache_stat_field mj_cache_stat_fields[MJ_STAT_COUNT] = {
     {MJ_STAT_BYTES, "bytes", "Cache size (bytes)", 1},
     {MJ_STAT_FILES, "files", "Entries", 1},
     {MJ_STAT_COMPILE_FAILURES, "compile_failures", "Failed compiles", 0},
+    {MJ_STAT_REMOTE_HITS, "remote_hits", "Remote hits", 0},
+    {MJ_STAT_REMOTE_MISSES, "remote_misses", "Remote misses", 0},
+    {MJ_STAT_REMOTE_PUSHES, "remote_pushes", "Remote pushes", 0},
+    {MJ_STAT_REMOTE_ERRORS, "remote_errors", "Remote errors", 0},
+    {MJ_STAT_REMOTE_TIMEOUTS, "remote_timeouts", "Remote timeouts", 0},
+    {MJ_STAT_REMOTE_REFUSED_SIGNATURE, "remote_refused_signature", "Remote refused (signature)", 0},
+    {MJ_STAT_REMOTE_REFUSED_OTHER_KEY, "remote_refused_other_key", "Remote refused (other key)", 0},
+    {MJ_STAT_REMOTE_REFUSED_UNSIGNED, "remote_refused_unsigned", "Remote refused (unsigned)", 0},
+    {MJ_STAT_REMOTE_REFUSED_CORRUPT, "remote_refused_corrupt", "Remote refused (corrupt)", 0},
+    {MJ_STAT_REMOTE_REFUSED_KEY, "remote_refused_key", "Remote refused (key)", 0},
+    {MJ_STAT_REMOTE_REFUSED_SPEC, "remote_refused_spec", "Remote refused (spec)", 0},
+    {MJ_STAT_REMOTE_WAITS, "remote_waits", "Remote waits for a compile", 0},
+    {MJ_STAT_REMOTE_SKIPPED, "remote_skipped", "Remote skipped (back-off)", 0},
 };
 
 /* A stats lock held while counters change, so that the file is never half written (no

@@ -33,7 +33,21 @@ typedef enum mj_cache_stat {
     MJ_STAT_BYTES = 8,          /* size counter: bytes of entries in the shard */
     MJ_STAT_FILES = 9,          /* size counter: entries in the shard */
     MJ_STAT_COMPILE_FAILURES = 10, /* build calls that failed */
-    MJ_STAT_COUNT = 11
+    /* The remote tier (cache/remote.h): */
+    MJ_STAT_REMOTE_HITS = 11,      /* entries fetched from the remote, verified and served */
+    MJ_STAT_REMOTE_MISSES = 12,    /* remote lookups that found no entry */
+    MJ_STAT_REMOTE_PUSHES = 13,    /* entries written to the remote */
+    MJ_STAT_REMOTE_ERRORS = 14,    /* failed requests (connection lost, refused, error replies) */
+    MJ_STAT_REMOTE_TIMEOUTS = 15,  /* requests that timed out */
+    MJ_STAT_REMOTE_REFUSED_SIGNATURE = 16, /* fetched entries whose signature did not verify */
+    MJ_STAT_REMOTE_REFUSED_OTHER_KEY = 17, /* fetched entries signed under another key */
+    MJ_STAT_REMOTE_REFUSED_UNSIGNED = 18,  /* unsigned entries refused (remote_trust=signed) */
+    MJ_STAT_REMOTE_REFUSED_CORRUPT = 19,   /* values that are no valid entry (checksum, format) */
+    MJ_STAT_REMOTE_REFUSED_KEY = 20,       /* stored key not the requested key or SHA-256(preimage) */
+    MJ_STAT_REMOTE_REFUSED_SPEC = 21,      /* stored spec not the requested or the preimage's spec */
+    MJ_STAT_REMOTE_WAITS = 22,     /* entries received after waiting for another node's compile */
+    MJ_STAT_REMOTE_SKIPPED = 23,   /* lookups that skipped the remote during its back-off */
+    MJ_STAT_COUNT = 24
 } mj_cache_stat;
 
 typedef struct mj_cache_stat_field {
