@@ -19,6 +19,7 @@
 #include "cache/fault.h"
 #include "cache/lock.h"
 #include "cache/publish.h"
+#include "cache/remote.h"
 #include "core/status.h"
 #include "cache/store.h"
 
@@ -36,6 +37,7 @@ struct mj_cache {
     pthread_mutex_t mu;
     int64_t pending_hits[MJ_CACHE_SHARDS];
     int any_pending;
+    mj_remote *remote;      /* the fleet-wide tier behind the disk (remote.h), or NULL */
 };
 
 static int degradable(int e)
@@ -76,22 +78,51 @@ moejit_status mj_cache_open_config(const mj_cache_config *cfg, mj_cache **out)
     return MOEJIT_OK;
 }
 
+/* Attaches the remote tier its configuration asks for (none when it is off). */
+static moejit_status open_remote(mj_cache *c, const mj_remote_config *rc)
+{
+    mj_remote *r = NULL;
+    moejit_status st = mj_remote_open(rc, &r, NULL, 0);
+    if (st != MOEJIT_OK) {
+        mj_cache_close(c);
+        return st;
+    }
+    mj_cache_set_remote(c, r);
+    return MOEJIT_OK;
+}
+
 moejit_status mj_cache_open(const moejit_options *opts, mj_cache **out)
 {
     mj_sha256_prewarm();
     mj_cache_config cfg;
+    mj_remote_config rc;
     *out = NULL;
     moejit_status st = mj_cache_config_resolve(opts, &cfg);
-    return st != MOEJIT_OK ? st : mj_cache_open_config(&cfg, out);
+    if (st == MOEJIT_OK) st = mj_remote_config_resolve(opts, NULL, &rc);
+    if (st == MOEJIT_OK) st = mj_cache_open_config(&cfg, out);
+    if (st == MOEJIT_OK && (st = open_remote(*out, &rc)) != MOEJIT_OK) *out = NULL;
+    return st;
 }
 
 moejit_status mj_cache_open_settings(const mj_settings *s, mj_cache **out)
 {
     mj_sha256_prewarm();
     mj_cache_config cfg;
+    mj_remote_config rc;
     mj_cache_config_from_settings(s, &cfg);
-    return mj_cache_open_config(&cfg, out);
+    mj_remote_config_from_settings(s, &rc);
+    moejit_status st = mj_cache_open_config(&cfg, out);
+    if (st == MOEJIT_OK && (st = open_remote(*out, &rc)) != MOEJIT_OK) *out = NULL;
+    return st;
 }
+
+void mj_cache_set_remote(mj_cache *c, mj_remote *r)
+{
+    mj_remote_close(c->remote);
+    c->remote = r;
+}
+
+mj_remote *mj_cache_get_remote(const mj_cache *c) { return c->remote; }
 
 void mj_cache_flush_stats(mj_cache *c)
 {
@@ -116,6 +147,7 @@ void mj_cache_close(mj_cache *cache)
 {
     if (!cache) return;
     mj_cache_flush_stats(cache);
+    mj_remote_close(cache->remote);
     pthread_mutex_destroy(&cache->mu);
     free(cache);
 }
@@ -177,45 +209,50 @@ static moejit_status look(mj_cache *c, const char *key, const char *spec, mj_pro
     return MOEJIT_OK;
 }
 
-/* Writes the entry file for key; *delta receives the change of the size counters (an entry
- * that replaces another counts only the difference). */
+/* Writes the entry bytes for key (durable: fsync'ed; a backfill from the remote is not, since a
+ * torn entry fails its checksum and is fetched again); *delta receives the change of the size
+ * counters (an entry that replaces another counts only the difference). */
+static moejit_status publish_bytes(mj_cache *c, const char *key, const void *data, size_t len, int durable,
+                                   mj_cache_stats *delta, int *err)
+{
+    char first[MJ_CACHE_PATH_MAX + 8], shard[MJ_CACHE_PATH_MAX + 16];
+    *err = 0;
+    snprintf(first, sizeof first, "%s/%.2s", c->cfg.dir, key);
+    mj_cache_shard_dir(&c->cfg, key, shard, sizeof shard);
+    moejit_status rc = mj_cache_ensure_own_dir(first, "cache shard", c->cfg.shared, err);
+    if (rc == MOEJIT_OK) rc = mj_cache_ensure_own_dir(shard, "cache shard", c->cfg.shared, err);
+    if (rc == MOEJIT_OK) {
+        char name[96];
+        snprintf(name, sizeof name, "%s" MJ_ENTRY_SUFFIX, key);
+        mj_publish_opts po = {c->cfg.shared ? MJ_FILE_MODE_SHARED : MJ_FILE_MODE_PRIVATE, durable};
+        char path[MJ_CACHE_PATH_MAX + 128];
+        struct stat old;
+        mj_cache_entry_path(&c->cfg, key, path, sizeof path);
+        int replaced = stat(path, &old) == 0;
+        rc = mj_cache_publish(shard, name, data, len, &po, err);
+        if (rc == MOEJIT_OK) {
+            delta->v[MJ_STAT_BYTES] += (int64_t)len - (replaced ? (int64_t)old.st_size : 0);
+            delta->v[MJ_STAT_FILES] += !replaced;
+        }
+        /* Crashed writers' temp files are cleaned where they were left. */
+        mj_cache_clean_temps(shard, MJ_STALE_TEMP_SECONDS);
+    }
+    return rc;
+}
+
+/* Encodes p as the entry for key into *enc (kept for a push to the remote) and writes it. */
 static moejit_status publish_entry(mj_cache *c, const char *key, const char *preimage, const char *spec,
-                                   const mj_program *p, mj_cache_stats *delta, int *err)
+                                   const mj_program *p, mj_cache_stats *delta, int *err, mj_buf *enc)
 {
     mj_entry e;
-    mj_buf buf = MJ_BUF_INIT;
     *err = 0;
     mj_program copy = *p;
     copy.canonical_spec = (char *)spec; /* the request is what every load compares against */
     moejit_status rc = mj_entry_from_program(&copy, key, preimage, &e);
     if (rc != MOEJIT_OK) return rc;
-    rc = mj_entry_encode(&e, &buf);
+    rc = mj_entry_encode(&e, enc);
     mj_entry_free(&e);
-    if (rc == MOEJIT_OK) {
-        char first[MJ_CACHE_PATH_MAX + 8], shard[MJ_CACHE_PATH_MAX + 16];
-        snprintf(first, sizeof first, "%s/%.2s", c->cfg.dir, key);
-        mj_cache_shard_dir(&c->cfg, key, shard, sizeof shard);
-        rc = mj_cache_ensure_own_dir(first, "cache shard", c->cfg.shared, err);
-        if (rc == MOEJIT_OK) rc = mj_cache_ensure_own_dir(shard, "cache shard", c->cfg.shared, err);
-        if (rc == MOEJIT_OK) {
-            char name[96];
-            snprintf(name, sizeof name, "%s" MJ_ENTRY_SUFFIX, key);
-            mj_publish_opts po = {c->cfg.shared ? MJ_FILE_MODE_SHARED : MJ_FILE_MODE_PRIVATE, 1};
-            char path[MJ_CACHE_PATH_MAX + 128];
-            struct stat old;
-            mj_cache_entry_path(&c->cfg, key, path, sizeof path);
-            int replaced = stat(path, &old) == 0;
-            rc = mj_cache_publish(shard, name, buf.data, buf.len, &po, err);
-            if (rc == MOEJIT_OK) {
-                delta->v[MJ_STAT_BYTES] += (int64_t)buf.len - (replaced ? (int64_t)old.st_size : 0);
-                delta->v[MJ_STAT_FILES] += !replaced;
-            }
-            /* Crashed writers' temp files are cleaned where they were left. */
-            mj_cache_clean_temps(shard, MJ_STALE_TEMP_SECONDS);
-        }
-    }
-    mj_buf_free(&buf);
-    return rc;
+    return rc == MOEJIT_OK ? publish_bytes(c, key, enc->data, enc->len, 1, delta, err) : rc;
 }
 
 /* After a publish: trim the cache when the shard counters say it is over its limit. */
@@ -257,6 +294,74 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Serves a verified remote entry, backfilling the disk cache first where it may be written. */
+static void serve_remote(mj_cache *c, const char *k, mj_entry *e, uint8_t *raw, size_t raw_len, mj_program *out,
+                         mj_cache_stats *delta)
+{
+    int err = 0;
+    if (c->usable && c->cfg.mode != MJ_CACHE_READ_ONLY &&
+        publish_bytes(c, k, raw, raw_len, 0, delta, &err) != MOEJIT_OK) {
+        delta->v[MJ_STAT_WRITE_FAILURES]++;
+        mj_cache_warn(MJ_WARN_WRITE, "%s; the kernel is used from memory and not cached", moejit_last_error());
+        mj_clear_error();
+    }
+    free(raw);
+    mj_entry_move_to_program(e, out);
+    mj_entry_free(e);
+}
+
+/* Looks the key up on the remote tier; 1 when served from it. */
+static int remote_lookup(mj_cache *c, const char *k, const char *spec, mj_program *out, mj_cache_stats *delta)
+{
+    mj_entry e;
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    if (!c->remote || !mj_remote_fetch(c->remote, k, spec, &e, &raw, &raw_len, delta)) return 0;
+    serve_remote(c, k, &e, raw, raw_len, out, delta);
+    return 1;
+}
+
+/* Fleet-wide single flight; 1 when another node's entry arrived and was served. */
+static int remote_flight(mj_cache *c, const char *k, const char *spec, mj_remote_flight *f, mj_program *out,
+                         mj_cache_stats *delta)
+{
+    mj_entry e;
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    memset(f, 0, sizeof *f);
+    if (!c->remote || !mj_remote_flight_begin(c->remote, k, spec, f, &e, &raw, &raw_len, delta)) return 0;
+    serve_remote(c, k, &e, raw, raw_len, out, delta);
+    return 1;
+}
+
+/* Builds with the remote tier on a cache that does not write the disk (read-only, unusable):
+ * single flight, then the entry is encoded and pushed. */
+static moejit_status build_remote(mj_cache *c, const char *k, const char *preimage, const char *spec,
+                                  mj_build_fn build, void *build_ctx, mj_program *out, int *hit)
+{
+    mj_cache_stats delta = {{0}};
+    mj_remote_flight f;
+    if (remote_flight(c, k, spec, &f, out, &delta)) {
+        *hit = 1;
+        return MOEJIT_OK;
+    }
+    moejit_status rc = build(build_ctx, out);
+    mj_buf enc = MJ_BUF_INIT;
+    mj_entry e;
+    if (rc == MOEJIT_OK && mj_remote_writable(c->remote)) {
+        mj_program copy = *out;
+        copy.canonical_spec = (char *)spec;
+        if (mj_entry_from_program(&copy, k, preimage, &e) == MOEJIT_OK) {
+            if (mj_entry_encode(&e, &enc) != MOEJIT_OK) mj_buf_reset(&enc);
+            mj_entry_free(&e);
+        }
+        mj_clear_error();
+    }
+    mj_remote_flight_end(c->remote, &f, rc == MOEJIT_OK && enc.len ? (const uint8_t *)enc.data : NULL, enc.len, &delta);
+    mj_buf_free(&enc);
+    return rc;
+}
+
 moejit_status mj_cache_get_or_build(mj_cache *c, const mj_key *key, const char *preimage,
                                     const char *spec, mj_build_fn build, void *build_ctx,
                                     mj_program *out, int *hit)
@@ -281,6 +386,12 @@ moejit_status mj_cache_get_or_build(mj_cache *c, const mj_key *key, const char *
         return MOEJIT_OK;
     }
     /* A read error (EIO) is a miss: the cache must never cost the caller its kernel. */
+    if (remote_lookup(c, k, spec, out, &delta)) {
+        delta.v[MJ_STAT_MISSES]++;
+        flush_stats(c, k, &delta);
+        *hit = 1;
+        return MOEJIT_OK;
+    }
     if (c->cfg.mode == MJ_CACHE_OFFLINE) {
         delta.v[MJ_STAT_MISSES]++;
         flush_stats(c, k, &delta);
@@ -290,7 +401,8 @@ moejit_status mj_cache_get_or_build(mj_cache *c, const mj_key *key, const char *
                            "and has been quarantined", spec, k, mj_entry_fault_name(fault));
         return mj_fail(MOEJIT_ERR_CACHE_MISS, "offline cache: no entry for spec %s (key %s)", spec, k);
     }
-    if (c->cfg.mode == MJ_CACHE_READ_ONLY || !c->usable) return build(build_ctx, out);
+    if (c->cfg.mode == MJ_CACHE_READ_ONLY || !c->usable)
+        return c->remote ? build_remote(c, k, preimage, spec, build, build_ctx, out, hit) : build(build_ctx, out);
 
     /* Single flight: one compile per key per node; others wait, then find the entry. */
     mj_cache_lock lock = {.fd = -1};
@@ -316,18 +428,28 @@ moejit_status mj_cache_get_or_build(mj_cache *c, const mj_key *key, const char *
     }
 
     delta.v[MJ_STAT_MISSES]++;
+    /* Fleet-wide single flight: one compile per key across the nodes sharing the remote. */
+    mj_remote_flight flight = {0};
+    if (remote_flight(c, k, spec, &flight, out, &delta)) {
+        mj_cache_lock_release(&lock);
+        flush_stats(c, k, &delta);
+        *hit = 1;
+        return MOEJIT_OK;
+    }
     delta.v[MJ_STAT_COMPILES]++;
     double t0 = now_s();
     rc = build(build_ctx, out);
     delta.v[MJ_STAT_COMPILE_US] += (int64_t)((now_s() - t0) * 1e6);
     if (rc != MOEJIT_OK) {
+        if (c->remote) mj_remote_flight_end(c->remote, &flight, NULL, 0, &delta);
         mj_cache_lock_release(&lock);
         delta.v[MJ_STAT_COMPILE_FAILURES]++;
         flush_stats(c, k, &delta);
         return rc;
     }
     int err = 0, published = 0;
-    if (publish_entry(c, k, preimage, spec, out, &delta, &err) == MOEJIT_OK) {
+    mj_buf enc = MJ_BUF_INIT;
+    if (publish_entry(c, k, preimage, spec, out, &delta, &err, &enc) == MOEJIT_OK) {
         published = 1;
     } else {
         delta.v[MJ_STAT_WRITE_FAILURES]++;
@@ -335,6 +457,11 @@ moejit_status mj_cache_get_or_build(mj_cache *c, const mj_key *key, const char *
                       moejit_last_error());
         mj_clear_error(); /* the call succeeds: no stale message for the caller */
     }
+    /* Published locally first, then pushed, then the fleet's lock released. */
+    if (c->remote)
+        mj_remote_flight_end(c->remote, &flight, mj_buf_ok(&enc) && enc.len ? (const uint8_t *)enc.data : NULL,
+                             enc.len, &delta);
+    mj_buf_free(&enc);
     mj_cache_lock_release(&lock);
     flush_stats(c, k, &delta);
     if (published) maybe_gc(c);
@@ -369,7 +496,9 @@ moejit_status mj_cache_put(mj_cache *c, const char *key_hex, const char *preimag
                        c->usable ? mj_cache_mode_name(c->cfg.mode) : "unusable", c->cfg.dir);
     int err = 0;
     mj_cache_stats delta = {{0}};
-    moejit_status rc = publish_entry(c, key_hex, preimage, spec ? spec : p->canonical_spec, p, &delta, &err);
+    mj_buf enc = MJ_BUF_INIT;
+    moejit_status rc = publish_entry(c, key_hex, preimage, spec ? spec : p->canonical_spec, p, &delta, &err, &enc);
+    mj_buf_free(&enc);
     if (rc != MOEJIT_OK) {
         /* The counter update may itself fail quietly; keep the caller's message intact. */
         char msg[MJ_ERROR_MAX];

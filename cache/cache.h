@@ -36,6 +36,13 @@ moejit_status mj_cache_open_settings(const mj_settings *s, mj_cache **out);
 void mj_cache_close(mj_cache *cache);
 const mj_cache_config *mj_cache_get_config(const mj_cache *cache);
 
+/* The remote tier behind the disk (cache/remote.h): mj_cache_open and mj_cache_open_settings
+ * attach the one the settings configure (a bad remote configuration fails the open); set_remote
+ * replaces it (NULL: none) and takes r over, closing it with the cache. */
+struct mj_remote;
+void mj_cache_set_remote(mj_cache *cache, struct mj_remote *r);
+struct mj_remote *mj_cache_get_remote(const mj_cache *cache);
+
 /* Builds a program on a miss (emit + NVRTC); called at most once per call. */
 typedef moejit_status (*mj_build_fn)(void *build_ctx, mj_program *out);
 
