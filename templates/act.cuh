@@ -1,4 +1,4 @@
-// This file contains the activations of the contract (moe-semantics.md §2), one __device__
+// This file contains the activations of the contract (docs/SEMANTICS.md §2), one __device__
 // function each, in fp32, plus the dispatch the GEMM1 epilogue calls.
 //
 // NOTES: no fast-math intrinsics anywhere (__expf, tanh.approx): SiTU multiplies tanh by up
@@ -28,7 +28,7 @@ __host__ __device__ constexpr bool act_is_known(int kind)
     return (kind >= kActGelu && kind <= kActGeglu) || (kind >= kActRelu2 && kind <= kActSitu);
 }
 
-// An activation's parameters in its descriptor order (runtime/activation.h): SwiGLU
+// An activation's parameters in its descriptor order (core/activation.h): SwiGLU
 // (alpha, beta, limit), SwiGLUStep (limit), SiTU (gate_scale, linear_scale, clamp_limit).
 // present[i] == false means "none" (SiTU's optional fields). The generated source supplies
 // the values as exact hex literals; per-expert overrides (act_param) replace v[i] per block

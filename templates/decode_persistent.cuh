@@ -4,10 +4,9 @@
 // (a grid's last wave draining while the next grid's blocks wait) stands between GEMM1 and
 // GEMM2 and the weight stream never pauses.
 //
-// Why: at a few tokens the layer is a stream of the routed experts' weights, and at T = 1 the
-// chain of two grids lost 9-17 µs of it (ncu, H200: Qwen3-235B-A22B's GEMM1, 432 blocks on 264
-// slots, 3.4 TB/s in its 1.5 waves; then the GEMM2's ramp); at 2-8 tokens the chain adds a
-// routing kernel. Here a block that finishes its last GEMM1 item takes a GEMM2 item at once and
+// Why: at a few tokens the layer is a stream of the routed experts' weights, which the chain of
+// two grids interrupts at GEMM1's last partial wave and GEMM2's ramp; at 2-8 tokens the chain
+// adds a routing kernel. Here a block that finishes its last GEMM1 item takes a GEMM2 item at once and
 // streams its W2 rows while other blocks finish GEMM1.
 //
 //   routing  every block routes the batch itself (route.cuh, a warp per token) into shared

@@ -3,18 +3,16 @@
 // to the dtype. A token with no local expert gets +0. Every element of out is written.
 //
 // Grid: blockIdx.x = token, blockIdx.y = a chunk of columns; a thread owns 4 (or 8: below)
-// adjacent columns of one chunk. Why chunks and not a block looping over the row: at
-// decode (T = 1..16) a block per token left one SM issuing H / 512 dependent rounds of k
-// loads from L2 (~0.5 µs each: DeepSeek-V3, H = 7168, k = 8, was ~50 µs of a 215 µs layer);
-// now every thread issues its k loads back to back (slots in groups of kBatch, each slot's id
-// and weight loaded with its y row) and the whole stage is one round. The sum's order, hence
-// every bit of out, is unchanged.
+// adjacent columns of one chunk. Why chunks and not a block looping over the row: at decode
+// (T = 1..16) a block per token leaves one SM issuing H / 512 dependent rounds of k loads from
+// L2; here every thread issues its k loads back to back (slots in groups of kBatch, each
+// slot's id and weight loaded with its y row) and the whole stage is one round. The sum's
+// order, hence every bit of out, is the same either way.
 //
 // How y holds a slot's value (kYInDtype): simt's GEMM2 stores it in fp32; the tensor-core
-// backends' GEMM2s round it once to the layer's dtype (moe-semantics.md §5's "bf16 storage of
-// y"; the replay's MJ_REF_ROUND_Y), which halves y's round trip through memory, the largest
-// traffic of a prefill layer after the weights (Qwen3-30B-A3B, B = 4096: 0.27 GB written and
-// read back in fp32, 9 % of the layer in finalize alone). A split decode GEMM2
+// backends' GEMM2s round it once to the layer's dtype (docs/SEMANTICS.md §6: y rounded once;
+// the replay's MJ_REF_ROUND_Y), which halves y's round trip through memory, the largest
+// traffic of a prefill layer after the weights. A split decode GEMM2
 // (p.gemm2_splits = S > 1, tensor-core small path only) writes S fp32 partial sums per pair
 // instead; a slot's value is their sum in split order, rounded here to the dtype as the
 // unsplit GEMM2s round it, then weighted as above.
@@ -85,12 +83,9 @@ __device__ __forceinline__ float slot_value(const u32 (&raw)[kCols], int q, bool
 // Block (t, chunk): the kCols·MJ_SIMT_FINALIZE_THREADS columns of chunk, kCols per thread.
 // kCols = 4 everywhere but the tensor-core layers' large batches whose y is one copy in the
 // dtype (MJ_TC_FINALIZE_WIDE, common/params.h), which take 8: one 16-byte load per slot
-// instead of two 8-byte ones, half the blocks. ncu on the H200 (wgmma, B = 4096 unless
-// said), 4 -> 8 columns: Qwen3-30B-A3B B = 16384 170.7 -> 152.0 µs, DeepSeek-V3 151.5 ->
-// 133.3, Qwen3-235B-A22B 86.7 -> 77.7, Mixtral-8x7B 42.0 -> 29.1; two tokens per block, tried
-// too, were slower at k = 8 (more registers, fewer blocks). At decode batches 4 columns win
-// (B = 64: 3.6-4.1 µs against 4.1-4.3): fewer loads per thread, more threads in flight. The
-// sums are the same in the same order either way: the same bits.
+// instead of two 8-byte ones, half the blocks; at decode batches 4 columns are faster: fewer
+// loads per thread, more threads in flight. The sums are the same in the same order either
+// way: the same bits.
 //
 // finalize_cols is the sum for one thread's kCols columns from c (c < H) of token t, its slots'
 // local ids and weights at ids[0..k) and weights[0..k) (the workspace's, or the persistent

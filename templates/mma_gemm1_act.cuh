@@ -143,7 +143,7 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     Main::run(smem, a_row, b_row, H, acc);
     // Only now may GEMM2's blocks be scheduled (common/grid_dep.cuh): triggered at the start,
     // they took the SMs that freed first while this grid's last wave ran and stacked up to
-    // three of Mixtral's 128 long decode-GEMM2 blocks on one SM (B=1: 211 us instead of 193).
+    // three long decode-GEMM2 blocks on one SM.
     grid_dep_launch();
 
     // ---- epilogue: 2-byte stores (a decode intermediate is a few KB) ----

@@ -143,10 +143,7 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
                              MJ_MMA_SMALL_BW / 16, 1, 1, 2>;
     // block -> (column tile, row tile, K split), the column tile fastest: the blocks resident at
     // once read neighbouring 64-row slices of a few experts' W2, not one slice of every expert
-    // (H200, wgmma, against row tile fastest: Nemotron B = 64 -1.2 %, DeepSeek-V3 B = 64 -1.1 %,
-    // Qwen3-235B-A22B B = 64 -0.8 %, Mixtral B = 16/32 -0.4/-0.5 %, elsewhere within +-0.4 %;
-    // docs/PERFORMANCE.md, fourteenth session). The same tiles and MMA sequences either way: the
-    // same bits.
+    // (docs/PERFORMANCE.md). The same tiles and MMA sequences either way: the same bits.
     const int bid = static_cast<int>(blockIdx.x);
     const int col_tiles = (H + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW;
     const int rest = bid / col_tiles;
@@ -178,9 +175,8 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
 // weights) before its wait, and requests its first W2 stages (GridDepGate): the routed GEMM1
 // lets this grid launch as soon as its own blocks have waited (MJ_MMA_T1_GEMM2_FINALIZE), so
 // these blocks take the SMs GEMM1 leaves free and stream W2 while GEMM1 runs; only the
-// intermediate waits for GEMM1. Measured on the H200 (wgmma, B = 1, own-process A/B, µs):
-// Qwen3-30B-A3B 26.1 -> 25.4, Nemotron 35.7 -> 35.0; the same with GEMM1 triggering after its
-// mainloop (as before): 27.0 and 37.0 (the routing then delays the W2 stream).
+// intermediate waits for GEMM1 (GEMM1 triggering only after its mainloop would let the routing
+// delay the W2 stream).
 // k <= kSlots: the launcher takes this kernel for k = 8 or 6 only (runtime/launch_mma.c,
 // t1_kernel; tests/check_launch.c holds it to that), so slots index kSlots entries. kStages:
 // MJ_MMA_T1_STAGES or MJ_MMA_T1_SHALLOW_STAGES, kSmem its shared memory (common/mma_params.h).

@@ -55,8 +55,7 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 
 // then the column tiles. So the CTAs resident together share a few weight tiles (each read
 // from DRAM once, by up to 8 CTAs at once: the repeats hit L2) and a few row tiles of
 // activations (8 x 128 rows stay in L2 over the whole column sweep). Column-fastest order
-// instead re-streamed an expert's whole W1 from DRAM for every row tile (Mixtral, B=4096:
-// ~15 GB of weight reads instead of ~2).
+// instead re-streams an expert's whole W1 from DRAM for every row tile.
 constexpr int kRasterGroup = 8;
 
 template <int kGroup = kRasterGroup>

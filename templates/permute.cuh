@@ -90,7 +90,7 @@ struct alignas(16) TileEntry {
 // both have E_local + 1 entries, the last being the totals. Then the tile table: entry b of
 // ws_tiles for every real row tile b, so that a GEMM block finds its tile with one 16-byte
 // load instead of a binary search over tile_offsets (log2(E_local) + 2 dependent L2 round
-// trips before its first weight load: ~2 µs of each decode GEMM at batch 1). The block
+// trips before its first weight load, on every decode GEMM's critical path). The block
 // fills all p.max_tiles entries the GEMM grids index (entry b: a binary search in shared
 // memory; expert −1 past the real tiles), so a skewed routing that gives one expert
 // thousands of tiles costs no single thread a long loop.
@@ -105,8 +105,7 @@ struct alignas(16) TileEntry {
 // weight tiles are likely still in L2. In expert order (the other paths' order) an expert
 // with an odd tile count moves every later expert's pairs off by one, so that about half of
 // them straddle two experts, load both weight tiles and put a partial tile beside a full one
-// (its CTA idling in lock step): at Qwen3-30B-A3B B = 4096, 222 weight-tile loads per column
-// for 159 pairs, 190 in this order; DeepSeek-V3 311 and 256 (one per expert).
+// (its CTA idling in lock step); this order loads fewer weight tiles per column.
 //
 // counts: rows per local expert in `copies` arrays of E_local, summed here (ws_counts: the
 // route stage's MJ_ROUTE_COUNT_COPIES copies; the fused decode routing's shared array: 1);

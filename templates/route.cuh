@@ -82,8 +82,8 @@ __device__ __forceinline__ u32 ordered_key(float key)
 // A round: each lane scans its own items (a strict > keeps its lowest id among equal keys),
 // then two redux.sync (sm_80) pick the largest key and, among the lanes holding it, the
 // lowest id — the same winner as a butterfly of (key, id) comparisons, in 2 integer
-// reductions instead of 5 steps of 3 shuffles each. The decode routing kernel runs k rounds
-// back to back per token (ncu, H200: 8.1 µs for Qwen3-235B's E=128, k=8 at batch 1).
+// reductions instead of 5 steps of 3 shuffles each: the decode routing kernel runs k rounds
+// back to back per token, so a round's latency is on the decode path.
 template <int kPerLane>
 __device__ __forceinline__ RoutedSlot warp_select(const float (&key)[kPerLane], const float (&payload)[kPerLane],
                                                   int n, int rounds, int lane, u32 *taken_out)

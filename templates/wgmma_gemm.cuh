@@ -28,10 +28,9 @@
 //               row list; GEMM2 writes y[pair, h] rounded once to the dtype, which the shared
 //               finalize sums in order. GEMM2 stores 8 bytes (four columns) per thread, two
 //               lanes trading halves of their register blocks: with 4-byte stores a warp store
-//               filled half of each 32-byte sector, and GEMM2's epilogue, long next to a short
-//               K, cost 8 % of the layer at Qwen3-30B-A3B B = 4096 (docs/PERFORMANCE.md,
-//               seventh session). GEMM1 keeps 4-byte stores: the same exchange there measured
-//               within noise (−2.3 % to +3.4 %) and made GELU's erf spill in the pair kernel.
+//               fills half of each 32-byte sector, which shows in GEMM2's epilogue, long next to
+//               a short K. GEMM1 keeps 4-byte stores: the exchange gained nothing there and made
+//               GELU's erf spill in the pair kernel.
 //
 // The stage index and its phase bit (PipeState) run on across tiles, so the producer fills the
 // next tile's stages while the consumers finish the current one.
@@ -136,11 +135,9 @@ __device__ __forceinline__ void wg_tile_of(const mj_layer_params &p, int t, int 
     int unit;
     // The large tiles, at most one raster group of row tiles (a decode-sized batch: an expert
     // or two's rows each): the column tile runs fastest, so the CTAs resident together stream
-    // neighbouring weight tiles of one expert, not one tile of each of up to 8 (Mixtral-8x7B
-    // B = 64, H200: -0.5 % in two A/Bs; docs/PERFORMANCE.md, fourteenth session; the short
-    // tiles there too). Tiles and MMAs are the same. Not in the tall kernels, which no decode
-    // batch takes and where the branch made GEMM1 spill (12/24 bytes with swiglu and
-    // softmax_topk routing).
+    // neighbouring weight tiles of one expert, not one tile of each of up to 8 (the short tiles
+    // too). Tiles and MMAs are the same. Not in the tall kernels, which no decode batch takes
+    // and where the branch made GEMM1 spill.
     if ((kBM == MJ_WGMMA_BM || kBM == MJ_WGMMA_SHORT_BM) && !kPair && units <= kRasterGroup)
         raster_grouped<1>(t, n_col, units, &unit, col);
     else raster_grouped<kPair ? MJ_WGMMA_PAIR_RASTER_UNITS : kRasterGroup>(t, n_col, units, &unit, col);
@@ -260,12 +257,7 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
     // grid launch only after its wait), read from L2 (common/grid_dep.cuh, (c)): always for
     // GEMM2; for GEMM1 where the scatter kernel runs between offsets and GEMM1 (T·k beyond
     // one scatter block), not where the offsets kernel scatters (it is then the kernel right
-    // before). Measured on the H200 (wgmma, own-process A/B): GEMM2, every run faster,
-    // Qwen3-30B-A3B B = 256/512 -1.2 %, Mixtral-8x7B B = 64/128 -0.5 %, Nemotron
-    // B = 256/512 -0.6/-0.4 %, Qwen3-30B-A3B B = 2048 -0.4 %; GEMM1 on top, Qwen3-30B-A3B
-    // B = 512 -0.7 % (every run), DeepSeek-V3 B = 512 -0.1 % (every run), elsewhere within
-    // +-0.3 %. L2 prefetches of the next 4 or 8 k tiles on top of GEMM2's measured slower
-    // (docs/PERFORMANCE.md, seventeenth session).
+    // before). L2 prefetches of the following k tiles on top of this were slower.
     int pre = 0;
     if (pre_wait) {
         if (sc.first_tile < total) {

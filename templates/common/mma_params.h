@@ -14,11 +14,8 @@
  *                    64 weight rows x 16 token rows; 4 warps, each 16 weight rows x 16 tokens;
  *                    BK 64; 9 cp.async stages, so ~64 KB of weights are in flight per CTA and
  *                    CTAs = (weight rows / 64) x (token tiles) fill the 132 SMs already at T=1.
- *                    Why 9 (90 KB, two CTAs per SM on sm_90) and not 6 (60 KB, three): a
- *                    decode grid's last partial wave streams at its CTAs' bytes in flight;
- *                    measured on the H200 (same run): DeepSeek-V3 B=1 201 -> 184 us, Mixtral
- *                    B=8 630 -> 597 us, Qwen3-235B B=1 89.5 -> 93.1 us (its 384 GEMM1 CTAs
- *                    now make 1.5 waves), the rest within 1 %.
+ *                    9 stages (90 KB, two CTAs per SM on sm_90), not 6 (60 KB, three): a
+ *                    decode grid's last partial wave streams at its CTAs' bytes in flight.
  *
  * Each path has its own row-tile size, hence its own expert-offsets kernel (the tile offsets
  * are computed for the BLOCK_M the GEMMs use); route, scatter and finalize are shared.
@@ -60,24 +57,16 @@ enum {
 /* Decode: at most this many tokens (one per warp of a block of MJ_SIMT_OFFSETS_THREADS; the
  * kernel takes up to two) take the fused routing kernel: one launch instead of route and
  * offsets (which scatters at these batches: MJ_OFFSETS_SCATTER), each of which costs a few
- * microseconds of launch and drain. More tokens serialise more warp-argmax chains per warp.
- * Measured on the H200 (wgmma, own-process A/Bs, two rounds mirrored): against memset + route +
- * offsets + scatter, 32 tokens won (-0.4 % at Qwen3-30B-A3B B = 24 and Mixtral-8x7B B = 32) and
- * 64 lost; against route + offsets since those became two launches (sixteenth session), 16
- * wins: Qwen3-30B-A3B B = 17 / 24 / 32 -0.2 / -0.4 / -0.5 %, Nemotron B = 24 / 32 -0.1 / -0.3 %,
- * Qwen3-235B-A22B and DeepSeek-V3 B = 32 -0.2 / -0.1 %, Mixtral-8x7B B = 24 / 32 +0.1 / -0.1 %. */
+ * microseconds of launch and drain. More tokens serialise more warp-argmax chains per warp;
+ * 16 is where the fused kernel still beats route + offsets (docs/PERFORMANCE.md). */
 #define MJ_MMA_FUSED_ROUTE_MAX_TOKENS 16
 
 /* Decode: at most this many tokens (and a routing that selects, not precomputed ids, which
  * may repeat an expert) skip the routing kernel altogether: every GEMM1 block routes the
  * batch itself (a warp per token, 4 warps) and derives its row tile, the layer being GEMM1,
  * GEMM2, finalize (decode_route.cuh). Must be <= MJ_MMA_SMALL_BT (one row tile per routed
- * expert). Measured on the H200 (wgmma, both builds in one device call, two runs each, µs):
- * at B=1 it saves 0.8-1.4 µs at Mixtral, Qwen3-30B, Qwen3-235B and Nemotron (DeepSeek-V3
- * +0.2, E=256: the longest routing, now in every block's prologue); at B=2 it won at
- * Mixtral and lost at DeepSeek-V3 (+1.4), at B=4 it lost at Qwen3-30B and Nemotron (+1.1,
- * +0.9): every block then routes 2-4 tokens before its first weight load, where the
- * routing kernel did it once and ran alongside the GEMM's launch. Hence batch 1 only. */
+ * expert). Batch 1 only: with 2-4 tokens every block routes them all before its first weight
+ * load, where the routing kernel did it once and ran alongside the GEMM's launch. */
 #define MJ_MMA_ROUTED_GEMM1_MAX_TOKENS 1
 
 /* Batch 1 after the routed GEMM1: when the token's k slots are all on this rank, k is 8 or 6
@@ -87,10 +76,7 @@ enum {
  * token's slots itself, in finalize's order, so the layer is two launches and no y round trip
  * through L2. Its tile is the small path's; its pipeline depth is 9 stages (two blocks per SM)
  * for k = 8, and 6 (three per SM) for k = 6, whose H / 8 blocks of 48 live rows outnumber the
- * unfused GEMM2's (Nemotron: 336 against 252) and fit one wave of the H200 only three to an SM.
- * Measured (wgmma, B = 1, same calls, µs): k = 8 at 9 stages Qwen3-30B 27.1 -> 26.2,
- * Qwen3-235B 85.0 -> 84.0, DeepSeek-V3 175.9 -> 173.6; at 6 stages 26.3, 86.3, 174.5; Nemotron
- * (k = 6) 36.7 -> 41.6 at 9 stages, 35.8 at 6. */
+ * unfused GEMM2's (Nemotron: 336 against 252) and fit one wave of the H200 only three to an SM. */
 #define MJ_MMA_T1_SLOTS 8
 #define MJ_MMA_T1_STAGES 9
 #define MJ_MMA_T1_SHALLOW_STAGES 6
@@ -107,42 +93,22 @@ enum {
  * queue, so no grid boundary stalls the weight stream. Its sync words live in ws_counts (these
  * batches count nothing there): the queue, a count per row tile and GEMM2 K split, a count per 64 columns of out.
  * Up to MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS it runs at every shape (where the GEMM1 tiles
- * outnumber the resident blocks: mj_mma_decode_persistent), forced against the chain on the
- * H200 (wgmma, µs, one round mirrored), B = 2: Mixtral-8x7B 281.5 -> 272.2, Qwen3-30B-A3B
- * 49.0 -> 46.2, Qwen3-235B-A22B 146.8 -> 147.4, DeepSeek-V3 318.8 -> 315.8, Nemotron 69.8 ->
- * 65.2; B = 4: 497.9 -> 484.2, 77.6 -> 76.3, 265.4 -> 268.1, 618.8 -> 616.7, 116.5 -> 115.6.
- * From 5 tokens only where a GEMM1 tile is at most 4 times as long as a GEMM2 tile
- * (mj_mma_decode_persistent_shape): with more tokens the chain's kernel boundaries weigh less
- * and the persistent layer's own weakness more, the GEMM2 tiles of the experts whose GEMM1
- * tiles ran last waiting for them (docs/PERFORMANCE.md, twelfth session: the trace); against
- * main with the bit-set row list (two runs each, µs), B = 6 / 8: Qwen3-30B-A3B (H 2048, GEMM2
- * tile k 768) 101.4 -> 98.4 / 122.2 -> 119.3, Nemotron (2688, 960) 156.9 -> 153.0 / 194.9 ->
- * 191.3, Mixtral-8x7B (4096, 1792) 567.9 -> 550.0 / 606.9 -> 598.0; Qwen3-235B-A22B (4096,
- * 768) 359.5 -> 363.6 / 432.1 -> 439.7 and DeepSeek-V3 (7168, 1024) 878.8 -> 879.5 / 1098.8
- * -> 1101.3 keep the chain. (Before the bit-set row list, B = 8 lost at four of the five.) */
+ * outnumber the resident blocks: mj_mma_decode_persistent). From 5 tokens only where a GEMM1
+ * tile is at most 4 times as long as a GEMM2 tile (mj_mma_decode_persistent_shape): with more
+ * tokens the chain's kernel boundaries weigh less and the persistent layer's own weakness more,
+ * the GEMM2 tiles of the experts whose GEMM1 tiles ran last waiting for them
+ * (docs/PERFORMANCE.md). */
 #define MJ_MMA_PERSISTENT_MAX_TOKENS 8 /* <= MJ_MMA_SMALL_BT: one row tile per expert */
 #define MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS 4
 /* Its blocks per SM and their pipeline depth (MJ_MMA_DECODE_SMEM: two fit an sm_90 SM). More,
- * shallower blocks hold as many bytes in flight per SM and cut the tiles' tail, but lost on the
- * H200 (wgmma, µs against 2 x 9 stages, one round mirrored): 3 x 6 and 3 x 7 stages +2.9 to +3.9 %
- * at B = 1 on Qwen3-235B-A22B and DeepSeek-V3, +7.7 % on Qwen3-30B-A3B at B = 2; 4 x 5 and
- * 5 x 4 +2.3 to +4.0 % at B = 1. Only Qwen3-235B at B = 2 and 4 gained (-1.5 %, -2.2 % at 3 x 7). */
+ * shallower blocks hold as many bytes in flight per SM and cut the tiles' tail, but are slower
+ * where the GEMM1 tiles make about one round of them (docs/PERFORMANCE.md). */
 #define MJ_MMA_DECODE_BLOCKS_PER_SM 2
 #define MJ_MMA_DECODE_STAGES 9
 /* ... except where its GEMM1 tiles make at least 1.5 rounds of 3 blocks per SM
  * (mj_mma_decode_persistent_shallow): then 3 blocks of 6 stages per SM (as many stages in
- * flight per SM, a finer grain at the end of GEMM1). On the H200 (wgmma, forced persistent,
- * two rounds mirrored, µs, 2 x 9 -> 3 x 6; docs/validation/2026-12-01-s13-persistent-s6b3-ab.log):
- * taken, Qwen3-235B-A22B B = 2, 3, 4 143.7 -> 141.7, 204.3 -> 201.3, 257.4 -> 252.5 (744, 1104,
- * 1421 tiles), Qwen3-30B-A3B B = 4, 8 73.0 -> 70.8, 119.3 -> 117.2, Nemotron B = 4 111.2 ->
- * 109.3, DeepSeek-V3 B = 2, 4 311.5 -> 311.6, 596.5 -> 594.3, Mixtral-8x7B B = 2, 4, 8 270.9 ->
- * 271.4, 472.0 -> 472.8, 598.1 -> 600.5; not taken (one round or less of the 3 x 132 blocks):
- * Qwen3-235B B = 1 (384 tiles) 79.7 -> 80.0, Qwen3-30B B = 2 (375) 43.9 -> 45.1, Nemotron B = 2
- * (337) 62.4 -> 64.8, and DeepSeek-V3 B = 1 (512: 1.3 rounds) +3.8 % in the eleventh session.
- * The rule against 2 x 9 everywhere (auto, one round mirrored, µs;
- * docs/validation/2026-12-01-s13-persistent-shallow-rule-ab.log): Qwen3-235B B = 2, 3, 4 -1.3,
- * -1.7, -1.9 %, Qwen3-30B B = 4, 6, 8 -2.8, -2.0, -2.1 %, Nemotron B = 4, 6, 8 -1.7, -1.6, -1.1 %,
- * DeepSeek-V3 B = 2, 4 -0.3, -0.5 %; the rest (deep by the rule) within +-0.3 %. */
+ * flight per SM, a finer grain at the end of GEMM1), which is faster there and slower at one
+ * round or less (docs/PERFORMANCE.md). */
 #define MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM 3
 #define MJ_MMA_DECODE_SHALLOW_STAGES 6
 #define MJ_MMA_DECODE_RESET_THREADS 128
@@ -150,10 +116,7 @@ enum {
     (1 + (max_tiles) * MJ_MMA_DECODE_SPLIT_MAX + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
 /* Its GEMM2 tiles are split along K into runs of about MJ_MMA_DECODE_SPLIT_K elements (the
  * power of two nearest I / MJ_MMA_DECODE_SPLIT_K, at most MJ_MMA_DECODE_SPLIT_MAX), so that the
- * GEMM2 tiles a late expert's GEMM1 gates are short. Measured on the H200 (wgmma, B = 1, µs,
- * one device call; the chain in the first column): Mixtral-8x7B (I = 14336) 178.4 | S = 1
- * 191.3, 2 181.6, 4 177.8, 8 169.3; Qwen3-235B-A22B (1536) 84.1 | 84.6, 79.6, 86.9, 104.3;
- * DeepSeek-V3 (2048) 174.3 | 170.2, 168.4, 180.9, 210.5. */
+ * GEMM2 tiles a late expert's GEMM1 gates are short. */
 #define MJ_MMA_DECODE_SPLIT_K 1024
 #define MJ_MMA_DECODE_SPLIT_MAX 8
 /* The K range of each split but the last when `splits` split a GEMM2 over `inter` columns:
@@ -192,16 +155,12 @@ enum {
 /* Decode GEMM2 split along its K (= I): a decode GEMM2 makes (H / 64) x (row tiles) CTAs,
  * each streaming 64 whole W2 rows of its expert; when few of them are live (their expert was
  * routed to), the SMs hold one CTA each or the last wave runs half empty, and one CTA's 9
- * stages in flight cannot cover the loaded DRAM latency (Mixtral-8x7B at batch 1: 128 live
- * CTAs of 1.8 MB, 3.2 TB/s, ncu on the H200). Each of S splits takes a contiguous run of whole
- * k tiles of every row and writes its partial sums to its own copy of y; finalize adds the S
- * copies in split order (fixed order, no atomics, bit-identical reruns). The kernels take any
- * S; the rule picks 2 when the live CTAs a uniform routing is expected to leave, (H / 64) x
- * E_local x (1 - (1 - k/E)^T), are fewer than MJ_MMA_SPLIT_MAX_LIVE_CTAS and each half keeps
- * >= MJ_MMA_SPLIT_MIN_K elements of a row. Measured on the H200 (wgmma, Mixtral-8x7B, each
- * pair in one device call): B=1 (128 expected live) 198.7 -> 179.9 us with S = 2, 181.4 with
- * S = 4; B=2 (224) 305.8 -> 302.8 with S = 4; B=4 (350) 503.8 -> 480.6 with S = 2; B=8 (460)
- * 629.5 -> 632.9 with S = 2 (worse); B=16, 32: +1..2 us. */
+ * stages in flight cannot cover the loaded DRAM latency. Each of S splits takes a contiguous
+ * run of whole k tiles of every row and writes its partial sums to its own copy of y; finalize
+ * adds the S copies in split order (fixed order, no atomics, bit-identical reruns). The kernels
+ * take any S; the rule picks 2 when the live CTAs a uniform routing is expected to leave,
+ * (H / 64) x E_local x (1 - (1 - k/E)^T), are fewer than MJ_MMA_SPLIT_MAX_LIVE_CTAS and each
+ * half keeps >= MJ_MMA_SPLIT_MIN_K elements of a row. */
 #define MJ_MMA_SPLIT_MAX_LIVE_CTAS 400
 #define MJ_MMA_SPLIT_MIN_K 2048
 #define MJ_MMA_SPLIT_MAX 2 /* the most the rule picks (the workspace holds this many y) */
@@ -239,10 +198,8 @@ static inline int mj_mma_decode_persistent_splits(long long inter)
  * more than the device holds at once (MJ_MMA_DECODE_BLOCKS_PER_SM per SM). The chain's GEMM1
  * then runs in waves whose boundaries leave the weight stream idle, which the persistent grid
  * fills with GEMM2 tiles; in one wave there is nothing to fill, and the chain's one-kernel GEMM2
- * + finalize wins. Measured on the H200 (wgmma, B = 1, µs, chain -> persistent): Qwen3-30B-A3B
- * (192 tiles on 264 slots) 25.9 -> 30.6, Nemotron (174) 35.3 -> 46.2; Qwen3-235B-A22B (384),
- * DeepSeek-V3 (512) and Mixtral-8x7B (896) in docs/PERFORMANCE.md (the split rule above). From
- * two tokens every model shape has more than one wave (Qwen3-30B: 16 x 24 tiles). */
+ * + finalize wins. From two tokens every model shape has more than one wave (Qwen3-30B: 16 x 24
+ * tiles). */
 static inline int mj_mma_decode_persistent(long long routed, long long inter, int gated, int sms)
 {
     const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
@@ -252,8 +209,7 @@ static inline int mj_mma_decode_persistent(long long routed, long long inter, in
 /* Whether the persistent layer runs its shallow blocks (MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM of
  * MJ_MMA_DECODE_SHALLOW_STAGES, see there): where the routed experts' GEMM1 tiles make at least
  * 1.5 rounds of that many blocks per SM, and one expert's tiles alone do not outnumber them
- * (Mixtral-8x7B's 448 per expert: +0.2 to +0.5 % at 2 to 8 tokens, where many experts' groups
- * of 24 to 64 tiles gained). */
+ * (there the shallow blocks do not gain). */
 static inline int mj_mma_decode_persistent_shallow(long long routed, long long inter, int gated, int sms)
 {
     const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
@@ -309,10 +265,7 @@ static inline const char *mj_mma_path_name(int path)
  * Up to 24 the layer is weight-streaming bound: the small path reads each 64-row weight tile
  * once per 16-token tile (repeats of one expert run side by side and hit L2) and makes
  * (2I/64 or H/64) x tiles CTAs, enough for 132 SMs even at T = 1; the large path would make
- * far fewer CTAs and compute mostly padding. Measured on the H200 (2026-11-30, tile=small vs
- * tile=large): at 16 rows/expert small wins (DeepSeek-V3 B=512: 6.4 vs 7.6 ms), at 32 they
- * tie (Qwen3-30B B=512: 462 vs 462 us; Mixtral B=128: 976 vs 965 us) or large wins
- * (DeepSeek-V3 B=1024: 9.4 vs 7.9 ms), at 64 large wins by 1.5x (Mixtral B=256). */
+ * far fewer CTAs and compute mostly padding; from 32 rows per expert they tie or large wins. */
 #define MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT 24
 #endif
 

@@ -60,11 +60,9 @@ enum {
 #define MJ_SIMT_QUANT_THREADS 256    /* one block per row, one 8-element chunk per thread per step */
 
 /* How the routing stage counts rows per expert and the scatter stage hands out row slots
- * without serialising on a few cache lines. Every (token, slot) pair used to add 1 to one of
- * E_local adjacent int32 counters in global memory, and the L2 executes atomics on one line one
- * after another: at Qwen3-30B-A3B B = 16384 (131072 pairs onto 128 counters, 4 lines) ncu on the
- * H200 measured mj_route at 41.6 µs and mj_scatter at 28 µs (scatter's warps stalled ~780
- * cycles per atomic), ~3 % of the layer, growing with T·k.
+ * without serialising on a few cache lines: with every (token, slot) pair adding 1 to one of
+ * E_local adjacent int32 counters in global memory, the L2 executes the atomics on one line one
+ * after another, a cost that grows with T·k.
  *  - MJ_ROUTE_COUNT_COPIES: route block b adds to copy b % C of the counters ([C][E_local]
  *    int32, zeroed with the cursors); expert_offsets sums the copies the route blocks wrote
  *    (MJ_ROUTE_COPIES_USED: all C, or one per block when there are fewer blocks than C).
@@ -72,8 +70,8 @@ enum {
  *    tensor-core layers' route block b zeroes copy b itself (block 0 also the cursors) before it
  *    counts, instead of a memset before the forward (launch_mma.c). A memset is a graph node
  *    that waits for the kernel before it in full, and the route kernel after it cannot launch
- *    early (programmatic dependent launch links kernels only); measured in docs/PERFORMANCE.md
- *    (sixteenth session). The simt layer keeps its memset (it also zeroes the amax words).
+ *    early (programmatic dependent launch links kernels only; docs/PERFORMANCE.md). The simt
+ *    layer keeps its memset (it also zeroes the amax words).
  *  - MJ_SCATTER_PAIRS_PER_THREAD: a scatter block ranks its 256·P pairs per expert in shared
  *    memory, then takes one range of slots per expert it holds with a single global atomic. */
 #define MJ_ROUTE_COUNT_COPIES 32
@@ -83,7 +81,7 @@ enum {
 #define MJ_ROUTE_COPIES_USED(T) (MJ_ROUTE_ZEROES_COUNTERS(T) ? (int)MJ_ROUTE_BLOCKS(T) : MJ_ROUTE_COUNT_COPIES)
 /* Where a batch's pairs fit one scatter block, the tensor-core layers' offsets kernel also
  * scatters them (permute.cuh, offsets_stage) and mj_scatter is not launched: one kernel
- * boundary fewer (docs/PERFORMANCE.md, sixteenth session). */
+ * boundary fewer (docs/PERFORMANCE.md). */
 #define MJ_OFFSETS_SCATTER(pairs) ((pairs) <= MJ_SCATTER_PAIRS_PER_BLOCK)
 #define MJ_SCATTER_PAIRS_PER_THREAD 8
 #define MJ_SCATTER_PAIRS_PER_BLOCK (MJ_SIMT_SCATTER_THREADS * MJ_SCATTER_PAIRS_PER_THREAD)
@@ -93,7 +91,7 @@ enum {
 #define MJ_SIMT_MAX_TOPK 32
 #define MJ_SIMT_MAX_DIM 1048576 /* H, I: column indices and grid.y stay far inside 32 bits */
 
-/* Quantization constants of the contract (moe-semantics.md §3). */
+/* Quantization constants of the contract (docs/SEMANTICS.md §5). */
 #define MJ_FP8_BLOCK 128   /* fp8_block: 128x128 weight blocks, 1x128 activation groups */
 #define MJ_MXFP4_GROUP 32  /* mxfp4: one e8m0 scale per 32 elements along K */
 #define MJ_INT4_DEFAULT_ZERO 8 /* w4a16 without zero points */

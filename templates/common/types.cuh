@@ -27,7 +27,7 @@ enum class Routing : int {
     softmax_topk = 0, renormalize, sigmoid_topk, sigmoid_renorm, deepseek_v3, llama4, precomputed
 };
 
-// Weight formats (spec quant=, moe-semantics.md §3).
+// Weight formats (spec quant=, docs/SEMANTICS.md §5).
 enum class Quant : int { bf16 = 0, fp16, fp8_tensor, fp8_block, w4a16, mxfp4 };
 
 // The formats whose activations are e4m3 (quantized in the kernel, or given so).

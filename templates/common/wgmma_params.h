@@ -31,17 +31,11 @@
  *
  * Why two shapes: a weight tile is streamed once per row tile, and an expert's row tiles run
  * on different CTAs that drift apart over a persistent schedule, so the second one finds the
- * tile evicted from L2. ncu on the H200 (2026-11-30, large tiles): GEMM1 read 1.9x its weight
- * bytes from DRAM at Qwen3-30B B=4096 (256 rows per expert) and 1.65x at DeepSeek-V3 B=4096
- * (128 +- 11 rows: half the experts had a second, mostly empty row tile); tall tiles cut that
- * to 1.4x and 1.1x (the 64-row blocks past an expert's rows skip their MMAs). But tall tiles
- * gather every A row for twice as many column tiles and make n128 MMAs, so they only pay off
- * with enough rows per expert and weights too large to stay in L2. Measured in one run
- * (docs/PERFORMANCE.md, 2026-11-30), tall vs large: Mixtral B=4096/16384 +7/+13 %, Qwen3-235B
- * B=4096 +13 %, DeepSeek-V3 B=16384 +16 %, Nemotron B=4096/16384 +23/+18 %; large won at
- * every B <= 2048, at DeepSeek-V3 B=4096 (128 rows per expert) and on Qwen3-30B (W1 6.3 MB)
- * at every batch. The pair path (below) now beats both wherever an expert fills a row tile,
- * so tile=auto takes small, large or pair; tall stays for tile=tall and tuning tables.
+ * tile evicted from L2; tall tiles read it once per 256 rows, but gather every A row for twice
+ * as many column tiles and make n128 MMAs, so they only pay off with many rows per expert and
+ * weights too large to stay in L2 (docs/PERFORMANCE.md). The pair path (below) beats both
+ * wherever an expert fills a row tile, so tile=auto takes small, large or pair; tall stays for
+ * tile=tall and tuning tables.
  *
  * The kernel table is the mma one (MJ_MMA_K_*) plus the tall and pair paths' kernels
  * (MJ_WGMMA_K_*): the large GEMMs change body and signature (a CUtensorMap follows
@@ -60,14 +54,8 @@
 #define MJ_WGMMA_STAGES 4
 
 /* tile=auto takes the (mma) small decode path up to this many rows per local expert, not
- * mma's 24: the warpgroup-MMA large path streams weights through TMA at 4.0-4.3 TB/s already
- * at 12-16 rows per expert, where the small path's 16-token tiles make one CTA per weight
- * tile and token tile. Measured on the H200 (ee78882, same run, tile=small vs tile=large, µs):
- * at 16 rows large wins at every shape (Mixtral B=64 678 vs 723, Qwen3-30B B=256 321 vs 345,
- * Qwen3-235B B=256 1174 vs 1302, DeepSeek-V3 B=512 5357 vs 6397), at 12 (Nemotron B=256)
- * 634 vs 645; at 8 small wins but at DeepSeek-V3 (Mixtral B=32 642 vs 674, Qwen3-30B B=128
- * 299 vs 308, Qwen3-235B B=128 1122 vs 1146; DeepSeek-V3 B=256 5371 vs 5233), below 8
- * everywhere. */
+ * mma's 24: the warpgroup-MMA large path already streams weights at full rate at 12-16 rows per
+ * expert, where the small path's 16-token tiles make one CTA per weight tile and token tile. */
 #define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
 
 /* The pair path (tile=pair): the large path's row tiles and 128 x 256 tiles, run by clusters
@@ -84,13 +72,8 @@
  * path's own sequence of wgmmas, so its bits are the large path's.
  *
  * tile=auto takes it from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT rows per local expert (pairs /
- * E_local), where most clusters hold two row tiles of one expert. Measured on the H200
- * (2026-11-30, every variant in its own process, twice, order reversed; docs/PERFORMANCE.md),
- * pair against the better of large and tall: at B = 4096 Mixtral -7 %, Qwen3-30B -10 %,
- * Qwen3-235B -13 %, DeepSeek-V3 (128 rows per expert) -5 %, Nemotron -2 %; at B = 16384 -10,
- * -0.5, -6, -9, -6 %; at 128 rows per expert also Mixtral B = 512 and both Qwen3 at B = 2048
- * (one run each); at 32-96 rows per expert (B = 512, Nemotron and DeepSeek-V3 B = 2048) pair
- * and large within +-1 %, but DeepSeek-V3 B = 2048 +3.5 %: large. */
+ * E_local), where most clusters hold two row tiles of one expert; below that, large tiles are
+ * as fast or faster (docs/PERFORMANCE.md). */
 #define MJ_WGMMA_PAIR_CTAS 2
 #define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128
 
@@ -99,22 +82,14 @@
  * two by two, its odd tile with the next odd expert's); from it on, mj_expert_offsets' expert
  * order. At one or two row tiles per expert, expert order makes most clusters straddle two
  * experts: both CTAs load their own weight tile, and a partial tile waits in lock step beside
- * a full one. ncu on the H200 (DeepSeek-V3 B = 4096, 128 rows per expert): DRAM reads of GEMM1
- * 21.7 -> 17.2 GB (1.45x -> 1.15x its weights), GEMM1 5195 -> 4352 us, GEMM2 2488 -> 2157. With
- * many row tiles per expert the straddling clusters are few and sit between their two experts'
- * other clusters, whose weight tiles are in L2 at the same time; a pair of odd tiles of two
- * experts apart is not, and at Mixtral B = 16384 (4096 rows per expert) GEMM1 read 21.5 GB
- * instead of 15.0. Measured whole layers (own-process A/B, docs/PERFORMANCE.md, eighth
- * session): pair order -9 % at DeepSeek-V3 B = 4096 and -8 % at Qwen3-235B B = 2048 (128 rows
- * per expert), within +-1.5 % at 192-256 rows, +2 to +4 % at 512-4096 rows. */
+ * a full one. With many row tiles per expert the straddling clusters are few and sit between
+ * their two experts' other clusters, whose weight tiles are in L2 at the same time; a pair of
+ * odd tiles of two experts apart is not, so there expert order reads less (docs/PERFORMANCE.md). */
 #define MJ_WGMMA_PAIR_ORDER_MAX_ROWS 384
 
 /* The pair path's raster group (raster_grouped): 4 units of two row tiles, so that, as in the
  * large path's groups of 8 row tiles, 8 x 128 token rows of activations stay in L2 over a
- * group's column sweep. Groups of 8 units (16 row tiles, the large path's constant reused for
- * units) measured 0.7-3.5 % slower at 9 of 11 prefill points, within +-0.4 % at Mixtral
- * B = 16384 (own-process A/B, docs/PERFORMANCE.md, eighth session); 16 and 32 were slower
- * still, 2 faster at small experts but 1.2 % slower at Mixtral B = 16384. */
+ * group's column sweep; larger groups were slower (docs/PERFORMANCE.md). */
 #define MJ_WGMMA_PAIR_RASTER_UNITS 4
 
 /* The large path's short tiles: with a gated activation and up to
@@ -125,18 +100,9 @@
  * one m64 block consumer 0 computes (consumer 1 keeps the barrier protocol only, as it does on
  * the 128-row tiles there, whose rows 64..127 are all padding); the weight stream is what the
  * time goes to, and DRAM serves it better with more of it requested. The same wgmmas per output
- * row, so the same bits. Measured on the H200 (wgmma, own-process A/B, two rounds mirrored,
- * two calls on two instances; docs/PERFORMANCE.md, fifteenth session), 128 -> 64-row tiles:
- * Mixtral-8x7B B = 64 / 128 (16 / 32 rows per expert) -0.3 / -0.6 % in both, Qwen3-30B-A3B
- * B = 256 -1.7 / -1.4 %, Qwen3-235B-A22B B = 256 -0.5 / -0.5 %, DeepSeek-V3 B = 512 / 1024
- * -0.2 / -0.7 % and -0.3 / -0.7 %; at 64 rows per expert (Mixtral B = 256, two 64-row tiles
- * each reading the weights) +29 %. What gains is the gated GEMM1 (two 128-row boxes per
- * stage): ncu at Qwen3-30B B = 512, GEMM1 211 -> 206 us, GEMM2 105 -> 106 us. The ungated
- * layer loses: Nemotron (ReLU2) B = 256 / 512 +2.3 / +2.0 % (its GEMM1 324 -> 328 us, GEMM2
- * 313 -> 323 us), hence gated only. The ncu of Mixtral B = 64 before: GEMM1 449 us at 87 % of
- * DRAM peak, GEMM2 223 us at 88 %. Tiles of 64 x 128 at 9 stages (1152 bytes of each weight
- * row in flight, as the small path's) and 128 x 128 at 7 measured +0.3 % and +1.4 % at Mixtral
- * B = 64 in the same call. An ungated spec's cubin holds the short kernels unused. */
+ * row, so the same bits. What gains is the gated GEMM1 (two 128-row boxes per stage); the
+ * ungated layer does not, hence gated only (docs/PERFORMANCE.md). An ungated spec's cubin holds
+ * the short kernels unused. */
 #define MJ_WGMMA_SHORT_BM 64
 #define MJ_WGMMA_SHORT_BN MJ_WGMMA_BN /* the large tiles' weight rows: the same tensor-map boxes */
 #define MJ_WGMMA_SHORT_STAGES 5
