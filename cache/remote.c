@@ -350,7 +350,7 @@ static int fetch(mj_remote *r, const char *key, const char *spec, mj_entry *e, u
         if (!polling) {
             delta->v[refusal]++;
             mj_cache_warn(MJ_WARN_REMOTE_REFUSED, "remote cache %s: the entry for key %s was refused (%s); it is "
-                          "neither used nor stored, and the kernel is compiled", r->cfg.url, key, reason);
+                          "neither used nor stored", r->cfg.url, key, reason);
         }
         return 0;
     }

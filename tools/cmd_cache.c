@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/cache_remote.h"
 #include "tools/cli.h"
 #include "tools/json_out.h"
 #include "tools/plan.h"
@@ -38,10 +39,14 @@ static const char cache_usage[] =
     "                           record's key, preimage and spec), then add its entries; a bad\n"
     "                           pack is refused and nothing is added. Unsigned packs, or signed\n"
     "                           ones with no key to check, only with --trust-unsigned\n"
+    "  push [SELECT]            push the selected entries to the remote cache (MOEJIT_REMOTE),\n"
+    "                           signed under MOEJIT_REMOTE_KEY_FILE, to seed it\n"
+    "  pull [SELECT]            fetch the selected entries the disk cache lacks from the remote,\n"
+    "                           each verified as a lookup verifies it (exit 1 when any is refused)\n"
     "  config                   the settings, their values and where each came from\n"
     "\n"
-    "SELECT (ls, export; each option may be repeated, values comma-separated; an entry must\n"
-    "match every kind of filter given):\n"
+    "SELECT (ls, export, push, pull; each option may be repeated, values comma-separated; an\n"
+    "entry must match every kind of filter given):\n"
     "  --arch A[,B]         entries compiled for these archs\n"
     "  --preset NAME[,...]  entries of these presets' specs (any arch; see moejit warm --help)\n"
     "  --spec PATTERN       canonical spec contains PATTERN, or matches it as a glob when it\n"
@@ -77,6 +82,7 @@ static const struct subcommand {
 } subcommands[] = {
     {"ls", OPT_SELECT, 0},  {"stats", OPT_RESET, 0}, {"verify", 0, 0},     {"gc", OPT_GC, 0},
     {"clear", 0, 0},        {"export", OPT_SELECT | OPT_KEY, 1}, {"import", OPT_KEY | OPT_TRUST, 1},  {"config", 0, 0},
+    {"push", OPT_SELECT, 0},  {"pull", OPT_SELECT, 0},
 };
 
 typedef struct cache_args {
@@ -475,7 +481,7 @@ static int parse(int argc, char **argv, cache_args *a)
 int cmd_cache(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_error("cache: expected a subcommand: ls, stats, verify, gc, clear, export, import, config "
+        cli_error("cache: expected a subcommand: ls, stats, verify, gc, clear, export, import, push, pull, config "
                   "(see moejit cache --help)");
         return MJ_EXIT_USAGE;
     }
@@ -488,7 +494,7 @@ int cmd_cache(int argc, char **argv)
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(argv[1], subcommands[i].name)) a.sub = &subcommands[i];
     if (!a.sub) {
-        cli_error("cache: unknown subcommand '%s'; allowed: ls, stats, verify, gc, clear, export, import, config",
+        cli_error("cache: unknown subcommand '%s'; allowed: ls, stats, verify, gc, clear, export, import, push, pull, config",
                   argv[1]);
         return MJ_EXIT_USAGE;
     }
@@ -505,6 +511,8 @@ int cmd_cache(int argc, char **argv)
                : !strcmp(n, "gc")       ? do_gc(c, &a)
                : !strcmp(n, "clear")    ? do_clear(c, &a)
                : !strcmp(n, "export")   ? do_export(c, &a)
+               : !strcmp(n, "push")     ? cli_cache_push(c, select_fn, &a, a.json)
+               : !strcmp(n, "pull")     ? cli_cache_pull(c, select_fn, &a, a.json)
                                         : do_import(c, &a);
         }
     }

@@ -12,6 +12,7 @@
 
 #include "core/settings.h"
 #include "core/strbuf.h"
+#include "tools/cache_remote.h"
 #include "tools/cli.h"
 #include "tools/json_out.h"
 
@@ -80,6 +81,11 @@ static int print_json(const row *rows)
         if (rows[i].error) cJSON_AddItemToObject(o, "error", cli_json_str(rows[i].error));
         cJSON_AddItemToArray(list, o);
     }
+    /* Whether the remote tier is on, off or refused follows from several rows together. */
+    mj_buf remote = MJ_BUF_INIT;
+    cli_remote_state(&remote);
+    cJSON_AddItemToObject(doc, "remote", cli_json_str(remote.data ? remote.data : ""));
+    mj_buf_free(&remote);
     char *text = cJSON_Print(doc);
     cJSON_Delete(doc);
     if (!text) {
@@ -99,6 +105,10 @@ static void print_text(const row *rows)
                info->env, info->scope, info->why);
         if (rows[i].error) printf("    error: %s\n", rows[i].error);
     }
+    mj_buf remote = MJ_BUF_INIT;
+    cli_remote_state(&remote);
+    printf("remote cache tier: %s\n", remote.data ? remote.data : "");
+    mj_buf_free(&remote);
 }
 
 int cmd_config(int argc, char **argv)

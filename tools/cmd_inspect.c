@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "runtime/spec_resolve.h"
+#include "tools/cache_remote.h"
 #include "tools/cli.h"
 #include "tools/inspect.h"
 #include "tools/json_out.h"
@@ -265,6 +266,9 @@ static void report_text(const subject *s, int with_preimage)
     } else {
         printf("cached:    no (--no-compile)\n");
     }
+    mj_buf remote = MJ_BUF_INIT;
+    if (cli_remote_state_if_set(&remote)) printf("remote:    %s\n", remote.data ? remote.data : "");
+    mj_buf_free(&remote);
     if (s->have_entry) {
         printf("arch:      %s (NVRTC %d.%d), cubin %zu bytes\n", s->entry.arch, s->entry.nvrtc_major,
                s->entry.nvrtc_minor, s->entry.cubin_len);
@@ -305,6 +309,9 @@ static int report_json(const subject *s)
     if (s->reason) cli_json_add(doc, "unsupported_reason", cli_json_str(s->reason));
     cli_json_add(doc, "cached", cJSON_CreateBool(s->cached_before));
     cli_json_add(doc, "compiled_now", cJSON_CreateBool(s->compiled_now));
+    mj_buf remote = MJ_BUF_INIT;
+    if (cli_remote_state_if_set(&remote)) cli_json_add(doc, "remote", cli_json_str(remote.data ? remote.data : ""));
+    mj_buf_free(&remote);
     if (s->compile_error) cli_json_add(doc, "error", cli_json_str(s->compile_error));
     if (s->have_entry) {
         char nvrtc[32];
