@@ -377,8 +377,8 @@ moejit_status moejit_kernel_get(moejit_context *ctx, const moejit_spec *spec, mo
          * unsupported reaches NVRTC. */
         pthread_mutex_unlock(&ctx->lock);
         moejit_status st = mj_check_support(spec);
-        /* what the backend builds but has not run on hardware is refused (0: not allowed) */
-        if (st == MOEJIT_OK) st = mj_check_validated(spec, 0);
+        /* what the backend builds but has not run on hardware is refused unless the context allows it */
+        if (st == MOEJIT_OK) st = mj_check_validated(spec, ctx->settings.allow_unvalidated);
         if (st != MOEJIT_OK) return st;
         pthread_mutex_lock(&ctx->lock);
         e = find(ctx, spec->hash, spec->canonical);

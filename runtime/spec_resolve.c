@@ -46,13 +46,20 @@ static moejit_status resolve_native(mj_arch *arch)
 /* Fastest first: Hopper's warpgroup MMA, then warp-level tensor cores, then CUDA cores. */
 static const mj_backend auto_order[] = {MJ_BACKEND_WGMMA, MJ_BACKEND_MMA, MJ_BACKEND_SIMT};
 
+/* auto takes only what a backend supports and has validated on hardware: a spec must not
+ * start failing (or be refused) because a faster backend built it before it was checked. */
+static int auto_accepts(const moejit_spec *s)
+{
+    return mj_check_support(s) == MOEJIT_OK && mj_check_validated(s, 0) == MOEJIT_OK;
+}
+
 moejit_status mj_backend_auto_explain(const moejit_spec *spec, mj_buf *why)
 {
     moejit_spec s = *spec;
     for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
         s.backend = auto_order[i];
-        if (mj_check_support(&s) == MOEJIT_OK) {
-            if (why) mj_buf_printf(why, "%s%s: the fastest backend that supports the spec on %s", why->len ? "; " : "",
+        if (auto_accepts(&s)) {
+            if (why) mj_buf_printf(why, "%s%s: the fastest backend that supports and has validated the spec on %s", why->len ? "; " : "",
                                    mj_backend_names[s.backend], mj_arch_names[s.arch]);
             return MOEJIT_OK;
         }
@@ -67,7 +74,7 @@ static moejit_status resolve_auto(moejit_spec *spec)
     moejit_spec s = *spec;
     for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
         s.backend = auto_order[i];
-        if (mj_check_support(&s) == MOEJIT_OK) {
+        if (auto_accepts(&s)) {
             spec->backend = s.backend;
             return MOEJIT_OK;
         }

@@ -93,13 +93,13 @@ START_TEST(auto_backend_says_what_it_chose_and_why)
     RUN("inspect", "backend=auto,quant=bf16,act=silu,arch=sm_80", "--no-compile");
     ASSERT_RC(0);
     ck_assert_msg(strstr(r.out, "spec:      backend=mma,") && strstr(r.out, "backend:   mma (backend=auto: not wgmma (") &&
-                      strstr(r.out, "mma: the fastest backend that supports the spec on sm_80"),
+                      strstr(r.out, "mma: the fastest backend that supports and has validated the spec on sm_80"),
                   "%s", r.out);
     RUN("inspect", "backend=auto,quant=fp8_block,act=silu,arch=sm_90a", "--no-compile", "--json");
     ASSERT_RC(0);
     cJSON *j = mj_test_json(r.out);
     const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(j, "backend_auto"));
-    ck_assert_msg(why && strstr(why, "not wgmma") && strstr(why, "not mma") && strstr(why, "simt: the fastest"), "%s",
+    ck_assert_msg(why && strstr(why, "not wgmma") && strstr(why, "not mma") && strstr(why, "simt: the fastest backend"), "%s",
                   r.out);
     cJSON_Delete(j);
     /* An explicit backend has no such line. */

@@ -306,7 +306,8 @@ START_TEST(values_are_read_exactly_or_refused)
 END_TEST
 
 /* backend=auto is resolved into the canonical form: the fastest backend whose declared support
- * covers the spec, for every quant, routing, layout, bias and arch. */
+ * covers the spec and has been validated on hardware, for every quant, routing, layout, bias
+ * and arch. */
 START_TEST(auto_backend_is_the_fastest_that_supports_the_spec)
 {
     moejit_spec *s = parse_ok("backend=auto,arch=sm_90a");
@@ -336,11 +337,14 @@ START_TEST(auto_backend_is_the_fastest_that_supports_the_spec)
                                  mj_routing_names[r], mj_w1_layout_names[l], mj_bias_names[b], mj_arch_names[a]);
                         moejit_spec *got = parse_ok(text);
                         ck_assert_int_eq(mj_check_support(got), MOEJIT_OK);
+                        ck_assert_int_eq(mj_check_validated(got, 0), MOEJIT_OK);
                         moejit_spec probe = *got;
                         for (size_t i = 0; order[i] != got->backend; i++) {
                             probe.backend = order[i];
-                            ck_assert_msg(mj_check_support(&probe) != MOEJIT_OK, "%s: auto chose %s over %s", text,
-                                          mj_backend_names[got->backend], mj_backend_names[order[i]]);
+                            ck_assert_msg(mj_check_support(&probe) != MOEJIT_OK ||
+                                              mj_check_validated(&probe, 0) != MOEJIT_OK,
+                                          "%s: auto chose %s over %s", text, mj_backend_names[got->backend],
+                                          mj_backend_names[order[i]]);
                         }
                         moejit_spec_destroy(got);
                         checked++;
