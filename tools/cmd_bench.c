@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "tools/bench_layer.h"
+#include "tools/bench_remote.h"
 #include "tools/cli.h"
 #include "tools/gpu_harness.h"
 #include "tools/json_out.h"
@@ -353,6 +354,7 @@ int cmd_bench(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "layer")) {
         return cmd_bench_layer(argc - 1, argv + 1);
     }
+    if (argc >= 2 && !strcmp(argv[1], "remote")) return cmd_bench_remote(argc - 1, argv + 1);
     if (argc < 2 || (strcmp(argv[1], "jit") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))) {
         if (argc < 2) cli_error("bench: expected what to measure: jit or layer (see moejit bench --help)");
         else cli_error("bench: unknown benchmark '%s'; allowed: jit, layer (see moejit bench --help)", argv[1]);
