@@ -4,7 +4,10 @@
  */
 #include "emit_test_util.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "templates/common/mma_params.h"
 #include "templates/common/wgmma_params.h"
@@ -40,4 +43,43 @@ const char *mj_test_check_mma_program(const char *text, const mj_program *p, int
                       text, k->name, k->registers, gemm_max_registers);
     }
     return NULL;
+}
+
+int mj_test_sass_scan(const mj_program *p, const char *const *names, int n, int *lines, int *hgmma, int *local)
+{
+    const char *tool = getenv("MOEJIT_NVDISASM");
+    if (!tool || !*tool || access(tool, X_OK) != 0) return -1;
+    for (int i = 0; i < n; i++) lines[i] = hgmma[i] = local[i] = 0;
+    char path[] = "/tmp/moejit-sass-XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) return -1;
+    const int written = write(fd, p->cubin, p->cubin_len) == (ssize_t)p->cubin_len;
+    close(fd);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s' -c %s 2>/dev/null", tool, path);
+    FILE *f = written ? popen(cmd, "r") : NULL;
+    if (!f) {
+        unlink(path);
+        return -1;
+    }
+    /* nvdisasm splits the listing per function: ".section .text.NAME," */
+    char line[4096];
+    int in = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, ".section") && strstr(line, ".text.")) {
+            in = -1;
+            for (int i = 0; i < n; i++) {
+                char want[256];
+                snprintf(want, sizeof want, ".text.%s,", names[i]);
+                if (strstr(line, want)) in = i;
+            }
+        }
+        if (in < 0) continue;
+        lines[in]++;
+        if (strstr(line, "HGMMA")) hgmma[in]++;
+        if (strstr(line, " LDL") || strstr(line, " STL")) local[in]++;
+    }
+    pclose(f);
+    unlink(path);
+    return 0;
 }

@@ -19,4 +19,10 @@ int mj_test_cubin_contains(const mj_program *p, const char *name);
  * (valid until the next failure text). */
 const char *mj_test_check_mma_program(const char *text, const mj_program *p, int gemm_max_registers);
 
+/* Disassembles the program's cubin once with $MOEJIT_NVDISASM and counts, for each of the n
+ * functions names[i], its HGMMA (warpgroup MMA) and its local-memory instructions (LDL, STL)
+ * into hgmma[i] and local[i], and its listing lines into lines[i]. Returns 0, or -1 when no
+ * disassembler is set (then nothing is counted). */
+int mj_test_sass_scan(const mj_program *p, const char *const *names, int n, int *lines, int *hgmma, int *local);
+
 #endif
