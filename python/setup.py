@@ -20,8 +20,15 @@ from setuptools.dist import Distribution
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("MOEJIT_SOURCE_DIR") or os.path.dirname(HERE)
 BUILD = os.environ.get("MOEJIT_BUILD_DIR") or os.path.join(HERE, "build", "native")
-# Libraries libmoejit needs that a machine with CUDA may lack (the GPU hosts have no cJSON).
-BUNDLED = ("libcjson.so.1", "libcrypto.so.3")
+# Libraries every Linux system or CUDA install has; the library's other direct dependencies
+# (cJSON, libcrypto, ...) are bundled, as a GPU host may lack them.
+SYSTEM = ("libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-linux",
+          "libgcc_s.so", "libstdc++.so", "libnvrtc", "libcuda.so")
+
+
+def _needed(path):
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
+    return [line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line]
 
 
 def _system_library(soname):
@@ -54,8 +61,8 @@ class BuildNative(build_py):
             os.chmod(target, 0o755)
         shutil.copyfile(os.path.join(SOURCE, "include", "moejit.h"),
                         os.path.join(dirs["include"], "moejit.h"))
-        for soname in BUNDLED:
-            path = _system_library(soname)
+        for soname in _needed(os.path.join(dirs["lib"], "libmoejit.so.0")):
+            path = None if soname.startswith(SYSTEM) else _system_library(soname)
             if path:
                 shutil.copyfile(path, os.path.join(dirs["lib"], soname))
 

@@ -263,18 +263,10 @@ def _ptr(t: Optional[Tensor]):
 
 # ---- the operator --------------------------------------------------------------------------
 
-# workspace has no default: torch releases before 2.15 drop trailing defaulted arguments
-# before marking mutated ones, so a mutated argument must always be passed.
-@torch.library.custom_op("moejit::fused_moe", mutates_args=("workspace",))
-def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Optional[Tensor],
-                 workspace: Optional[Tensor], topk: int = 0, num_experts: int = 0, expert_offset: int = 0,
-                 b1: Optional[Tensor] = None, b2: Optional[Tensor] = None,
-                 w1_scale: Optional[Tensor] = None, w2_scale: Optional[Tensor] = None,
-                 w1_zero: Optional[Tensor] = None, w2_zero: Optional[Tensor] = None,
-                 topk_ids: Optional[Tensor] = None, topk_weights: Optional[Tensor] = None,
-                 routing_bias: Optional[Tensor] = None, act_param0: Optional[Tensor] = None,
-                 act_param1: Optional[Tensor] = None, act_param2: Optional[Tensor] = None,
-                 x_scale: Optional[Tensor] = None) -> Tensor:
+def _forward(spec, x, w1, w2, router_logits, workspace, topk, num_experts, expert_offset, b1,
+             b2, w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias,
+             act_param0, act_param1, act_param2, x_scale):
+    """Checks, gets the kernel (never compiling during capture) and enqueues the layer."""
     act_params = (act_param0, act_param1, act_param2)
     (T, H, I, E, E_l, k), dt = check_args(
         spec, x, w1, w2, router_logits, topk, num_experts, expert_offset, b1, b2, w1_scale,
@@ -282,6 +274,7 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
         workspace)
     if x.device.type != "cuda":
         _fail(f"x: moejit runs on CUDA devices, got a tensor on {x.device}")
+    from ._lib import check, lib
     dev = x.device.index
     out = torch.empty((T, H), dtype=dt, device=x.device)
     with torch.cuda.device(dev):
@@ -289,7 +282,6 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
         kernel = get_kernel(spec, dev, compile=not capturing)
         _ensure_context(dev)
         args = _abi.moejit_moe_args()
-        from ._lib import lib
         lib().moejit_moe_args_init(ctypes.byref(args))  # struct_size and the defaults
         args.num_tokens, args.hidden, args.inter, args.num_experts, args.topk = T, H, I, E, k
         args.expert_offset = expert_offset
@@ -311,23 +303,79 @@ def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Op
         if T == 0:
             return out
         stream = torch.cuda.current_stream(dev).cuda_stream
-        from ._lib import check
         check(lib().moejit_moe_forward(kernel.ptr, ctypes.byref(args),
                                        ctypes.c_void_p(workspace.data_ptr()), workspace.numel(),
                                        ctypes.c_void_p(stream)))
     return out
 
 
-@fused_moe_op.register_fake
-def _fused_moe_fake(spec, x, w1, w2, router_logits, workspace, topk=0, num_experts=0, expert_offset=0,
-                    b1=None, b2=None, w1_scale=None, w2_scale=None, w1_zero=None, w2_zero=None,
-                    topk_ids=None, topk_weights=None, routing_bias=None, act_param0=None,
-                    act_param1=None, act_param2=None, x_scale=None):
+def _fake(spec, x, w1, w2, router_logits, workspace, topk, num_experts, expert_offset, b1, b2,
+          w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias, act_param0,
+          act_param1, act_param2, x_scale):
     (T, H, *_), dt = check_args(
         spec, x, w1, w2, router_logits, topk, num_experts, expert_offset, b1, b2, w1_scale,
         w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias,
         (act_param0, act_param1, act_param2), x_scale, workspace, check_alignment=False)
     return x.new_empty((T, H), dtype=dt)
+
+
+# The common operator is pure (its workspace comes from torch's caching allocator), which is
+# what torch.compile and CUDA graphs handle best.
+@torch.library.custom_op("moejit::fused_moe", mutates_args=())
+def fused_moe_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Optional[Tensor],
+                 topk: int = 0, num_experts: int = 0, expert_offset: int = 0,
+                 b1: Optional[Tensor] = None, b2: Optional[Tensor] = None,
+                 w1_scale: Optional[Tensor] = None, w2_scale: Optional[Tensor] = None,
+                 w1_zero: Optional[Tensor] = None, w2_zero: Optional[Tensor] = None,
+                 topk_ids: Optional[Tensor] = None, topk_weights: Optional[Tensor] = None,
+                 routing_bias: Optional[Tensor] = None, act_param0: Optional[Tensor] = None,
+                 act_param1: Optional[Tensor] = None, act_param2: Optional[Tensor] = None,
+                 x_scale: Optional[Tensor] = None) -> Tensor:
+    return _forward(spec, x, w1, w2, router_logits, None, topk, num_experts, expert_offset, b1,
+                    b2, w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights,
+                    routing_bias, act_param0, act_param1, act_param2, x_scale)
+
+
+# The same with the caller's workspace, which it writes (a required argument: torch releases
+# before 2.15 drop trailing defaulted arguments before marking the mutated ones).
+@torch.library.custom_op("moejit::fused_moe_workspace", mutates_args=("workspace",))
+def fused_moe_workspace_op(spec: str, x: Tensor, w1: Tensor, w2: Tensor,
+                           router_logits: Optional[Tensor], workspace: Tensor, topk: int = 0,
+                           num_experts: int = 0, expert_offset: int = 0,
+                           b1: Optional[Tensor] = None, b2: Optional[Tensor] = None,
+                           w1_scale: Optional[Tensor] = None, w2_scale: Optional[Tensor] = None,
+                           w1_zero: Optional[Tensor] = None, w2_zero: Optional[Tensor] = None,
+                           topk_ids: Optional[Tensor] = None,
+                           topk_weights: Optional[Tensor] = None,
+                           routing_bias: Optional[Tensor] = None,
+                           act_param0: Optional[Tensor] = None,
+                           act_param1: Optional[Tensor] = None,
+                           act_param2: Optional[Tensor] = None,
+                           x_scale: Optional[Tensor] = None) -> Tensor:
+    return _forward(spec, x, w1, w2, router_logits, workspace, topk, num_experts, expert_offset,
+                    b1, b2, w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights,
+                    routing_bias, act_param0, act_param1, act_param2, x_scale)
+
+
+@fused_moe_op.register_fake
+def _fused_moe_fake(spec, x, w1, w2, router_logits, topk=0, num_experts=0, expert_offset=0,
+                    b1=None, b2=None, w1_scale=None, w2_scale=None, w1_zero=None, w2_zero=None,
+                    topk_ids=None, topk_weights=None, routing_bias=None, act_param0=None,
+                    act_param1=None, act_param2=None, x_scale=None):
+    return _fake(spec, x, w1, w2, router_logits, None, topk, num_experts, expert_offset, b1, b2,
+                 w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias,
+                 act_param0, act_param1, act_param2, x_scale)
+
+
+@fused_moe_workspace_op.register_fake
+def _fused_moe_workspace_fake(spec, x, w1, w2, router_logits, workspace, topk=0, num_experts=0,
+                              expert_offset=0, b1=None, b2=None, w1_scale=None, w2_scale=None,
+                              w1_zero=None, w2_zero=None, topk_ids=None, topk_weights=None,
+                              routing_bias=None, act_param0=None, act_param1=None,
+                              act_param2=None, x_scale=None):
+    return _fake(spec, x, w1, w2, router_logits, workspace, topk, num_experts, expert_offset, b1,
+                 b2, w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias,
+                 act_param0, act_param1, act_param2, x_scale)
 
 
 def act_param_tensors(spec: str, act_params) -> list:
@@ -359,7 +407,8 @@ def fused_moe(spec: str, x: Tensor, w1: Tensor, w2: Tensor, router_logits: Optio
     without an arch it takes x's device's). act_params: per-expert fp32 [E_local] overrides,
     a dict by parameter name or a sequence in the activation's order."""
     p = act_param_tensors(spec, act_params)
-    return torch.ops.moejit.fused_moe(
-        spec, x, w1, w2, router_logits, workspace, topk, num_experts, expert_offset, b1, b2,
-        w1_scale, w2_scale, w1_zero, w2_zero, topk_ids, topk_weights, routing_bias, p[0], p[1],
-        p[2], x_scale)
+    rest = (topk, num_experts, expert_offset, b1, b2, w1_scale, w2_scale, w1_zero, w2_zero,
+            topk_ids, topk_weights, routing_bias, p[0], p[1], p[2], x_scale)
+    if workspace is None:
+        return torch.ops.moejit.fused_moe(spec, x, w1, w2, router_logits, *rest)
+    return torch.ops.moejit.fused_moe_workspace(spec, x, w1, w2, router_logits, workspace, *rest)

@@ -76,14 +76,17 @@ def make_inputs(spec, T=5, H=128, I=128, E=8, k=2, device="cpu", E_local=None, s
 
 
 def op_args(spec, kw):
-    """kw (from make_inputs) as the positional arguments of torch.ops.moejit.fused_moe."""
+    """(operator, positional arguments) of the call moejit.fused_moe makes for kw."""
     from moejit.ops import act_param_tensors
     p = act_param_tensors(spec, kw.get("act_params"))
-    return (spec, kw["x"], kw["w1"], kw["w2"], kw.get("router_logits"), kw.get("workspace"),
-            kw.get("topk", 0), kw.get("num_experts", 0), kw.get("expert_offset", 0), kw.get("b1"),
+    rest = (kw.get("topk", 0), kw.get("num_experts", 0), kw.get("expert_offset", 0), kw.get("b1"),
             kw.get("b2"), kw.get("w1_scale"), kw.get("w2_scale"), kw.get("w1_zero"),
             kw.get("w2_zero"), kw.get("topk_ids"), kw.get("topk_weights"), kw.get("routing_bias"),
             p[0], p[1], p[2], kw.get("x_scale"))
+    head = (spec, kw["x"], kw["w1"], kw["w2"], kw.get("router_logits"))
+    if kw.get("workspace") is None:
+        return torch.ops.moejit.fused_moe.default, head + rest
+    return torch.ops.moejit.fused_moe_workspace.default, head + (kw["workspace"],) + rest
 
 
 # ---- the float64 reference ------------------------------------------------------------------

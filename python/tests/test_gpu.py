@@ -132,6 +132,12 @@ def test_torch_compile_fullgraph():
     compiled = torch.compile(f, fullgraph=True)
     args = [kw[n] for n in ("x", "w1", "w2", "router_logits", "b1", "b2")]
     assert torch.equal(compiled(*args), f(*args))
+    ws = torch.empty(1 << 22, dtype=torch.uint8, device=DEV)
+
+    def h(x, w1, w2, router_logits, b1, b2, ws):
+        return layer(x, w1, w2, router_logits, b1=b1, b2=b2, workspace=ws)
+
+    assert torch.equal(torch.compile(h, fullgraph=True)(*args, ws), f(*args))
 
 
 def test_side_stream():
@@ -165,7 +171,9 @@ def test_zero_tokens():
 def test_opcheck_on_cuda():
     spec = "backend=auto,quant=bf16,act=swiglu,bias=both"
     kw = make_inputs(spec, T=5, H=128, I=128, E=8, k=2, device=DEV)
-    torch.library.opcheck(torch.ops.moejit.fused_moe.default, op_args(spec, kw))
+    torch.library.opcheck(*op_args(spec, kw))
+    kw["workspace"] = torch.empty(1 << 22, dtype=torch.uint8, device=DEV)
+    torch.library.opcheck(*op_args(spec, kw))
 
 
 @pytest.mark.parametrize("name,change,message", [

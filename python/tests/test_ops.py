@@ -6,13 +6,15 @@ from helpers import make_inputs, op_args
 
 import moejit
 
-SCHEMA = (
-    "moejit::fused_moe(str spec, Tensor x, Tensor w1, Tensor w2, Tensor? router_logits, "
-    "Tensor(a5!)? workspace, SymInt topk=0, SymInt num_experts=0, SymInt expert_offset=0, "
-    "Tensor? b1=None, Tensor? b2=None, Tensor? w1_scale=None, Tensor? w2_scale=None, "
-    "Tensor? w1_zero=None, Tensor? w2_zero=None, Tensor? topk_ids=None, Tensor? topk_weights=None, "
-    "Tensor? routing_bias=None, Tensor? act_param0=None, Tensor? act_param1=None, "
-    "Tensor? act_param2=None, Tensor? x_scale=None) -> Tensor")
+ARGS = ("SymInt topk=0, SymInt num_experts=0, SymInt expert_offset=0, Tensor? b1=None, "
+        "Tensor? b2=None, Tensor? w1_scale=None, Tensor? w2_scale=None, Tensor? w1_zero=None, "
+        "Tensor? w2_zero=None, Tensor? topk_ids=None, Tensor? topk_weights=None, "
+        "Tensor? routing_bias=None, Tensor? act_param0=None, Tensor? act_param1=None, "
+        "Tensor? act_param2=None, Tensor? x_scale=None) -> Tensor")
+SCHEMA = ("moejit::fused_moe(str spec, Tensor x, Tensor w1, Tensor w2, Tensor? router_logits, "
+          + ARGS)
+SCHEMA_WORKSPACE = ("moejit::fused_moe_workspace(str spec, Tensor x, Tensor w1, Tensor w2, "
+                    "Tensor? router_logits, Tensor(a5!) workspace, " + ARGS)
 
 SPECS = [
     "backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),w1_layout=interleaved,bias=both",
@@ -27,14 +29,17 @@ SPECS = [
 
 
 def test_schema():
-    schema = str(torch.ops.moejit.fused_moe.default._schema)
-    assert schema.replace("SymInt", "int") == SCHEMA.replace("SymInt", "int")
+    for op, want in ((torch.ops.moejit.fused_moe, SCHEMA),
+                     (torch.ops.moejit.fused_moe_workspace, SCHEMA_WORKSPACE)):
+        assert str(op.default._schema).replace("SymInt", "int") == want.replace("SymInt", "int")
 
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_opcheck_fake_implementation(spec):
     kw = make_inputs(spec, T=3, H=256, I=256, E=8, k=2, device="meta", act_params=True)
-    torch.library.opcheck(torch.ops.moejit.fused_moe.default, op_args(spec, kw))
+    torch.library.opcheck(*op_args(spec, kw))
+    kw["workspace"] = torch.empty(1 << 20, dtype=torch.uint8, device="meta")
+    torch.library.opcheck(*op_args(spec, kw))
 
 
 @pytest.mark.parametrize("spec", SPECS[:3])
