@@ -186,7 +186,8 @@ struct WgStages {
 };
 
 // The persistent schedule of one CTA (pair: of its cluster, both CTAs running the same tiles)
-// and the GEMM's extents: tiles first_tile, + tile_step, ... of the units x n_col tiles.
+// and the GEMM's extents: tiles first_tile, + tile_step, ... of the units x n_col tiles. The
+// roles take it by value, so its fields reach them as plain values, as locals would.
 struct WgSchedule {
     u32 rank; // the CTA's rank in its cluster (0 outside the pair path)
     int first_tile, tile_step;
