@@ -101,7 +101,7 @@ CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(CHECK_SRCS))
 ASAN_CHECK_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(CHECK_SRCS))
 GPU_BIN := $(BUILD)/tests/gpu_suite
 
-.PHONY: all test test-cpu test-asan test-gpu run install bundle clean deps readme-example readme-matrix sass-digest install-check FORCE
+.PHONY: all test test-cpu test-asan test-gpu run install bundle clean deps readme-example readme-matrix readme sass-digest install-check FORCE
 all: $(DEPS_STAMP) $(LIB_A) $(LIB_SO) $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libmoejit.so $(CLI) $(WORKER)
 deps: $(DEPS_STAMP)
 
@@ -357,11 +357,20 @@ bundle: all $(GPU_BIN)
 	  test -n "$$p" && cp -L $$p $(BUILD)/lib/ && echo "bundled $$p"; \
 	done
 
-# Regenerates the README's support matrix from the backends' declarations.
-readme-matrix: $(CLI)
-	$(CLI) matrix --format markdown > $(BUILD)/matrix.md
-	awk -v f=$(BUILD)/matrix.md '/<!-- matrix:begin -->/ {print; while ((getline l < f) > 0) print l; skip=1; next} \
-	  /<!-- matrix:end -->/ {skip=0} !skip' README.md > $(BUILD)/README.new && mv $(BUILD)/README.new README.md
+# Regenerates the README's generated blocks (tests/check_readme.c fails when they drift): the
+# support matrix from the backends' declarations, the settings table from the one settings
+# table, and each command's synopsis from its --help.
+README_COMMANDS := demo warm inspect cache matrix "bench jit" "bench layer" tune config
+readme: $(CLI)
+	$(CLI) matrix --format markdown > $(BUILD)/readme-matrix.md
+	$(CLI) config --markdown > $(BUILD)/readme-settings.md
+	{ echo '```'; for c in $(README_COMMANDS); do $(CLI) $$c --help | sed -n '1,/^$$/p' \
+	  | sed '/^$$/d; s/^usage: //; s/^       //'; done; echo '```'; } > $(BUILD)/readme-usage.md
+	for b in matrix settings usage; do \
+	  awk -v f=$(BUILD)/readme-$$b.md -v b=$$b '$$0 == "<!-- " b ":begin -->" {print; while ((getline l < f) > 0) print l; skip=1; next} \
+	    $$0 == "<!-- " b ":end -->" {skip=0} !skip' README.md > $(BUILD)/README.new && mv $(BUILD)/README.new README.md; \
+	done
+readme-matrix: readme
 
 clean:
 	rm -rf $(BUILD)
@@ -369,19 +378,21 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # ---- python ----------------------------------------------------------------------------------
-# The Python package (python/) in a virtual environment under $(BUILD)/pyenv: pytest and torch
-# from PyPI (installed once), then ./python built from this tree's $(BUILD) and its tests run
-# (the GPU tests skip with "no CUDA device" where there is none).
-PYENV := $(BUILD)/pyenv
+# The Python package (python/) in a virtual environment: pytest and torch from PyPI (about 5 GB
+# with torch's CUDA libraries, so the environment is kept once per user, outside the build
+# folder, and shared by every clone), then ./python built from this tree's $(BUILD) and its
+# tests run (the GPU tests skip with "no CUDA device" where there is none).
+PY_REQUIREMENTS := 'setuptools>=70' wheel pytest torch
+PYENV ?= $(if $(HOME),$(HOME)/.cache/moejit-build/pyenv,$(abspath $(BUILD))/pyenv)
 $(PYENV)/.deps-ok:
 	python3 -m venv $(PYENV)
-	$(PYENV)/bin/pip install -q --disable-pip-version-check 'setuptools>=70' wheel pytest torch
+	$(PYENV)/bin/python -m pip install -q --disable-pip-version-check $(PY_REQUIREMENTS)
 	@touch $@
 python: all $(PYENV)/.deps-ok
-	MOEJIT_BUILD_DIR=$(abspath $(BUILD)) $(PYENV)/bin/pip install -q --disable-pip-version-check \
+	MOEJIT_BUILD_DIR=$(abspath $(BUILD)) $(PYENV)/bin/python -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --force-reinstall --no-deps ./python
 test-python: python
 	cd $(BUILD) && PYTHONDONTWRITEBYTECODE=1 MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache \
-	  $(abspath $(PYENV))/bin/pytest -q -p no:cacheprovider $(CURDIR)/python/tests
+	  $(PYENV)/bin/python -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests
 test-cpu: test-python
 .PHONY: python test-python

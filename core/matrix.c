@@ -35,8 +35,9 @@
     }
 
 /* The tensor-core backends build every routing method from fp32 or bf16 logits (route.cuh
- * serves all their routing paths); validated are the methods and logits their device checks
- * have run (H200, against the float64 reference). */
+ * serves all their routing paths); validated are the values their device checks have passed
+ * (H200, `bench layer --check --routing all`: the float64 reference on every decode and
+ * prefill path, reruns bit-identical; docs/PERFORMANCE.md, "Validation"). */
 #define TC_MASKS(archs_, routings_, logits_)                                                            \
     {                                                                                                   \
         .quants = TC_QUANTS, .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
@@ -45,9 +46,8 @@
     }
 #define TC_BUILT_ROUTINGS ALL_ROUTINGS
 #define TC_BUILT_LOGITS (MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16))
-#define TC_VALIDATED_ROUTINGS \
-    (MJ_BIT(MJ_ROUTING_SOFTMAX_TOPK) | MJ_BIT(MJ_ROUTING_RENORMALIZE) | MJ_BIT(MJ_ROUTING_PRECOMPUTED))
-#define TC_VALIDATED_LOGITS MJ_BIT(MJ_DTYPE_FP32)
+#define TC_VALIDATED_ROUTINGS TC_BUILT_ROUTINGS
+#define TC_VALIDATED_LOGITS TC_BUILT_LOGITS
 
 const mj_backend_caps mj_backend_table[] = {
     {
@@ -73,6 +73,14 @@ const mj_backend_caps mj_backend_table[] = {
     },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];
+const mj_caps_table mj_caps = {mj_backend_table, sizeof mj_backend_table / sizeof mj_backend_table[0]};
+
+static const mj_backend_caps *row_of(const mj_caps_table *t, mj_backend backend)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->rows[i].backend == backend) return &t->rows[i];
+    return NULL;
+}
 
 const mj_backend_caps *mj_backend_caps_of(mj_backend backend)
 {
@@ -153,12 +161,11 @@ static void mask_names(mj_buf *b, const cap_field *f, uint32_t mask, uint32_t ma
 }
 
 /* Whether some backend builds a value it has not validated. */
-static int any_unvalidated(void)
+static int any_unvalidated(const mj_caps_table *t)
 {
-    for (size_t r = 0; r < mj_backend_table_len; r++)
+    for (size_t r = 0; r < t->n; r++)
         for (size_t i = 0; i < N_FIELDS; i++)
-            if (mask_of(&mj_backend_table[r].built, &cap_fields[i]) &
-                ~mask_of(&mj_backend_table[r].validated, &cap_fields[i]))
+            if (mask_of(&t->rows[r].built, &cap_fields[i]) & ~mask_of(&t->rows[r].validated, &cap_fields[i]))
                 return 1;
     return 0;
 }
@@ -211,8 +218,13 @@ moejit_status moejit_check_support(const moejit_spec *spec) { return mj_check_su
 
 moejit_status mj_check_validated(const moejit_spec *spec, int allow_unvalidated)
 {
+    return mj_check_validated_in(&mj_caps, spec, allow_unvalidated);
+}
+
+moejit_status mj_check_validated_in(const mj_caps_table *t, const moejit_spec *spec, int allow_unvalidated)
+{
     if (!spec) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: spec is NULL");
-    const mj_backend_caps *c = mj_backend_caps_of(spec->backend);
+    const mj_backend_caps *c = row_of(t, spec->backend);
     if (allow_unvalidated || !c) return MOEJIT_OK;
     for (size_t i = 0; i < N_FIELDS; i++) {
         const cap_field *f = &cap_fields[i];
@@ -232,9 +244,8 @@ moejit_status mj_check_validated(const moejit_spec *spec, int allow_unvalidated)
 
 /* Cell (row r, column col) of the human and markdown tables; col 0 is the backend. Values
  * built but not validated carry mark. */
-static void cell(mj_buf *b, size_t r, size_t col, const char *mark)
+static void cell(mj_buf *b, const mj_backend_caps *c, size_t col, const char *mark)
 {
-    const mj_backend_caps *c = &mj_backend_table[r];
     if (col == 0) {
         mj_buf_puts(b, mj_backend_names[c->backend]);
         return;
@@ -250,7 +261,7 @@ static const char *header(size_t col)
     return f->column ? f->column : f->key;
 }
 
-static void format_markdown(mj_buf *b)
+static void format_markdown(const mj_caps_table *t, mj_buf *b)
 {
     mj_buf_puts(b, "|");
     for (size_t col = 0; col <= N_FIELDS; col++)
@@ -259,33 +270,33 @@ static void format_markdown(mj_buf *b)
     for (size_t col = 0; col <= N_FIELDS; col++)
         if (col == 0 || cap_fields[col - 1].column) mj_buf_puts(b, "---|");
     mj_buf_puts(b, "\n");
-    for (size_t r = 0; r < mj_backend_table_len; r++) {
+    for (size_t r = 0; r < t->n; r++) {
         mj_buf_puts(b, "|");
         for (size_t col = 0; col <= N_FIELDS; col++) {
             if (col != 0 && !cap_fields[col - 1].column) continue;
             mj_buf_puts(b, " ");
-            cell(b, r, col, "\\*"); /* escaped: a bare '*' may open emphasis */
+            cell(b, &t->rows[r], col, "\\*"); /* escaped: a bare '*' may open emphasis */
             mj_buf_puts(b, " |");
         }
         mj_buf_puts(b, "\n");
     }
-    if (any_unvalidated()) mj_buf_puts(b, "\n\\* " LEGEND "\n");
+    if (any_unvalidated(t)) mj_buf_puts(b, "\n\\* " LEGEND "\n");
 }
 
 /* Every column (logits too), padded to its widest cell; then one line per backend summary. */
-static void format_text(mj_buf *b)
+static void format_text(const mj_caps_table *t, mj_buf *b)
 {
     size_t width[N_FIELDS + 1];
     mj_buf tmp = MJ_BUF_INIT;
     for (size_t col = 0; col <= N_FIELDS; col++) {
         width[col] = strlen(header(col));
-        for (size_t r = 0; r < mj_backend_table_len; r++) {
+        for (size_t r = 0; r < t->n; r++) {
             mj_buf_reset(&tmp);
-            cell(&tmp, r, col, "*");
+            cell(&tmp, &t->rows[r], col, "*");
             if (tmp.len > width[col]) width[col] = tmp.len;
         }
     }
-    for (size_t r = 0; r <= mj_backend_table_len + 1; r++) {
+    for (size_t r = 0; r <= t->n + 1; r++) {
         for (size_t col = 0; col <= N_FIELDS; col++) {
             mj_buf_reset(&tmp);
             if (r == 0)
@@ -293,7 +304,7 @@ static void format_text(mj_buf *b)
             else if (r == 1)
                 for (size_t i = 0; i < width[col]; i++) mj_buf_puts(&tmp, "-");
             else
-                cell(&tmp, r - 2, col, "*");
+                cell(&tmp, &t->rows[r - 2], col, "*");
             int last = col == N_FIELDS;
             mj_buf_printf(b, "%s%-*s", col ? "  " : "", last ? 0 : (int)width[col],
                           tmp.data ? tmp.data : "");
@@ -303,10 +314,9 @@ static void format_text(mj_buf *b)
     if (!mj_buf_ok(&tmp)) b->failed = 1;
     mj_buf_free(&tmp);
     mj_buf_puts(b, "\n");
-    for (size_t r = 0; r < mj_backend_table_len; r++)
-        mj_buf_printf(b, "%s: %s\n", mj_backend_names[mj_backend_table[r].backend],
-                      mj_backend_table[r].summary);
-    if (any_unvalidated()) mj_buf_puts(b, "\n* " LEGEND "\n");
+    for (size_t r = 0; r < t->n; r++)
+        mj_buf_printf(b, "%s: %s\n", mj_backend_names[t->rows[r].backend], t->rows[r].summary);
+    if (any_unvalidated(t)) mj_buf_puts(b, "\n* " LEGEND "\n");
 }
 
 /* ,"KEY":["name",...] of the set bits of mask. */
@@ -323,12 +333,12 @@ static void json_list(mj_buf *b, const cap_field *f, uint32_t mask, int first)
 
 /* Each field lists what the backend builds; "unvalidated" lists, per field, those of them not
  * yet validated on hardware. */
-static void format_json(mj_buf *b)
+static void format_json(const mj_caps_table *t, mj_buf *b)
 {
     /* Every name is [a-z0-9_], so no escaping is needed. */
     mj_buf_puts(b, "{\"backends\":[");
-    for (size_t r = 0; r < mj_backend_table_len; r++) {
-        const mj_backend_caps *c = &mj_backend_table[r];
+    for (size_t r = 0; r < t->n; r++) {
+        const mj_backend_caps *c = &t->rows[r];
         mj_buf_printf(b, "%s{\"name\":\"%s\",\"summary\":\"%s\",", r ? "," : "",
                       mj_backend_names[c->backend], c->summary);
         for (size_t i = 0; i < N_FIELDS; i++) json_list(b, &cap_fields[i], mask_of(&c->built, &cap_fields[i]), i == 0);
@@ -341,14 +351,16 @@ static void format_json(mj_buf *b)
     mj_buf_puts(b, "],\"legend\":{\"unvalidated\":\"" LEGEND "\"}}\n");
 }
 
-moejit_status mj_matrix_format(const char *format, mj_buf *b)
+moejit_status mj_matrix_format(const char *format, mj_buf *b) { return mj_matrix_format_in(&mj_caps, format, b); }
+
+moejit_status mj_matrix_format_in(const mj_caps_table *t, const char *format, mj_buf *b)
 {
     if (!format || strcmp(format, "text") == 0)
-        format_text(b);
+        format_text(t, b);
     else if (strcmp(format, "markdown") == 0)
-        format_markdown(b);
+        format_markdown(t, b);
     else if (strcmp(format, "json") == 0)
-        format_json(b);
+        format_json(t, b);
     else
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "format: unknown value '%s'; allowed: text, markdown, json", format);

@@ -42,6 +42,14 @@ typedef struct mj_backend_caps {
 extern const mj_backend_caps mj_backend_table[];
 extern const size_t mj_backend_table_len;
 
+/* A table of rows: the backends' own (mj_caps), or another one the checks and printers are
+ * tested on (a value built but not yet validated exists only between a build and its GPU run). */
+typedef struct mj_caps_table {
+    const mj_backend_caps *rows;
+    size_t n;
+} mj_caps_table;
+extern const mj_caps_table mj_caps;
+
 const mj_backend_caps *mj_backend_caps_of(mj_backend backend);
 
 /* Checks every field of spec against its backend's row (and cross-field rules such as
@@ -54,10 +62,12 @@ moejit_status mj_check_support(const moejit_spec *spec);
  * it, unless allow_unvalidated. Values the backend does not build are mj_check_support's to
  * refuse: this check passes them. */
 moejit_status mj_check_validated(const moejit_spec *spec, int allow_unvalidated);
+moejit_status mj_check_validated_in(const mj_caps_table *t, const moejit_spec *spec, int allow_unvalidated);
 
 /* Appends the support matrix: format "text", "markdown" or "json". A value built but not
  * validated is marked: a trailing '*' in text and markdown (with a legend line), and in
  * JSON listed again under the backend's "unvalidated" object. */
 moejit_status mj_matrix_format(const char *format, mj_buf *b);
+moejit_status mj_matrix_format_in(const mj_caps_table *t, const char *format, mj_buf *b);
 
 #endif

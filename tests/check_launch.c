@@ -782,7 +782,7 @@ static void qwen3_30b_routed_forward(const char *text, int64_t T, int64_t k, siz
     mj_driver d;
     mj_module m;
     tc_setup(&d, &m);
-    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, *bytes, NULL);
+    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, *bytes, NULL, &g_knobs);
     ck_assert_msg(st == MOEJIT_OK, "%s T=%lld: %s", text, (long long)T, moejit_last_error());
     moejit_spec_destroy(s);
 }

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/matrix.h"
 #include "core/settings.h"
 #include "lib/check_main.h"
 #include "lib/cli_run.h"
@@ -242,33 +241,6 @@ START_TEST(a_contexts_compile_worker_option_names_the_worker_it_runs)
                   "%s", moejit_last_error());
     moejit_context_destroy(ctx);
     o.compile_worker = worker;
-    ck_assert_int_eq(moejit_context_create(&o, &ctx), MOEJIT_OK);
-    ck_assert_msg(moejit_kernel_get(ctx, spec, &k) == MOEJIT_OK, "%s", moejit_last_error());
-    moejit_context_destroy(ctx);
-    moejit_spec_destroy(spec);
-    restore_env();
-}
-END_TEST
-
-/* A tuple built but not validated on hardware: refused by default naming the setting, built
- * when the context allows it (option or environment). */
-START_TEST(allow_unvalidated_lets_a_context_build_an_unvalidated_tuple)
-{
-    restore_env();
-    setenv("MOEJIT_CACHE_MODE", "off", 1);
-    moejit_spec *spec = NULL;
-    ck_assert_int_eq(moejit_spec_parse("backend=mma,quant=bf16,act=silu,routing=sigmoid_topk,arch=sm_80", &spec),
-                     MOEJIT_OK);
-    ck_assert_int_eq(moejit_check_support(spec), MOEJIT_OK);
-    ck_assert_int_eq(mj_check_validated(spec, 0), MOEJIT_ERR_UNSUPPORTED); /* until a GPU run marks it */
-    moejit_context *ctx = NULL;
-    moejit_kernel *k = NULL;
-    ck_assert_int_eq(moejit_context_create(NULL, &ctx), MOEJIT_OK);
-    ck_assert_int_eq(moejit_kernel_get(ctx, spec, &k), MOEJIT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(moejit_last_error(), "MOEJIT_ALLOW_UNVALIDATED"), "%s", moejit_last_error());
-    moejit_context_destroy(ctx);
-    moejit_options o = MOEJIT_OPTIONS_INIT;
-    o.allow_unvalidated = 1;
     ck_assert_int_eq(moejit_context_create(&o, &ctx), MOEJIT_OK);
     ck_assert_msg(moejit_kernel_get(ctx, spec, &k) == MOEJIT_OK, "%s", moejit_last_error());
     moejit_context_destroy(ctx);
@@ -510,7 +482,6 @@ static Suite *settings_suite(void)
     tcase_add_test(ctx, a_context_resolves_its_own_settings_and_refuses_bad_ones);
     tcase_add_test(ctx, kernels_carry_their_contexts_decode_mode_and_pdl);
     tcase_add_test(ctx, a_contexts_compile_worker_option_names_the_worker_it_runs);
-    tcase_add_test(ctx, allow_unvalidated_lets_a_context_build_an_unvalidated_tuple);
     suite_add_tcase(s, ctx);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, cli_setup, cli_teardown);

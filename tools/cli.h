@@ -13,6 +13,7 @@
 
 #include "cache/cache.h"
 #include "core/settings.h"
+#include "core/strbuf.h"
 #include "moejit.h"
 
 enum { MJ_EXIT_OK = 0, MJ_EXIT_FAIL = 1, MJ_EXIT_USAGE = 2 };
@@ -81,5 +82,7 @@ int cmd_cache(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+/* The settings table as markdown (`moejit config --markdown`, the README's copy). */
+void cli_settings_markdown(mj_buf *b);
 
 #endif

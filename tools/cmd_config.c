@@ -18,6 +18,7 @@
 
 static const char config_usage[] =
     "usage: moejit config [--json] [--cache-dir DIR]\n"
+    "       moejit config --markdown\n"
     "\n"
     "Lists every setting moejit reads: its value, where the value came from (default,\n"
     "environment, command line), its environment variable, its scope (context: read once per\n"
@@ -27,6 +28,7 @@ static const char config_usage[] =
     "Options:\n"
     "  --json            one JSON document: {\"settings\": [{\"key\", \"env\", \"value\", \"origin\", ...}]}\n"
     "  --cache-dir DIR   the cache directory, as the other commands take it\n"
+    "  --markdown        the table itself (no values): the README's settings table\n"
     "\n"
     "Example:\n"
     "  MOEJIT_DECODE=chain moejit config --json\n";
@@ -111,11 +113,38 @@ static void print_text(const row *rows)
     mj_buf_free(&remote);
 }
 
+/* Appends text with '|' escaped, for a markdown table cell. */
+static void cell(mj_buf *b, const char *text)
+{
+    for (const char *p = text ? text : ""; *p; p++) {
+        if (*p == '|') mj_buf_puts(b, "\\|");
+        else mj_buf_append(b, p, 1);
+    }
+}
+
+/* The table as markdown: what the README shows, generated so that it cannot drift. */
+void cli_settings_markdown(mj_buf *b)
+{
+    mj_buf_puts(b, "| setting | environment | `moejit_options` | default | allowed | why |\n|---|---|---|---|---|---|\n");
+    for (int i = 0; i < MJ_SETTING_COUNT; i++) {
+        const mj_setting_info *info = &mj_settings_table[i];
+        mj_buf_printf(b, "| %s | `%s` | %s%s%s | ", info->key, info->env, info->option ? "`" : "",
+                      info->option ? info->option : "-", info->option ? "`" : "");
+        cell(b, info->default_text);
+        mj_buf_puts(b, " | ");
+        cell(b, info->allowed);
+        mj_buf_puts(b, " | ");
+        cell(b, info->why);
+        mj_buf_puts(b, " |\n");
+    }
+}
+
 int cmd_config(int argc, char **argv)
 {
     static const struct option long_options[] = {{"json", no_argument, NULL, 'j'},
                                                  {"cache-dir", required_argument, NULL, 'C'},
                                                  {"help", no_argument, NULL, 'h'},
+                                                 {"markdown", no_argument, NULL, 'm'},
                                                  {NULL, 0, NULL, 0}};
     int json = 0, c;
     optind = 1;
@@ -123,6 +152,13 @@ int cmd_config(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
+        case 'm': {
+            mj_buf b = MJ_BUF_INIT;
+            cli_settings_markdown(&b);
+            fputs(b.data ? b.data : "", stdout);
+            mj_buf_free(&b);
+            return MJ_EXIT_OK;
+        }
         case 'C': cli_set_cache_dir(optarg); break;
         case 'h': fputs(config_usage, stdout); return MJ_EXIT_OK;
         default: return cli_bad_option("config", c, argv);

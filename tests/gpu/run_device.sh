@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# This file contains the GPU validation of one build in one device call: the GPU suite (simt
+# against the float64 reference), the tensor-core backends against the float64 reference and
+# against simt (`bench layer --check`, every routing method, unvalidated tuples allowed so that
+# they can earn their mark), the Python package's GPU tests, and the cold-start times of each
+# backend on the host's cores. Logs land under $OUT; a summary prints last.
+#
+#   OUT=/tmp/out BUILD=.device/new bash tests/gpu/run_device.sh
+#
+# BUILD is a build folder as `make all bundle` leaves build/ (bin, lib with libcjson beside
+# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: all of them).
+set -u
+OUT=${OUT:-/tmp/moejit-gpu-out}
+B=$(cd "${BUILD:-build}" && pwd)
+PARTS=${PARTS:-suite tc python jit}
+mkdir -p "$OUT"
+export MOEJIT_CACHE_DIR=/tmp/mj-validate-cache MOEJIT_COMPILE_WORKER=$B/libexec/moejit-compile-worker
+export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
+CLI=$B/bin/moejit
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv > "$OUT/device.txt" 2>&1
+"$CLI" --version >> "$OUT/device.txt" 2>&1
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# The tensor-core checks compile ~100 small layers one after another: warm them on every core.
+TC_ARGS=(--check --no-time --backend mma,wgmma --routing all --batches "${TC_BATCHES:-1,2,5,64,512,4096}")
+if has tc; then
+  mapfile -t specs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "${TC_ARGS[@]}" --list-specs)
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${specs[@]}" > "$OUT/warm.log" 2>&1
+  note "warm: exit $? (${#specs[@]} layers, $(($(date +%s) - t0)) s)"
+fi
+
+if has suite; then
+  t0=$(date +%s)
+  timeout "${T_SUITE:-200}" "$B/tests/gpu_suite" > "$OUT/gpu-suite.log" 2>&1
+  note "gpu suite: exit $? ($(($(date +%s) - t0)) s): $(grep -E '^[0-9]+ passed' "$OUT/gpu-suite.log" | tail -1)"
+fi
+
+if has tc; then
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "${TC_ARGS[@]}" > "$OUT/tc-check.log" 2>&1
+  rc=$?
+  note "tensor-core checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/tc-check.log") ok," \
+    "$(grep -cE 'FAIL' "$OUT/tc-check.log") failed; $(grep -E 'checks:' "$OUT/tc-check.log" | tail -1)"
+  grep -E 'FAIL' "$OUT/tc-check.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if has python; then
+  t0=$(date +%s)
+  MOEJIT_LIBRARY=$B/lib/libmoejit.so.0 PYTHONPATH=$PWD/python timeout "${T_PY:-200}" \
+    python3 -m pytest -q python/tests/test_gpu.py > "$OUT/python-gpu.log" 2>&1
+  note "python gpu tests: exit $? ($(($(date +%s) - t0)) s): $(tail -1 "$OUT/python-gpu.log")"
+fi
+
+if has jit; then
+  # Cold start on the host's own cores: every backend, the default layer (Qwen3-30B-A3B).
+  for b in simt mma wgmma; do
+    "$CLI" bench jit --backend "$b" --arch sm_90a --cold 2 --loads 5 --hits 10000 >> "$OUT/jit.log" 2>&1
+  done
+  note "bench jit: $(grep -c 'cold compile' "$OUT/jit.log") backends measured"
+  grep -E 'bench jit:|cold compile|disk-cache load' "$OUT/jit.log" | sed 's/,quant=.*//' | tee -a "$SUMMARY"
+fi
+cat "$SUMMARY"
