@@ -229,14 +229,18 @@ test-asan: all $(ASAN_CHECK_BINS)
 	done; \
 	echo "asan suites: $$pass passed, $$fail failed"; test $$fail = 0
 
-# The GPU suite (simt against the float64 reference: issue-2 matrix, every format, fuzz), then
-# the tensor-core backends against the reference (small shapes) and against simt (model
-# shapes). Both print "no CUDA device" and succeed where there is none.
-test-gpu: all $(GPU_BIN)
+# The GPU suite (simt against the float64 reference: every activation, every format, fuzz),
+# then the tensor-core backends against the reference (small shapes, every routing method) and
+# against simt (model shapes), then the Python package's GPU tests. Each prints "no CUDA
+# device" and succeeds where there is none. tests/gpu/run_device.sh runs the same on a device
+# machine from a carried build.
+test-gpu: all $(GPU_BIN) python
 	$(TEST_ENV) $(GPU_BIN)
 	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
-	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --batches 1,2,64,512,4096; \
+	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --batches 1,2,64,512,4096; \
 	else echo "no CUDA device: skipping the tensor-core backend checks"; fi
+	cd $(BUILD) && MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache $(PYENV)/bin/python -m pytest -q \
+	  -p no:cacheprovider $(CURDIR)/python/tests/test_gpu.py
 
 run: all
 	$(CLI) demo

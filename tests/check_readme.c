@@ -5,6 +5,10 @@
  * `moejit CMD --help`); `make readme` regenerates the README's copies.
  */
 #include <check.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +135,89 @@ START_TEST(readme_synopsis_equals_every_commands_usage)
 }
 END_TEST
 
+/* The words a diary leaves, assembled so that this file does not contain them. */
+static int diary_word_at(const char *p, const char *start)
+{
+    static const char *const words[] = {"sess" "ion", "sub" "agent"};
+    if (p > start && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) return 0;
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
+        if (!strncasecmp(p, words[w], strlen(words[w]))) return 1;
+    /* the word for a work item followed by its number, with a space, a dash or a hash between */
+    if (!strncasecmp(p, "iss" "ue", 5)) {
+        const char *q = p + 5;
+        if (*q == ' ' || *q == '-' || *q == '#') q++;
+        if (*q == '#') q++;
+        return isdigit((unsigned char)*q);
+    }
+    return 0;
+}
+
+/* Appends "path:line" of each diary word in the text of one file. */
+static void scan_words(const char *rel, mj_buf *found)
+{
+    const char *dir = getenv("MOEJIT_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", rel);
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        for (const char *p = line; *p; p++)
+            if (diary_word_at(p, line)) {
+                mj_buf_printf(found, "%s:%d: %.80s", rel, n, line);
+                break;
+            }
+    }
+    fclose(f);
+}
+
+static void scan_tree(const char *rel_dir, mj_buf *found)
+{
+    const char *dir = getenv("MOEJIT_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", rel_dir);
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, "corpus") || !strcmp(de->d_name, "validation") ||
+            !strcmp(de->d_name, "__pycache__"))
+            continue;
+        char rel[2048], full[8192];
+        snprintf(rel, sizeof rel, "%s/%s", rel_dir, de->d_name);
+        snprintf(full, sizeof full, "%s/%s", dir ? dir : ".", rel);
+        struct stat st;
+        if (stat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) scan_tree(rel, found);
+        else scan_words(rel, found);
+    }
+    closedir(d);
+}
+
+/* The tree speaks of the code: no README, document (the validation logs aside, which are
+ * records), source or script speaks of how the work was organised or who did what. */
+START_TEST(the_tree_speaks_of_the_code_only)
+{
+    mj_buf found = MJ_BUF_INIT;
+    static const char *const files[] = {"README.md", "Makefile", "LICENSE", ".ci/run"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) scan_words(files[i], &found);
+    static const char *const dirs[] = {"docs", "include", "core", "codegen", "cache", "reference", "runtime",
+                                       "tools", "templates", "tests", "bench", "examples", "python/moejit",
+                                       "python/tests", "fuzz"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) scan_tree(dirs[i], &found);
+    ck_assert_msg(found.len == 0, "words of a diary in the tree:\n%s", found.data);
+    mj_buf_free(&found);
+    /* the scanner itself */
+    ck_assert(diary_word_at("Iss" "ue 26", "Iss" "ue 26"));
+    ck_assert(diary_word_at("sess" "ions", "sess" "ions"));
+    ck_assert(!diary_word_at("iss" "ued", "iss" "ued"));
+    const char *w = "the tissue";
+    ck_assert(!diary_word_at(w + 5, w));
+}
+END_TEST
+
 static Suite *readme_suite(void)
 {
     Suite *s = suite_create("readme");
@@ -139,6 +226,7 @@ static Suite *readme_suite(void)
     tcase_add_test(tc, readme_matrix_check_catches_a_drifted_copy);
     tcase_add_test(tc, readme_settings_table_equals_the_settings_table);
     tcase_add_test(tc, readme_synopsis_equals_every_commands_usage);
+    tcase_add_test(tc, the_tree_speaks_of_the_code_only);
     suite_add_tcase(s, tc);
     return s;
 }
