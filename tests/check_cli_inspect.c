@@ -18,19 +18,7 @@
 
 #define SPEC_A "backend=simt,quant=fp16,act=relu2,arch=sm_80"
 
-static mj_test_cli t;
-static mj_test_cli_result r;
-
-static void setup(void) { mj_test_cli_init(&t); }
-static void teardown(void)
-{
-    mj_test_cli_result_free(&r);
-    mj_test_cli_cleanup(&t);
-}
-
-#define RUN(...) mj_test_cli_run(&t, NULL, &r, __VA_ARGS__, (const char *)NULL)
-#define ASSERT_RC(want)                                                                                  \
-    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
+MJ_TEST_CLI_SUITE
 
 /* Publishes a small program under a chosen key into the CLI's cache. */
 static void put_entry(const char *key, const char *spec)

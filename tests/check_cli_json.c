@@ -87,10 +87,6 @@ static void teardown(void)
     mj_test_cli_cleanup(&t);
 }
 
-#define RUN(...) mj_test_cli_run(&t, NULL, &r, __VA_ARGS__, (const char *)NULL)
-#define ASSERT_RC(want)                                                                                  \
-    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
-
 /* Parses the run's stdout, checks it is valid UTF-8 and that key names the sanitized dir. */
 static void check_output(const char *key)
 {

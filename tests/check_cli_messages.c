@@ -10,18 +10,7 @@
 #include "lib/check_main.h"
 #include "lib/cli_run.h"
 
-static mj_test_cli t;
-static mj_test_cli_result r;
-
-static void setup(void) { mj_test_cli_init(&t); }
-static void teardown(void)
-{
-    mj_test_cli_result_free(&r);
-    mj_test_cli_cleanup(&t);
-}
-
-#define ASSERT_RC(want)                                                                                  \
-    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
+MJ_TEST_CLI_SUITE
 
 START_TEST(inspect_does_not_say_published_when_nothing_was_written)
 {

@@ -29,10 +29,6 @@ static void teardown(void)
     mj_test_cli_cleanup(&t);
 }
 
-#define RUN(...) mj_test_cli_run(&t, NULL, &r, __VA_ARGS__, (const char *)NULL)
-#define ASSERT_RC(want)                                                                                  \
-    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
-
 #define KEY "abcd0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab"
 
 /* <cache>/ab/cd/ made 0700, as the cache makes them. */

@@ -369,9 +369,6 @@ static void cli_teardown(void)
     mj_test_cli_cleanup(&t);
 }
 
-#define ASSERT_RC(want)                                                                                  \
-    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
-
 static const cJSON *row_of(const cJSON *doc, const char *key)
 {
     const cJSON *e;

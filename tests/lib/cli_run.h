@@ -47,4 +47,19 @@ void mj_test_write_file(const char *path, const char *text);
 /* 1 when path exists. */
 int mj_test_exists(const char *path);
 
+/* What every CLI suite declares: its CLI (t) and last result (r), a checked fixture
+ * (setup/teardown: a private cache per test), RUN(args...) and ASSERT_RC(exit status). */
+#define MJ_TEST_CLI_SUITE                                                                          \
+    static mj_test_cli t;                                                                          \
+    static mj_test_cli_result r;                                                                   \
+    static void setup(void) { mj_test_cli_init(&t); }                                             \
+    static void teardown(void)                                                                     \
+    {                                                                                              \
+        mj_test_cli_result_free(&r);                                                               \
+        mj_test_cli_cleanup(&t);                                                                   \
+    }
+#define RUN(...) mj_test_cli_run(&t, NULL, &r, __VA_ARGS__, (const char *)NULL)
+#define ASSERT_RC(want)                                                                            \
+    ck_assert_msg(r.rc == (want), "exit %d, wanted %d\nstdout:\n%s\nstderr:\n%s", r.rc, (want), r.out, r.err)
+
 #endif
