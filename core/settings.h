@@ -79,7 +79,7 @@ const char *mj_setting_origin_name(mj_setting_origin o);
 /* Values of the enumerated settings. */
 enum { MJ_CACHE_MODE_READ_WRITE = 0, MJ_CACHE_MODE_READ_ONLY, MJ_CACHE_MODE_OFFLINE, MJ_CACHE_MODE_OFF };
 
-/* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS (launch_backends.h): the rule
+/* Which decode layer runs at T <= MJ_MMA_PERSISTENT_MAX_TOKENS (runtime/gemm_plan.h): the rule
  * (auto), always / never the persistent one (persistent, chain), or always the persistent one
  * in its 2 x 9-stage or 3 x 6-stage blocks per SM (persistent_deep, persistent_shallow). */
 enum {

@@ -16,20 +16,19 @@
  *   rows         int32 [P]             pair indices t·k + j grouped by expert
  *   inter        dtype [P, I]          activation output, row = position in the row list
  *   y            fp32  [S, P, H]       GEMM2 output, row = pair index; S = the K splits of a
- *                                      decode GEMM2 (common/mma_params.h), else 1
+ *                                      decode GEMM2 (runtime/gemm_plan.h), else 1
  *
- * A forward: route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path (common/mma_params.h,
- * or a table `moejit tune` wrote: tune_table.h), after one memset of the counters where the
+ * A forward: route, offsets, scatter, GEMM1, GEMM2, finalize of ONE path (the plan of
+ * runtime/gemm_plan.h: what it decides, launch_mma.c carries out), after one memset of the counters where the
  * route blocks do not zero their own (T > 256: MJ_ROUTE_ZEROES_COUNTERS, common/params.h), and
  * without the scatter where the pairs fit one scatter block (the offsets kernel scatters them:
  * MJ_OFFSETS_SCATTER). On the decode path at T <= 16 the first three kernels are one fused
  * routing launch, and at T = 1 (routing not precomputed) none at all: GEMM1's blocks route for
  * themselves; then, for k = 8 or 6 with every expert local and an unsplit GEMM2, GEMM2 and
  * finalize are one kernel
- * too (two launches: t1_kernel below). At T <= 4 where GEMM1 would run in more than one wave
- * (and at T <= 8 where the shape suits it: mj_mma_decode_persistent_shape), the whole layer
- * is instead one persistent grid after a kernel that zeroes its sync words
- * (mj_launch_mma_decode_persistent; its sync words live in the counters region). The path
+ * too (two launches). At T <= 4 where GEMM1 would run in more than one wave (and at T <= 8
+ * where the shape suits it), the whole layer is instead one persistent grid after a kernel
+ * that zeroes its sync words (its sync words live in the counters region). The path
  * depends on T, the shape and the spec only (never on the routing's data), every grid on the
  * shape only, so a forward can be captured in a CUDA graph; a graph holds the path of the T
  * it was captured with.
@@ -44,7 +43,7 @@
  *
  * Paths: small (decode, mma's swapped-operand GEMMs), large, and for wgmma tall (256 x 128
  * prefill tiles with their own expert-offsets kernel, appended to the kernel table:
- * common/wgmma_params.h). mj_launch_mma_path picks one per forward.
+ * common/wgmma_params.h), and pair. The plan (gemm_plan.h) picks one per forward.
  *
  * The wgmma layer shares all of this but its large-path GEMMs, so the steps are exported in
  * pieces (launch_backends.h: mj_launch_mma_begin, _grids_fit, _enqueue) that launch_wgmma.c
@@ -59,12 +58,12 @@
 #include "templates/common/params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/args_check.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
 #include "core/status.h"
-#include "runtime/tune_table.h"
 
-static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, MJ_MMA_LARGE_BM, "16-byte cp.async loads"};
+static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, "16-byte cp.async loads"};
 
 static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spec)
 {
@@ -84,138 +83,18 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The forward's GEMM path, looked up once per forward (the tuning table takes a lock): the
- * helpers below take it; AUTO for an empty batch, which launches nothing. */
-static int forward_path(const moejit_spec *spec, const moejit_moe_args *args)
+/* The workspace of the tensor-core layers under plan: y in the dtype, 2 bytes (fp16 and bf16
+ * are their only dtypes), or a split decode GEMM2's fp32 partial sums (templates/finalize.cuh),
+ * as many copies as the plan's workspace_splits (the most the forward may run, whatever the
+ * device: the workspace must not depend on it). */
+static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, const mj_gemm_plan *plan,
+                      mj_ws_layout *w)
 {
-    return args->num_tokens == 0 ? MJ_MMA_PATH_AUTO : mj_launch_mma_path(spec, args);
-}
-
-/* The chain's decode GEMM2 K splits on path `path`. */
-static int gemm2_splits_at(const moejit_moe_args *args, int path)
-{
-    if (path != MJ_MMA_PATH_SMALL) return 1;
-    return mj_mma_small_gemm2_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW), args->num_tokens, (int)args->topk,
-                                     (int)args->num_experts, (int)mj_launch_local_experts(args), args->inter);
-}
-
-int mj_launch_mma_gemm2_splits(const moejit_spec *spec, const moejit_moe_args *args)
-{
-    return gemm2_splits_at(args, forward_path(spec, args));
-}
-
-/* The one-kernel GEMM2 + finalize of batch 1 (common/mma_params.h), from what the forward
- * already decided, or -1: the routed GEMM1 ran (small path, T = 1, routing not precomputed),
- * GEMM2 is not split, every expert is on this rank, and k is one of the two measured. Its grid
- * is H / 8 blocks of 8 rows per slot: with k = 8 as many blocks, as full, as the unfused
- * GEMM2's H / 64 per routed expert (9 stages, two blocks per SM). With k = 6 the blocks hold
- * 48 live rows and outnumber the unfused GEMM2's (Nemotron: 336 against 252): at 9 stages
- * that is past one wave of the H200's 2 x 132 (+4.9 us), at 6 stages (three per SM) it fits
- * (-0.9 us). Other k, untried, and an expert-parallel rank, whose token routes only some of
- * its slots here (fewer rows per block again), keep GEMM2 and finalize. */
-static int t1_kernel(int64_t T, int small, int precomputed, int splits, int64_t k, int64_t e_local, int64_t experts)
-{
-    if (!small || precomputed || !MJ_MMA_T1_GEMM2_FINALIZE(T, splits, k, e_local, experts)) return -1;
-    return k == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW;
-}
-
-/* A decode batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS on the small path, with routing not
- * precomputed (ids that may repeat an expert in a token are not tiled there), may take the
- * persistent layer (templates/decode_persistent.cuh). */
-static int persistent_case(const moejit_spec *spec, const moejit_moe_args *args, int path)
-{
-    return args->num_tokens >= 1 && args->num_tokens <= MJ_MMA_PERSISTENT_MAX_TOKENS &&
-           spec->routing != MJ_ROUTING_PRECOMPUTED && path == MJ_MMA_PATH_SMALL;
-}
-
-/* It runs where the routed experts' GEMM1 tiles outnumber the blocks the device holds at once
- * (mj_mma_decode_persistent, common/mma_params.h) and, past 4 tokens, the shape suits it
- * (mj_mma_decode_persistent_shape), or always / never under the decode mode (MJ_DECODE_*):
- * its GEMM2 K splits, or 0 for the chain of kernels. */
-/* The local experts a decode batch routes to at most: min(T·k, E_local). */
-static int64_t routed_bound(const moejit_moe_args *args)
-{
-    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    return pairs < e_local ? pairs : e_local;
-}
-
-static int decode_persistent_at(const moejit_spec *spec, const moejit_moe_args *args, int path, int sms, int mode)
-{
-    if (!persistent_case(spec, args, path)) return 0;
-    if (mode == MJ_DECODE_CHAIN) return 0;
-    const int64_t routed = routed_bound(args);
-    const int take = mode == MJ_DECODE_PERSISTENT || mode == MJ_DECODE_PERSISTENT_DEEP ||
-                     mode == MJ_DECODE_PERSISTENT_SHALLOW ||
-                     (mj_mma_decode_persistent(routed, args->inter, moejit_activation_is_gated(&spec->act), sms) &&
-                      mj_mma_decode_persistent_shape(args->num_tokens, args->hidden, args->inter));
-    return take ? mj_mma_decode_persistent_splits(args->inter) : 0;
-}
-
-int mj_launch_mma_decode_persistent(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode)
-{
-    return decode_persistent_at(spec, args, forward_path(spec, args), sms, decode);
-}
-
-/* Where the persistent layer runs: its shallow blocks where the GEMM1 tiles make 1.5 rounds
- * of them (mj_mma_decode_persistent_shallow) on an SM of 228 KiB (sm_90a, sm_100a: three
- * blocks of 60 KiB stages and ~7 KiB of routing fit; measured on sm_90a only), or as told. */
-static int decode_shallow_at(const moejit_spec *spec, const moejit_moe_args *args, int sms, int mode)
-{
-    if (mode == MJ_DECODE_PERSISTENT_SHALLOW || mode == MJ_DECODE_PERSISTENT_DEEP)
-        return mode == MJ_DECODE_PERSISTENT_SHALLOW;
-    if (spec->arch != MJ_ARCH_SM90A && spec->arch != MJ_ARCH_SM100A) return 0;
-    return mj_mma_decode_persistent_shallow(routed_bound(args), args->inter, moejit_activation_is_gated(&spec->act),
-                                            sms);
-}
-
-int mj_launch_mma_decode_shallow(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode)
-{
-    return decode_persistent_at(spec, args, forward_path(spec, args), sms, decode)
-               ? decode_shallow_at(spec, args, sms, decode)
-               : 0;
-}
-
-/* The y copies the workspace holds: the chain's K splits, or where it may run the persistent
- * layer's if more (whether it runs depends on the device: the workspace must not). */
-static int workspace_splits(const moejit_spec *spec, const moejit_moe_args *args, int path)
-{
-    const int chain = gemm2_splits_at(args, path);
-    if (!persistent_case(spec, args, path)) return chain;
-    const int p = mj_mma_decode_persistent_splits(args->inter);
-    return p > chain ? p : chain;
-}
-
-/* The short tiles: wgmma's large path at up to MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT rows per
- * local expert, gated activations only (common/wgmma_params.h says why) */
-static int short_tiles_at(const moejit_spec *spec, const moejit_moe_args *args, int path)
-{
-    return mj_backend_has_tall_and_pair_paths(spec->backend) && path == MJ_MMA_PATH_LARGE &&
-           moejit_activation_is_gated(&spec->act) &&
-           args->num_tokens * args->topk <= (int64_t)MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT * mj_launch_local_experts(args);
-}
-
-int mj_launch_mma_short_tiles(const moejit_spec *spec, const moejit_moe_args *args)
-{
-    return short_tiles_at(spec, args, forward_path(spec, args));
-}
-
-int mj_launch_mma_t1_fused(const moejit_spec *spec, const moejit_moe_args *args)
-{
-    return t1_kernel(args->num_tokens, mj_launch_mma_path(spec, args) == MJ_MMA_PATH_SMALL,
-                     spec->routing == MJ_ROUTING_PRECOMPUTED, mj_launch_mma_gemm2_splits(spec, args), args->topk,
-                     mj_launch_local_experts(args), args->num_experts) >= 0;
-}
-
-/* The workspace of the tensor-core layers on path `path`: y in the dtype, 2 bytes (fp16 and
- * bf16 are their only dtypes), or a split decode GEMM2's fp32 partial sums
- * (templates/finalize.cuh), as many copies as workspace_splits says. */
-static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, int path, mj_ws_layout *w)
-{
-    const int splits = workspace_splits(spec, args, path);
+    const int splits = plan->workspace_splits;
     /* the persistent decode layer keeps its sync words where the counters are (it counts
      * nothing there): the region grows to hold them where E_local is small against H */
     size_t extra = 0;
-    if (persistent_case(spec, args, path)) {
+    if (plan->persistent_candidate) {
         const int64_t e_local = mj_launch_local_experts(args);
         const size_t words = (size_t)MJ_MMA_DECODE_SYNC_WORDS(
                                  mj_simt_max_tiles(args->num_tokens * args->topk, MJ_MMA_SMALL_BT, (int)e_local),
@@ -235,8 +114,10 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
     moejit_status st = mj_launch_check_shape(spec, args);
     if (st == MOEJIT_OK) st = check_spec(l, spec);
     if (st != MOEJIT_OK) return st;
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, args, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
     mj_ws_layout w;
-    tc_layout(spec, args, forward_path(spec, args), &w);
+    tc_layout(spec, args, &plan, &w);
     *bytes = w.total;
     return MOEJIT_OK;
 }
@@ -245,30 +126,6 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
                                            size_t *bytes)
 {
     return mj_launch_mma_family_workspace_size(&mma_launcher, spec, args, bytes);
-}
-
-int mj_launch_heuristic_path(const moejit_spec *spec, const moejit_moe_args *args)
-{
-    const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    /* the small path up to a backend's rows per expert (common/mma_params.h, wgmma_params.h) */
-    const int64_t small_max = spec->backend == MJ_BACKEND_WGMMA ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
-                                                                : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
-    if (pairs <= small_max * e_local) return MJ_MMA_PATH_SMALL;
-    /* the wgmma layer's clusters of two once an expert fills a row tile (common/wgmma_params.h) */
-    if (mj_backend_has_tall_and_pair_paths(spec->backend) &&
-        pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
-        return MJ_MMA_PATH_PAIR;
-    return MJ_MMA_PATH_LARGE;
-}
-
-int mj_launch_mma_path(const moejit_spec *spec, const moejit_moe_args *args)
-{
-    const int forced = mj_mma_path_of(spec->tile);
-    if (forced > MJ_MMA_PATH_AUTO) return forced;
-    /* tile=auto: a choice `moejit tune` recorded for this shape and batch bucket comes first */
-    const int tuned = mj_tune_path(spec, args);
-    if (tuned != MJ_MMA_PATH_AUTO) return tuned;
-    return mj_launch_heuristic_path(spec, args);
 }
 
 /* Tensors a bf16/fp16 mma-family layer cannot honour: refusing beats silently ignoring them. */
@@ -339,16 +196,17 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
     if (st != MOEJIT_OK) return st;
 
-    const int path = forward_path(spec, args);
+    /* the plan without the device; the decode layer below where it may run */
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, args, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
     mj_ws_layout w;
-    tc_layout(spec, args, path, &w);
+    tc_layout(spec, args, &plan, &w);
     st = mj_launch_check_workspace(w.total, args, workspace, workspace_bytes);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     /* a few tokens: the persistent layer or the chain (its rule needs the device's SM count) */
     const mj_launch_knobs k = knobs ? *knobs : MJ_LAUNCH_KNOBS_DEFAULT;
-    f->persistent_splits = 0;
-    f->persistent_shallow = 0;
-    if (persistent_case(spec, args, path)) {
+    f->sms = 0;
+    if (plan.persistent_candidate) {
         CUdevice dev;
         int sms = 0;
         CUresult r = d->cuCtxGetDevice(&dev);
@@ -356,42 +214,28 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuDeviceGetAttribute(multiprocessor count)");
         if (sms < 1) return mj_fail(MOEJIT_ERR_CUDA, "cuDeviceGetAttribute(multiprocessor count): reported %d", sms);
         f->sms = sms;
-        f->persistent_splits = decode_persistent_at(spec, args, path, sms, k.decode);
-        f->persistent_shallow = f->persistent_splits && decode_shallow_at(spec, args, sms, k.decode);
+        mj_gemm_plan_decode_layer(spec, args, sms, k.decode, &plan);
     }
-    const int splits = f->persistent_splits ? f->persistent_splits : gemm2_splits_at(args, path);
     const int n_kernels = mj_backend_has_tall_and_pair_paths(l->backend) ? MJ_WGMMA_NUM_KERNELS : MJ_MMA_NUM_KERNELS;
     if (m->n_kernels < n_kernels)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: has %d kernels, the %s layer has %d", m->n_kernels,
                        mj_backend_names[l->backend], n_kernels);
 
+    f->plan = plan;
     f->T = args->num_tokens, f->pairs = f->T * args->topk;
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
     f->precomputed = spec->routing == MJ_ROUTING_PRECOMPUTED;
-    /* tall only for a backend that has it: check_spec refuses a forced one, and the heuristic
-     * and the tuning table (its parser) name it only for such a backend */
-    f->small = path == MJ_MMA_PATH_SMALL;
-    f->tall = path == MJ_MMA_PATH_TALL;
-    f->pair = path == MJ_MMA_PATH_PAIR;
-    f->short_tiles = short_tiles_at(spec, args, path);
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     f->programmatic = spec->arch >= MJ_ARCH_SM90A ? k.pdl : MJ_PDL_OFF;
-    /* the pair path runs the large path's row tiles, two to a cluster (common/wgmma_params.h) */
-    f->max_tiles = mj_simt_max_tiles(f->pairs,
-                                     f->small         ? MJ_MMA_SMALL_BT
-                                     : f->tall        ? MJ_WGMMA_TALL_BM
-                                     : f->short_tiles ? MJ_WGMMA_SHORT_BM
-                                                      : l->large_bm,
-                                     (int)f->e_local);
-    mj_launch_fill_params(args, &w, workspace, f->max_tiles, &f->p);
-    f->p.gemm2_splits = splits;
+    mj_launch_fill_params(args, &w, workspace, plan.max_tiles, &f->p);
+    f->p.gemm2_splits = plan.gemm2_splits;
     return MOEJIT_OK;
 }
 
 moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2)
 {
-    if (g1 > INT32_MAX || g2 > INT32_MAX || f->max_tiles > INT32_MAX)
+    if (g1 > INT32_MAX || g2 > INT32_MAX || f->plan.max_tiles > INT32_MAX)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "args.num_tokens: %lld tokens need %lld GEMM blocks; the %s layer allows %d "
                        "(split the batch)",
@@ -401,8 +245,8 @@ moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_for
 
 void mj_launch_mma_small_grids(const mj_mma_forward *f, int64_t *g1, int64_t *g2)
 {
-    *g1 = ceil_div(f->I, f->gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW) * f->max_tiles;
-    *g2 = ceil_div(f->H, MJ_MMA_SMALL_BW) * f->max_tiles * f->p.gemm2_splits;
+    *g1 = ceil_div(f->I, f->gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW) * f->plan.max_tiles;
+    *g2 = ceil_div(f->H, MJ_MMA_SMALL_BW) * f->plan.max_tiles * f->p.gemm2_splits;
 }
 
 moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_mma_forward *f, CUdevice dev,
@@ -411,42 +255,17 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     /* The GEMMs take more than 48 KiB of dynamic shared memory, which needs the opt-in
      * attribute on this device; setting it is idempotent and not a stream operation, so it
      * is legal while a graph is being captured. */
-    const int small = f->small, tall = f->tall, pair = f->pair, short_tiles = f->short_tiles;
-    /* decode: the GEMM1 blocks route the batch themselves (templates/decode_route.cuh) */
-    const int routed = small && f->T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS && !f->precomputed;
-    const int gemm1_small = routed ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL;
-    /* batch 1: GEMM2 and finalize in one kernel */
-    const int t1_k = t1_kernel(f->T, small, f->precomputed, f->p.gemm2_splits, f->p.topk, f->e_local,
-                               f->p.num_experts);
-    const int t1 = t1_k >= 0;
-    /* finalize: 8 or 4 columns per thread (common/params.h, templates/finalize.cuh) */
-    const int wide = MJ_TC_FINALIZE_WIDE(f->T, f->H, f->p.gemm2_splits);
-    const int gemm2_small = t1 ? t1_k : MJ_MMA_K_GEMM2_SMALL;
-    const int gemms[2] = {small         ? gemm1_small
-                          : tall        ? MJ_WGMMA_K_GEMM1_ACT_TALL
-                          : pair        ? MJ_WGMMA_K_GEMM1_ACT_PAIR
-                          : short_tiles ? MJ_WGMMA_K_GEMM1_ACT_SHORT
-                                        : MJ_MMA_K_GEMM1_ACT,
-                          small         ? gemm2_small
-                          : tall        ? MJ_WGMMA_K_GEMM2_TALL
-                          : pair        ? MJ_WGMMA_K_GEMM2_PAIR
-                          : short_tiles ? MJ_WGMMA_K_GEMM2_SHORT
-                                        : MJ_MMA_K_GEMM2};
-    /* the pair path lists its row tiles in the pair order below MJ_WGMMA_PAIR_ORDER_MAX_ROWS
-     * rows per local expert, in expert order above (common/wgmma_params.h) */
-    const int pair_order = pair && f->pairs < (int64_t)MJ_WGMMA_PAIR_ORDER_MAX_ROWS * f->e_local;
-    const int offsets = small         ? MJ_MMA_K_EXPERT_OFFSETS_SMALL
-                        : tall        ? MJ_WGMMA_K_EXPERT_OFFSETS_TALL
-                        : pair_order  ? MJ_WGMMA_K_EXPERT_OFFSETS_PAIR
-                        : short_tiles ? MJ_WGMMA_K_EXPERT_OFFSETS_SHORT
-                                      : MJ_MMA_K_EXPERT_OFFSETS;
+    const mj_gemm_plan *plan = &f->plan;
+    /* decode: GEMM1's blocks may route the batch themselves (templates/decode_route.cuh), or
+     * one fused kernel route it; batch 1's GEMM2 may finalize too */
+    const int routed = plan->routed_gemm1, fused = plan->fused_route, t1 = plan->t1_fused;
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     CUresult r;
-    if (f->persistent_splits) {
+    if (plan->persistent_splits) {
         /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM (or its shallow
          * kernel's MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM) after the kernel that zeroes its sync
          * words (templates/decode_persistent.cuh) */
-        const int shallow = f->persistent_shallow;
+        const int shallow = plan->persistent_shallow;
         const int kernel = shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW : MJ_MMA_K_DECODE_PERSISTENT;
         const int smem = shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
         const int per_sm = shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
@@ -460,9 +279,10 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         return mj_launch_kernel(d, m, kernel, names[kernel], (unsigned)(f->sms * per_sm), 1, MJ_MMA_SMALL_THREADS,
                                 (unsigned)smem, stream, pp, pdl_inner);
     }
-    const int gemm_smem[2] = {g->smem, !t1                                        ? g->smem
-                                       : t1_k == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM
-                                                                                      : MJ_MMA_T1_SMEM};
+    const int gemms[2] = {plan->k_gemm1, plan->k_gemm2};
+    const int gemm_smem[2] = {g->smem, !t1                                                 ? g->smem
+                                       : plan->k_gemm2 == MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW ? MJ_MMA_T1_SHALLOW_SMEM
+                                                                                               : MJ_MMA_T1_SMEM};
     for (int i = 0; i < 2; i++) {
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, gemm_smem[i],
                                     m->kernels[gemms[i]], dev);
@@ -471,7 +291,6 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
 
     /* decode: one fused routing launch (it counts in shared memory: no counters to zero); up
      * to MJ_ROUTE_ZEROES_COUNTERS tokens the route blocks zero their own counters */
-    const int fused = small && !routed && f->T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
     if (!fused && !routed && !MJ_ROUTE_ZEROES_COUNTERS(f->T)) {
         r = d->cuMemsetD32Async((CUdeviceptr)f->p.ws_counts, 0u, mj_launch_counter_words(f->e_local), stream);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuMemsetD32Async(workspace counters)");
@@ -480,12 +299,12 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     void *params[] = {&f->p};
     const launch_cfg seq[6] = {
         {MJ_MMA_K_ROUTE, MJ_ROUTE_BLOCKS(f->T), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
-        {offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
+        {plan->k_offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
         {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SCATTER_PAIRS_PER_BLOCK), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
         {gemms[1], t1 ? ceil_div(f->H, MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS) : g->g2, 1, g->threads,
          (unsigned)gemm_smem[1], g->params2 ? g->params2 : params},
-        {MJ_MMA_K_FINALIZE, f->T, (unsigned)ceil_div(f->H, wide ? MJ_TC_FINALIZE_COLS : MJ_SIMT_FINALIZE_COLS),
+        {MJ_MMA_K_FINALIZE, f->T, (unsigned)ceil_div(f->H, plan->finalize_wide ? MJ_TC_FINALIZE_COLS : MJ_SIMT_FINALIZE_COLS),
          MJ_SIMT_FINALIZE_THREADS, 0, params},
     };
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
@@ -512,14 +331,14 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
     moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
 
-    const int small = f.small;
+    const int small = f.plan.path == MJ_MMA_PATH_SMALL;
     mj_mma_gemms g = {0, 0, small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
                       small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM, NULL, NULL};
     if (small) {
         mj_launch_mma_small_grids(&f, &g.g1, &g.g2);
     } else { /* intermediate columns per CTA of GEMM1, hidden columns per CTA of GEMM2 */
-        g.g1 = ceil_div(f.I, f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN) * f.max_tiles;
-        g.g2 = ceil_div(f.H, MJ_MMA_LARGE_BN) * f.max_tiles;
+        g.g1 = ceil_div(f.I, f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN) * f.plan.max_tiles;
+        g.g2 = ceil_div(f.H, MJ_MMA_LARGE_BN) * f.plan.max_tiles;
     }
     st = mj_launch_mma_grids_fit(&mma_launcher, &f, g.g1, g.g2);
     if (st != MOEJIT_OK) return st;

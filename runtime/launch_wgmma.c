@@ -1,7 +1,7 @@
 /*
  * This file contains the launch side of the `wgmma` layer (sm_90a): its workspace (mma's
- * layout), the choice of GEMM path per forward (mma's heuristic: the decode path is mma's
- * small-tile kernels, the large path the persistent warpgroup-MMA GEMMs), the two tensor maps
+ * layout), the GEMM grids of the path its plan names (gemm_plan.h: the decode path is mma's
+ * small-tile kernels, the others the persistent warpgroup-MMA GEMMs), the two tensor maps
  * the large GEMMs load weights through, and the stream-ordered driver calls of one forward.
  *
  * Workspace layout: mma's (launch_mma.c), one layout for every path.
@@ -37,18 +37,12 @@
 #include "runtime/launch_backends.h"
 #include "core/status.h"
 
-static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, MJ_WGMMA_BM,
-                                               "TMA tensor maps and 16-byte cp.async loads"};
+static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, "TMA tensor maps and 16-byte cp.async loads"};
 
 moejit_status mj_launch_wgmma_workspace_size(const moejit_spec *spec, const moejit_moe_args *args,
                                              size_t *bytes)
 {
     return mj_launch_mma_family_workspace_size(&wgmma_launcher, spec, args, bytes);
-}
-
-int mj_launch_wgmma_path(const moejit_spec *spec, const moejit_moe_args *args)
-{
-    return mj_launch_mma_path(spec, args);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -115,10 +109,10 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     moejit_status st =
         mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
-    const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.max_tiles;
-    const int gated = f.gated, small = f.small, pair = f.pair;
+    const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.plan.max_tiles;
+    const int gated = f.gated, small = f.plan.path == MJ_MMA_PATH_SMALL, pair = f.plan.path == MJ_MMA_PATH_PAIR;
     /* weight rows per tile (the short tiles have the large ones': MJ_WGMMA_SHORT_BN) */
-    const int64_t bn = f.tall ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN;
+    const int64_t bn = f.plan.path == MJ_MMA_PATH_TALL ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN;
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);
@@ -181,7 +175,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     void *params2[] = {&f.p, &w2_map};
     const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS,
                             small           ? MJ_MMA_SMALL_SMEM
-                            : f.short_tiles ? MJ_WGMMA_SHORT_SMEM
+                            : f.plan.short_tiles ? MJ_WGMMA_SHORT_SMEM
                                             : MJ_WGMMA_SMEM,
                             small ? NULL : params1, small ? NULL : params2};
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "templates/common/mma_params.h"
-#include "runtime/launch_backends.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_common.h"
 #include "core/settings.h"
 #include "core/file.h"

@@ -1,6 +1,6 @@
 /*
  * tune_table.h — recorded GEMM-path choices of the mma-family backends (`moejit tune`), read
- * by the launch-time heuristic when a spec says tile=auto.
+ * by the launch plan (gemm_plan.h) when a spec says tile=auto.
  *
  * File format (JSON, written by `moejit tune`, loaded from $MOEJIT_TUNE_FILE):
  *
@@ -13,7 +13,7 @@
  * experts the layer computes (num_local_experts when expert-parallel), because that, not the
  * model's total, sets the rows per expert the paths are chosen by. Of the entries that apply,
  * the one with the smallest max_tokens wins (the first in file order on a tie); T above every
- * bucket falls through to the built-in heuristic (common/mma_params.h).
+ * bucket falls through to the built-in rule (runtime/gemm_plan.h).
  *
  * Every field is required and no other field is allowed, so a misspelt key is an error rather
  * than a silently different match.

@@ -242,7 +242,7 @@ mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 }
 
 // The same with MJ_MMA_DECODE_SHALLOW_STAGES, MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM blocks per SM
-// (common/mma_params.h: mj_mma_decode_persistent_shallow says where).
+// (runtime/gemm_plan.c: mj_gemm_plan_persistent_shallow says where).
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
 {

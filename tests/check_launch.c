@@ -19,12 +19,29 @@
 #include "templates/common/wgmma_params.h"
 #include "runtime/driver.h"
 #include "runtime/launch.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "lib/check_main.h"
 #include "runtime/loader.h"
 #include "moejit.h"
 #include "core/spec.h"
 #include "runtime/tune_table.h"
+
+/* The GEMM path the launch plan (runtime/gemm_plan.h) gives a forward of spec on args. */
+static int plan_path(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, args, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
+    return plan.path;
+}
+
+/* The launch plan (runtime/gemm_plan.h) of a forward of spec on args, on sms SMs under decode mode decode. */
+static mj_gemm_plan plan_of(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode)
+{
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, args, sms, decode, &plan);
+    return plan;
+}
 
 /* ---- a recording driver -------------------------------------------------------------------- */
 
@@ -730,7 +747,7 @@ START_TEST(mma_decode_forward_is_one_fused_routing_launch_then_the_small_gemms)
         moejit_spec *sp = spec_of(WGMMA);
         moejit_moe_args a = args_for(sp, 1, 2688, 1856, 128, k);
         if (local) a.num_local_experts = local;
-        ck_assert_int_eq(mj_launch_mma_t1_fused(sp, &a), n == 2);
+        ck_assert_int_eq(plan_of(sp, &a, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO).t1_fused, n == 2);
         moejit_spec_destroy(sp);
     }
     g_knobs.decode = MJ_DECODE_AUTO;
@@ -906,13 +923,13 @@ END_TEST
  * the split count in the parameter block. */
 START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
 {
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1, 2, 8, 8, 14336), 2);
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 4, 2, 8, 8, 14336), 2);
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 8, 2, 8, 8, 14336), 1);    /* 460 expected live */
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 8, 2, 8, 2, 14336), 2);    /* 2 local experts: 115 */
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1, 2, 8, 8, 4095), 1);     /* a half would be < 2048 */
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(64, 1000000, 1, 512, 8, 8192), 1); /* all touched: 512 */
-    ck_assert_int_eq(mj_mma_small_gemm2_splits(32, 1, 8, 128, 128, 768), 1);  /* Qwen3-30B: I too short */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1, 2, 8, 8, 14336), 2);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 4, 2, 8, 8, 14336), 2);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 8, 2, 8, 8, 14336), 1);    /* 460 expected live */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 8, 2, 8, 2, 14336), 2);    /* 2 local experts: 115 */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1, 2, 8, 8, 4095), 1);     /* a half would be < 2048 */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1000000, 1, 512, 8, 8192), 1); /* all touched: 512 */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(32, 1, 8, 128, 128, 768), 1);  /* Qwen3-30B: I too short */
     static const tc_launch_rec want[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 1344, 1, 128, 92160, -1, 1},
                                          {8, 384, 1, 128, 92160, -1, 1},
                                          {5, 1, 8, 128, 0, -1, 1}};
@@ -988,64 +1005,64 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
     }
     moejit_spec *sp = spec_of(WGMMA);
     moejit_moe_args a = args_for(sp, 1, 4096, 14336, 8, 2);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132, g_knobs.decode), 8);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 448, g_knobs.decode), 0); /* 896 tiles in one wave of 2 x 448 */
+    ck_assert_int_eq(plan_of(sp, &a, 132, g_knobs.decode).persistent_splits, 8);
+    ck_assert_int_eq(plan_of(sp, &a, 448, g_knobs.decode).persistent_splits, 0); /* 896 tiles in one wave of 2 x 448 */
     a.num_tokens = 8; /* up to MJ_MMA_PERSISTENT_MAX_TOKENS: a GEMM1 tile (k 4096) <= 4 x a GEMM2 tile's (1792) */
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132, g_knobs.decode), 8);
+    ck_assert_int_eq(plan_of(sp, &a, 132, g_knobs.decode).persistent_splits, 8);
     a.num_tokens = 9;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &a, 132, g_knobs.decode), 0);
+    ck_assert_int_eq(plan_of(sp, &a, 132, g_knobs.decode).persistent_splits, 0);
     /* Qwen3-235B: from 5 tokens its GEMM1 tiles (k 4096) outlast 4 of its GEMM2 tiles (768) */
     moejit_moe_args q = args_for(sp, 4, 4096, 1536, 128, 8);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_splits, 2);
     q.num_tokens = 5;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 0);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_splits, 0);
     g_knobs.decode = MJ_DECODE_PERSISTENT; /* unless told */
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_splits, 2);
     g_knobs.decode = MJ_DECODE_PERSISTENT_SHALLOW;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_splits, 2);
     g_knobs.decode = MJ_DECODE_AUTO;
     /* its blocks: Qwen3-235B at T = 1 (8 x 48 = 384 GEMM1 tiles, under 1.5 rounds of 3 x 132)
      * the deep ones, at T = 2 (16 x 48) the shallow ones; as told either way */
     q.num_tokens = 1;
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(sp, &q, 132, g_knobs.decode), 2);
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 0);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_splits, 2);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_shallow, 0);
     q.num_tokens = 2;
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 1);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_shallow, 1);
     g_knobs.decode = MJ_DECODE_PERSISTENT_DEEP;
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 0);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_shallow, 0);
     q.num_tokens = 1;
     g_knobs.decode = MJ_DECODE_PERSISTENT_SHALLOW;
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 1);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_shallow, 1);
     g_knobs.decode = MJ_DECODE_CHAIN; /* no persistent layer: no blocks of it */
     q.num_tokens = 2;
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(sp, &q, 132, g_knobs.decode), 0);
+    ck_assert_int_eq(plan_of(sp, &q, 132, g_knobs.decode).persistent_shallow, 0);
     g_knobs.decode = MJ_DECODE_AUTO;
     moejit_spec_destroy(sp);
     /* ... on an SM of 228 KiB only (three blocks of 60 + 7 KiB): sm_86's runs the deep ones */
     moejit_spec *s86 = spec_of("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_86");
     moejit_moe_args q86 = args_for(s86, 2, 4096, 1536, 128, 8);
-    ck_assert_int_eq(mj_launch_mma_decode_persistent(s86, &q86, 132, g_knobs.decode), 2);
-    ck_assert_int_eq(mj_launch_mma_decode_shallow(s86, &q86, 132, g_knobs.decode), 0);
+    ck_assert_int_eq(plan_of(s86, &q86, 132, g_knobs.decode).persistent_splits, 2);
+    ck_assert_int_eq(plan_of(s86, &q86, 132, g_knobs.decode).persistent_shallow, 0);
     moejit_spec_destroy(s86);
     /* the rule itself: at least 1.5 rounds of 3 blocks per SM (2 x tiles >= 9 x SMs) */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 1536, 1, 132), 0);  /* 384 tiles */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(16, 1536, 1, 132), 1); /* 768 */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(12, 1856, 0, 132), 0); /* ungated: 12 x 29 */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(24, 1856, 0, 132), 1); /* 24 x 29 */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(2, 297 * 32, 1, 132), 1); /* 594: inclusive */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(1, 593 * 32, 1, 132), 0);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(8, 1536, 1, 132), 0);  /* 384 tiles */
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(16, 1536, 1, 132), 1); /* 768 */
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(12, 1856, 0, 132), 0); /* ungated: 12 x 29 */
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(24, 1856, 0, 132), 1); /* 24 x 29 */
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(2, 297 * 32, 1, 132), 1); /* 594: inclusive */
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(1, 593 * 32, 1, 132), 0);
     /* ... unless one expert's tiles alone outnumber the 396 blocks (Mixtral-8x7B: 448) */
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 14336, 1, 132), 0);
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 395 * 32, 1, 132), 1);
-    ck_assert_int_eq(mj_mma_decode_persistent_shallow(8, 396 * 32, 1, 132), 0);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(8, 14336, 1, 132), 0);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(8, 395 * 32, 1, 132), 1);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shallow(8, 396 * 32, 1, 132), 0);
     /* the shape rule itself: Qwen3-30B (2048 vs 768), Nemotron (2688 vs 960) take 5..8 tokens;
      * DeepSeek-V3 (7168 vs 1024) keeps the chain; every shape takes 1..4 */
-    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 2048, 768), 1);
-    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 2688, 1856), 1);
-    ck_assert_int_eq(mj_mma_decode_persistent_shape(5, 7168, 2048), 0);
-    ck_assert_int_eq(mj_mma_decode_persistent_shape(4, 7168, 2048), 1);
-    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 3072, 768), 1); /* the bound is inclusive */
-    ck_assert_int_eq(mj_mma_decode_persistent_shape(8, 3080, 768), 0);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shape(8, 2048, 768), 1);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shape(8, 2688, 1856), 1);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shape(5, 7168, 2048), 0);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shape(4, 7168, 2048), 1);
+    ck_assert_int_eq(mj_gemm_plan_persistent_shape(8, 3072, 768), 1); /* the bound is inclusive */
+    ck_assert_int_eq(mj_gemm_plan_persistent_shape(8, 3080, 768), 0);
     /* Qwen3-30B (8 x 24 tiles: one wave) keeps the chain, unless told */
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED);
@@ -1058,12 +1075,12 @@ START_TEST(a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resi
     ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
     g_knobs.decode = MJ_DECODE_AUTO;
     /* the split rule: the power of two nearest I / 1024, at most 8 */
-    ck_assert_int_eq(mj_mma_decode_persistent_splits(768), 1);
-    ck_assert_int_eq(mj_mma_decode_persistent_splits(1536), 2);
-    ck_assert_int_eq(mj_mma_decode_persistent_splits(2048), 2);
-    ck_assert_int_eq(mj_mma_decode_persistent_splits(4104), 4);
-    ck_assert_int_eq(mj_mma_decode_persistent_splits(14336), 8);
-    ck_assert_int_eq(mj_mma_decode_persistent_splits(1 << 20), 8);
+    ck_assert_int_eq(mj_gemm_plan_persistent_splits(768), 1);
+    ck_assert_int_eq(mj_gemm_plan_persistent_splits(1536), 2);
+    ck_assert_int_eq(mj_gemm_plan_persistent_splits(2048), 2);
+    ck_assert_int_eq(mj_gemm_plan_persistent_splits(4104), 4);
+    ck_assert_int_eq(mj_gemm_plan_persistent_splits(14336), 8);
+    ck_assert_int_eq(mj_gemm_plan_persistent_splits(1 << 20), 8);
     /* one local expert of a wide layer: its 121 sync words (1 + 1 tile x 8 splits + 7168 / 64)
      * outgrow the 33 counters by 352 bytes, so the batch-1 workspace has 512 bytes (256-byte
      * regions) more than routing=precomputed's */
@@ -1148,10 +1165,10 @@ START_TEST(wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert)
     ck_assert_uint_eq(tc_box_rows[1], 256);
     moejit_spec *s = spec_of(WGMMA);
     moejit_moe_args a = args_for(s, 512, 2048, 768, 128, 8);
-    ck_assert(mj_launch_mma_short_tiles(s, &a));
+    ck_assert(plan_of(s, &a, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO).short_tiles);
     /* 33 rows per expert: the 128-row tiles */
     a = args_for(s, 528, 2048, 768, 128, 8);
-    ck_assert(!mj_launch_mma_short_tiles(s, &a));
+    ck_assert(!plan_of(s, &a, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO).short_tiles);
     moejit_spec_destroy(s);
     tc_forward(WGMMA, 528, 2048, 768, 128, 8, 0, 0, 0);
     ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_EXPERT_OFFSETS);
@@ -1349,26 +1366,26 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
     moejit_moe_args a1 = args_for(sp[0], 1, 2048, 768, 128, 8), a4k = args_for(sp[0], 4096, 2048, 768, 128, 8);
     moejit_moe_args a5k = args_for(sp[0], 5000, 2048, 768, 128, 8);
     /* the heuristic: small at T = 1, pair at T = 4096 and 5000 (256 and more rows per expert) */
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(plan_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
     ck_assert_int_eq(mj_tune_table_install(table), MOEJIT_OK);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_LARGE);  /* bucket 64 */
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_SMALL); /* bucket 4096 */
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a5k), MJ_MMA_PATH_PAIR); /* above: the heuristic */
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a1), MJ_MMA_PATH_LARGE);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[1], &a4k), MJ_MMA_PATH_LARGE);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[2], &a4k), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_mma_path(sp[3], &a1), MJ_MMA_PATH_SMALL); /* the entries are wgmma's */
-    ck_assert_int_eq(mj_launch_mma_path(sp[3], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(sp[0], &a1), MJ_MMA_PATH_LARGE);  /* bucket 64 */
+    ck_assert_int_eq(plan_path(sp[0], &a4k), MJ_MMA_PATH_SMALL); /* bucket 4096 */
+    ck_assert_int_eq(plan_path(sp[0], &a5k), MJ_MMA_PATH_PAIR); /* above: the heuristic */
+    ck_assert_int_eq(plan_path(sp[1], &a1), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(sp[1], &a4k), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(sp[2], &a1), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(sp[2], &a4k), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(sp[3], &a1), MJ_MMA_PATH_SMALL); /* the entries are wgmma's */
+    ck_assert_int_eq(plan_path(sp[3], &a4k), MJ_MMA_PATH_LARGE);
     /* the forward follows: T = 1 now launches the large GEMMs (persistent, with tensor maps;
      * in the short tiles at so few rows per expert) */
     tc_forward(WGMMA, 1, 2048, 768, 128, 8, 0, 0, 64512);
     ck_assert_int_eq(n_tc_maps, 2);
     ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
-    ck_assert_int_eq(mj_launch_wgmma_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(plan_path(sp[0], &a1), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(sp[0], &a4k), MJ_MMA_PATH_PAIR);
     for (int i = 0; i < 4; i++) moejit_spec_destroy(sp[i]);
 }
 END_TEST

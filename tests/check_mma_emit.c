@@ -17,11 +17,20 @@
 #include "templates/common/mma_params.h"
 #include "codegen/emit_backends.h"
 #include "lib/emit_test_util.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "lib/check_main.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/spec.h"
 #include "core/status.h"
+
+/* The GEMM path the launch plan (runtime/gemm_plan.h) gives a forward of spec on args. */
+static int plan_path(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, args, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
+    return plan.path;
+}
 
 #define BASE "backend=mma,quant=bf16,act=swiglu,routing=renormalize"
 
@@ -135,19 +144,19 @@ START_TEST(path_heuristic_follows_rows_per_expert_and_the_tile_field)
     memset(&a, 0, sizeof a);
     a.hidden = 2048, a.inter = 768, a.num_experts = 128, a.topk = 8;
     a.num_tokens = 1;
-    ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_SMALL);
     a.num_tokens = 384; /* 3072 rows over 128 experts: 24 per expert, the last small batch */
-    ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_SMALL);
     a.num_tokens = 385;
-    ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_LARGE);
     moejit_spec_destroy(s);
     s = parse_ok(BASE ",arch=sm_90a,tile=small");
     a.num_tokens = 100000;
-    ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_SMALL);
     moejit_spec_destroy(s);
     s = parse_ok(BASE ",arch=sm_90a,tile=large");
     a.num_tokens = 1;
-    ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_LARGE);
     moejit_spec_destroy(s);
 }
 END_TEST

@@ -23,11 +23,20 @@
 #include "templates/common/wgmma_params.h"
 #include "codegen/emit_backends.h"
 #include "lib/emit_test_util.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "lib/check_main.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/spec.h"
 #include "core/status.h"
+
+/* The GEMM path the launch plan (runtime/gemm_plan.h) gives a forward of spec on args. */
+static int plan_path(const moejit_spec *spec, const moejit_moe_args *args)
+{
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, args, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
+    return plan.path;
+}
 
 #define BASE "backend=wgmma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a"
 
@@ -157,27 +166,27 @@ START_TEST(path_heuristic_adds_pair_clusters_to_mmas_and_follows_the_tile_field)
     moejit_spec *s = parse_ok(BASE);
     for (size_t i = 0; i < sizeof autos / sizeof autos[0]; i++) {
         a.num_tokens = autos[i].T;
-        ck_assert_msg(mj_launch_wgmma_path(s, &a) == autos[i].path, "T=%lld: path %d, want %d",
-                      (long long)autos[i].T, mj_launch_wgmma_path(s, &a), autos[i].path);
+        ck_assert_msg(plan_path(s, &a) == autos[i].path, "T=%lld: path %d, want %d",
+                      (long long)autos[i].T, plan_path(s, &a), autos[i].path);
     }
     moejit_spec *m = parse_ok("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a");
     a.num_tokens = 384; /* 24 rows per expert: mma's small path still */
-    ck_assert_int_eq(mj_launch_mma_path(m, &a), MJ_MMA_PATH_SMALL);
+    ck_assert_int_eq(plan_path(m, &a), MJ_MMA_PATH_SMALL);
     a.num_tokens = 385;
-    ck_assert_int_eq(mj_launch_mma_path(m, &a), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(m, &a), MJ_MMA_PATH_LARGE);
     moejit_spec_destroy(m);
     /* small weights (Qwen3-30B) and an ungated layer take pair all the same */
     a.hidden = 2048, a.inter = 768, a.num_tokens = 100000;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_PAIR);
     moejit_spec_destroy(s);
     s = parse_ok("backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a");
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_PAIR);
     /* on an expert-parallel rank the rule divides the T·k pairs by the local experts:
      * 256 x 8 / 16 local = 128 rows each: pair; 255 tokens: large */
     a.num_tokens = 256, a.num_local_experts = 16;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_PAIR);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_PAIR);
     a.num_tokens = 255;
-    ck_assert_int_eq(mj_launch_wgmma_path(s, &a), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_LARGE);
     a.num_local_experts = 0;
     moejit_spec_destroy(s);
     /* a forced tile is taken at every T */
@@ -191,14 +200,14 @@ START_TEST(path_heuristic_adds_pair_clusters_to_mmas_and_follows_the_tile_field)
         s = parse_ok(text);
         for (size_t i = 0; i < sizeof autos / sizeof autos[0]; i++) {
             a.num_tokens = autos[i].T;
-            ck_assert_int_eq(mj_launch_wgmma_path(s, &a), forced[t].path);
+            ck_assert_int_eq(plan_path(s, &a), forced[t].path);
         }
         moejit_spec_destroy(s);
     }
     /* mma's heuristic never says tall or pair */
     s = parse_ok("backend=mma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a");
     a.num_tokens = 100000;
-    ck_assert_int_eq(mj_launch_mma_path(s, &a), MJ_MMA_PATH_LARGE);
+    ck_assert_int_eq(plan_path(s, &a), MJ_MMA_PATH_LARGE);
     moejit_spec_destroy(s);
 }
 END_TEST

@@ -28,6 +28,7 @@
 #include "tools/bench_layer_run.h"
 #include "tools/cli.h"
 #include "core/halfconv.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "templates/common/mma_params.h"
 #include "reference/reference.h"
@@ -298,14 +299,16 @@ static void path_label(const moejit_spec *spec, const moejit_moe_args *a, int sm
 {
     snprintf(buf, n, "-");
     if (spec->backend != MJ_BACKEND_MMA && spec->backend != MJ_BACKEND_WGMMA) return;
-    const char *name = mj_mma_path_name(mj_launch_mma_path(spec, a));
-    const int splits = mj_launch_mma_gemm2_splits(spec, a), persistent = mj_launch_mma_decode_persistent(spec, a, sms, decode);
-    const char *shallow = mj_launch_mma_decode_shallow(spec, a, sms, decode) ? "s" : "";
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, a, sms, decode, &plan);
+    const char *name = mj_mma_path_name(plan.path);
+    const int splits = plan.chain_splits, persistent = plan.persistent_splits;
+    const char *shallow = plan.persistent_shallow ? "s" : "";
     if (persistent > 1) snprintf(buf, n, "%s/p%d%s", name, persistent, shallow);
     else if (persistent) snprintf(buf, n, "%s/p%s", name, shallow);
     else if (splits > 1) snprintf(buf, n, "%s/%d", name, splits);
-    else if (mj_launch_mma_t1_fused(spec, a)) snprintf(buf, n, "%s/t1", name); /* GEMM2 finalizes */
-    else if (mj_launch_mma_short_tiles(spec, a)) snprintf(buf, n, "%s/64", name); /* 64-row tiles */
+    else if (plan.t1_fused) snprintf(buf, n, "%s/t1", name); /* GEMM2 finalizes */
+    else if (plan.short_tiles) snprintf(buf, n, "%s/64", name); /* 64-row tiles */
     else snprintf(buf, n, "%s", name);
 }
 
@@ -418,23 +421,25 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
      * token may legitimately route only to other ranks' experts (T = 1: 3 times in 14), and
      * then the bars below demand exact zeros */
     ok = bad == 0 && same && (m > 0 || ep_local > 0) && e_ideal <= 0.05 * m && e_replay <= 0.01 * m;
-    if (want_splits == -1 && !mj_launch_mma_t1_fused(L->spec, &a)) {
+    /* what the forward ran, as the launch plan decided it on this device and decode mode */
+    const int mode = L->knobs.decode;
+    mj_gemm_plan plan = {0};
+    if (want_splits != 0) mj_gemm_plan_make(L->spec, &a, g->sms, mode, &plan);
+    if (want_splits == -1 && !plan.t1_fused) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s GEMM2 and finalize are not one kernel  FAIL\n", dtype,
                 act, T, path);
         ok = 0;
     }
     /* -2: the persistent layer, in the block shape the decode mode names (if it names one) */
-    const int mode = L->knobs.decode;
-    if (want_splits == -2 && (!mj_launch_mma_decode_persistent(L->spec, &a, g->sms, mode) ||
-                              (mode == MJ_DECODE_PERSISTENT_SHALLOW) !=
-                                  mj_launch_mma_decode_shallow(L->spec, &a, g->sms, mode))) {
+    if (want_splits == -2 &&
+        (!plan.persistent_splits || (mode == MJ_DECODE_PERSISTENT_SHALLOW) != plan.persistent_shallow)) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s not the persistent decode layer  FAIL\n", dtype,
                 act, T, path);
         ok = 0;
     }
-    if (want_splits > 0 && mj_launch_mma_gemm2_splits(L->spec, &a) != want_splits) {
+    if (want_splits > 0 && plan.chain_splits != want_splits) {
         fprintf(log, "reference %-4s %-44s T=%-4lld path=%-7s the GEMM2 has %d K splits, want %d  FAIL\n", dtype,
-                act, T, path, mj_launch_mma_gemm2_splits(L->spec, &a), want_splits);
+                act, T, path, plan.chain_splits, want_splits);
         ok = 0;
     }
     if (ep_local > 0) snprintf(path + strlen(path), sizeof path - strlen(path), ",ep");

@@ -23,6 +23,7 @@
 #include "tools/bench_layer_run.h"
 #include "tools/cli.h"
 #include "templates/common/mma_params.h"
+#include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "core/spec.h"
 #include "runtime/tune_table.h"
@@ -236,7 +237,9 @@ static int tune_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fi
             /* what tile=auto takes without a table */
             moejit_moe_args qa = c.args;
             qa.num_tokens = o->batch[bi];
-            const char *heur = mj_mma_path_name(mj_launch_heuristic_path(spec, &qa));
+            mj_gemm_plan plan;
+            mj_gemm_plan_make(spec, &qa, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
+            const char *heur = mj_mma_path_name(plan.rule_path);
             char tall_us[32] = "-", pair_us[32] = "-";
             if (n_tiles[b] == 4) {
                 snprintf(tall_us, sizeof tall_us, "%.1f", us[2]);

@@ -1,8 +1,8 @@
 /*
  * This file contains what the host and the `mma` templates share beyond mj_layer_params
  * (common/params.h, reused unchanged): the mma kernel list in launch-table order, the block
- * sizes and tiles of its two GEMM paths, their shared-memory sizes, and the launch-time
- * heuristic that picks a path. Plain C, included by the templates (NVRTC, C++17) and by
+ * sizes and tiles of its two GEMM paths and their shared-memory sizes (which path a forward
+ * takes, and every host-only threshold of that choice, is runtime/gemm_plan.c's). Plain C, included by the templates (NVRTC, C++17) and by
  * runtime/launch_mma.c and codegen/emit_mma.c (C11).
  *
  * Two GEMM paths live in every mma cubin, so the choice is made per forward from T:
@@ -70,7 +70,7 @@ enum {
 #define MJ_MMA_ROUTED_GEMM1_MAX_TOKENS 1
 
 /* Batch 1 after the routed GEMM1: when the token's k slots are all on this rank, k is 8 or 6
- * (runtime/launch_mma.c: t1_kernel says why exactly then) and the decode GEMM2 is not split,
+ * (runtime/gemm_plan.c: t1_kernel says why exactly then) and the decode GEMM2 is not split,
  * GEMM2 and finalize are one kernel (mma_gemm2.cuh: gemm2_finalize_t1): a block takes
  * MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS = 8 hidden columns of every routed expert and sums the
  * token's slots itself, in finalize's order, so the layer is two launches and no y round trip
@@ -81,7 +81,7 @@ enum {
 #define MJ_MMA_T1_STAGES 9
 #define MJ_MMA_T1_SHALLOW_STAGES 6
 /* Whether the routed GEMM1 (T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS) is followed by that kernel:
- * one rule for the launcher (runtime/launch_mma.c: t1_kernel) and the routed GEMM1, which
+ * one rule for the launch plan (runtime/gemm_plan.c: t1_kernel) and the routed GEMM1, which
  * then lets it launch at once (tc_layer_stages.cuh); splits <= 1: GEMM2 not split. */
 #define MJ_MMA_T1_GEMM2_FINALIZE(T, splits, k, e_local, experts)                                            \
     ((T) == 1 && (splits) <= 1 && (e_local) == (experts) && ((k) == MJ_MMA_T1_SLOTS || (k) == 6))
@@ -92,36 +92,26 @@ enum {
  * MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM routes, then takes GEMM1 and then GEMM2 tiles from a
  * queue, so no grid boundary stalls the weight stream. Its sync words live in ws_counts (these
  * batches count nothing there): the queue, a count per row tile and GEMM2 K split, a count per 64 columns of out.
- * Up to MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS it runs at every shape (where the GEMM1 tiles
- * outnumber the resident blocks: mj_mma_decode_persistent). From 5 tokens only where a GEMM1
- * tile is at most 4 times as long as a GEMM2 tile (mj_mma_decode_persistent_shape): with more
- * tokens the chain's kernel boundaries weigh less and the persistent layer's own weakness more,
- * the GEMM2 tiles of the experts whose GEMM1 tiles ran last waiting for them
- * (docs/PERFORMANCE.md). */
+ * Where it runs instead of the chain is runtime/gemm_plan.c's rule. */
 #define MJ_MMA_PERSISTENT_MAX_TOKENS 8 /* <= MJ_MMA_SMALL_BT: one row tile per expert */
-#define MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS 4
 /* Its blocks per SM and their pipeline depth (MJ_MMA_DECODE_SMEM: two fit an sm_90 SM). More,
  * shallower blocks hold as many bytes in flight per SM and cut the tiles' tail, but are slower
  * where the GEMM1 tiles make about one round of them (docs/PERFORMANCE.md). */
 #define MJ_MMA_DECODE_BLOCKS_PER_SM 2
 #define MJ_MMA_DECODE_STAGES 9
-/* ... except where its GEMM1 tiles make at least 1.5 rounds of 3 blocks per SM
- * (mj_mma_decode_persistent_shallow): then 3 blocks of 6 stages per SM (as many stages in
- * flight per SM, a finer grain at the end of GEMM1), which is faster there and slower at one
- * round or less (docs/PERFORMANCE.md). */
+/* ... or its shallow blocks, 3 of 6 stages per SM (as many stages in flight per SM, a finer
+ * grain at the end of GEMM1; where: runtime/gemm_plan.c, docs/PERFORMANCE.md). */
 #define MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM 3
 #define MJ_MMA_DECODE_SHALLOW_STAGES 6
 #define MJ_MMA_DECODE_RESET_THREADS 128
 #define MJ_MMA_DECODE_SYNC_WORDS(max_tiles, H)                                                            \
     (1 + (max_tiles) * MJ_MMA_DECODE_SPLIT_MAX + ((H) + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW)
-/* Its GEMM2 tiles are split along K into runs of about MJ_MMA_DECODE_SPLIT_K elements (the
- * power of two nearest I / MJ_MMA_DECODE_SPLIT_K, at most MJ_MMA_DECODE_SPLIT_MAX), so that the
- * GEMM2 tiles a late expert's GEMM1 gates are short. */
-#define MJ_MMA_DECODE_SPLIT_K 1024
+/* The most K splits of its GEMM2 (the sync words hold a count per row tile and split; how many
+ * it runs is runtime/gemm_plan.c's). */
 #define MJ_MMA_DECODE_SPLIT_MAX 8
 /* The K range of each split but the last when `splits` split a GEMM2 over `inter` columns:
  * whole k tiles of MJ_MMA_BK (one rule for the kernels, mma_gemm2.cuh: gemm2_split_k, and
- * the launcher's shape rule, mj_mma_decode_persistent_shape). */
+ * the launcher's shape rule, runtime/gemm_plan.c). */
 #define MJ_MMA_GEMM2_SPLIT_K(inter, splits) \
     ((((inter) + MJ_MMA_BK - 1) / MJ_MMA_BK + (splits) - 1) / (splits) * MJ_MMA_BK)
 
@@ -152,80 +142,13 @@ enum {
 #error "the mma GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
 #endif
 
-/* Decode GEMM2 split along its K (= I): a decode GEMM2 makes (H / 64) x (row tiles) CTAs,
- * each streaming 64 whole W2 rows of its expert; when few of them are live (their expert was
- * routed to), the SMs hold one CTA each or the last wave runs half empty, and one CTA's 9
- * stages in flight cannot cover the loaded DRAM latency. Each of S splits takes a contiguous
- * run of whole k tiles of every row and writes its partial sums to its own copy of y; finalize
- * adds the S copies in split order (fixed order, no atomics, bit-identical reruns). The kernels
- * take any S; the rule picks 2 when the live CTAs a uniform routing is expected to leave,
- * (H / 64) x E_local x (1 - (1 - k/E)^T), are fewer than MJ_MMA_SPLIT_MAX_LIVE_CTAS and each
- * half keeps >= MJ_MMA_SPLIT_MIN_K elements of a row. */
-#define MJ_MMA_SPLIT_MAX_LIVE_CTAS 400
-#define MJ_MMA_SPLIT_MIN_K 2048
-#define MJ_MMA_SPLIT_MAX 2 /* the most the rule picks (the workspace holds this many y) */
+/* Decode GEMM2 split along its K (= I): each of S splits takes a contiguous run of whole k
+ * tiles of every row and writes its partial sums to its own copy of y; finalize adds the S
+ * copies in split order (fixed order, no atomics, bit-identical reruns). The kernels take any
+ * S (mj_layer_params.gemm2_splits); runtime/gemm_plan.c picks it. */
 
 #ifndef __CUDACC_RTC__
 #include <string.h>
-
-/* The K splits of a decode GEMM2 with col_tiles = H / 64 over I = inter, for T tokens routed
- * to k of E experts, e_local of them on this rank. (1 - k/E)^T by squaring: plain IEEE
- * products, the same answer on every host, in O(log T). */
-static inline int mj_mma_small_gemm2_splits(long long col_tiles, long long tokens, int topk, int experts,
-                                            int e_local, long long inter)
-{
-    if (inter / 2 < MJ_MMA_SPLIT_MIN_K || experts < 1) return 1;
-    double base = 1.0 - (double)topk / (double)experts, untouched = 1.0;
-    for (long long n = tokens; n > 0; n >>= 1) {
-        if (n & 1) untouched *= base;
-        base *= base;
-    }
-    const double live = (double)col_tiles * (double)e_local * (1.0 - untouched);
-    return live < MJ_MMA_SPLIT_MAX_LIVE_CTAS ? 2 : 1;
-}
-
-/* The persistent layer's GEMM2 K splits for an intermediate of `inter` columns. */
-static inline int mj_mma_decode_persistent_splits(long long inter)
-{
-    int s = 1; /* nearest in log2: step up while inter / (2s) is at least sqrt(1/2) of SPLIT_K */
-    while (s < MJ_MMA_DECODE_SPLIT_MAX && inter * 1000 >= (long long)(2 * s) * MJ_MMA_DECODE_SPLIT_K * 707) s *= 2;
-    return s;
-}
-
-/* Whether a batch of at most MJ_MMA_PERSISTENT_MAX_TOKENS takes the persistent layer (routing
- * not precomputed): when the GEMM1 tiles of the routed experts (routed = min(T·k, E_local) of
- * them, ceil(I / columns per tile) each) are
- * more than the device holds at once (MJ_MMA_DECODE_BLOCKS_PER_SM per SM). The chain's GEMM1
- * then runs in waves whose boundaries leave the weight stream idle, which the persistent grid
- * fills with GEMM2 tiles; in one wave there is nothing to fill, and the chain's one-kernel GEMM2
- * + finalize wins. From two tokens every model shape has more than one wave (Qwen3-30B: 16 x 24
- * tiles). */
-static inline int mj_mma_decode_persistent(long long routed, long long inter, int gated, int sms)
-{
-    const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
-    return routed * ((inter + cols - 1) / cols) > (long long)sms * MJ_MMA_DECODE_BLOCKS_PER_SM;
-}
-
-/* Whether the persistent layer runs its shallow blocks (MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM of
- * MJ_MMA_DECODE_SHALLOW_STAGES, see there): where the routed experts' GEMM1 tiles make at least
- * 1.5 rounds of that many blocks per SM, and one expert's tiles alone do not outnumber them
- * (there the shallow blocks do not gain). */
-static inline int mj_mma_decode_persistent_shallow(long long routed, long long inter, int gated, int sms)
-{
-    const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
-    const long long per_expert = (inter + cols - 1) / cols, blocks = (long long)sms * MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM;
-    return per_expert < blocks && 2 * routed * per_expert >= 3 * blocks;
-}
-
-/* ... and, above MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS tokens, whether the shape suits it (see
- * MJ_MMA_PERSISTENT_MAX_TOKENS): a GEMM1 tile's k (hidden) at most 4 times a GEMM2 tile's (the
- * persistent split's K range, decode_persistent.cuh: gemm2_split_k). */
-static inline int mj_mma_decode_persistent_shape(long long tokens, long long hidden, long long inter)
-{
-    if (tokens <= MJ_MMA_PERSISTENT_ANY_SHAPE_TOKENS) return 1;
-    const long long splits = mj_mma_decode_persistent_splits(inter);
-    return hidden <= 4 * MJ_MMA_GEMM2_SPLIT_K(inter, splits);
-}
 
 /* Spec field tile=...: "auto" lets the launcher choose per forward; "large" and "small" force
  * one path (for benchmarks and tests; the cubin is the same). */
@@ -260,13 +183,6 @@ static inline const char *mj_mma_path_name(int path)
          : path == MJ_MMA_PATH_TALL ? "tall" : path == MJ_MMA_PATH_PAIR ? "pair" : "auto";
 }
 
-/* The launch-time heuristic (tile=auto) of mma (runtime/launch_mma.c; wgmma has its own
- * bound, MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT). Average rows per local expert = pairs / E_local.
- * Up to 24 the layer is weight-streaming bound: the small path reads each 64-row weight tile
- * once per 16-token tile (repeats of one expert run side by side and hit L2) and makes
- * (2I/64 or H/64) x tiles CTAs, enough for 132 SMs even at T = 1; the large path would make
- * far fewer CTAs and compute mostly padding; from 32 rows per expert they tie or large wins. */
-#define MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT 24
 #endif
 
 #endif

@@ -1,14 +1,14 @@
 /*
  * This file contains what the host and the `wgmma` templates share beyond mj_layer_params
  * (common/params.h) and the mma constants (common/mma_params.h, whose kernel table, small
- * path and path heuristic the wgmma layer reuses unchanged): the block shape, tiles, stages
+ * path the wgmma layer reuses unchanged): the block shape, tiles, stages
  * and shared memory of the warpgroup-MMA GEMMs, and the shape of their tensor maps. Plain C,
  * included by the templates (NVRTC, C++17) and by runtime/launch_wgmma.c and
  * codegen/emit_wgmma.c (C11).
  *
  * The prefill GEMMs of a wgmma layer, sm_90a only, in three tile shapes and three paths (chosen
  * per forward like mma's small/large: the spec's tile field, a `moejit tune` table, else the
- * rule below):
+ * rule of runtime/gemm_plan.c):
  *
  *   block        3 warpgroups = 384 threads, one CTA per SM, persistent over all experts'
  *                tiles (grid = min(SMs, tile upper bound))
@@ -53,11 +53,6 @@
 #define MJ_WGMMA_BK 64             /* k per stage: 64 bf16 = 128 bytes = the 128B swizzle span */
 #define MJ_WGMMA_STAGES 4
 
-/* tile=auto takes the (mma) small decode path up to this many rows per local expert, not
- * mma's 24: the warpgroup-MMA large path already streams weights at full rate at 12-16 rows per
- * expert, where the small path's 16-token tiles make one CTA per weight tile and token tile. */
-#define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
-
 /* The pair path (tile=pair): the large path's row tiles and 128 x 256 tiles, run by clusters
  * of MJ_WGMMA_PAIR_CTAS CTAs, each cluster two row tiles of one column tile, listed by
  * mj_expert_offsets_pair so that each expert's tiles pair up with each other (its odd tile, if
@@ -69,31 +64,22 @@
  * twice as many column tiles, issues n128 wgmmas and pads an expert's rows to 256; a cluster's
  * two CTAs consume each stage in lock step, one weight read per 256 rows, with the large
  * path's A gather, n256 wgmmas and 128-row padding. Every output is computed by the large
- * path's own sequence of wgmmas, so its bits are the large path's.
- *
- * tile=auto takes it from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT rows per local expert (pairs /
- * E_local), where most clusters hold two row tiles of one expert; below that, large tiles are
- * as fast or faster (docs/PERFORMANCE.md). */
+ * path's own sequence of wgmmas, so its bits are the large path's. Where tile=auto takes it:
+ * runtime/gemm_plan.c. */
 #define MJ_WGMMA_PAIR_CTAS 2
-#define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128
 
-/* The order of the pair path's row tiles. Below this many rows per local expert,
- * mj_expert_offsets_pair lists them in the pair order (templates/permute.cuh: an expert's tiles
- * two by two, its odd tile with the next odd expert's); from it on, mj_expert_offsets' expert
- * order. At one or two row tiles per expert, expert order makes most clusters straddle two
- * experts: both CTAs load their own weight tile, and a partial tile waits in lock step beside
- * a full one. With many row tiles per expert the straddling clusters are few and sit between
- * their two experts' other clusters, whose weight tiles are in L2 at the same time; a pair of
- * odd tiles of two experts apart is not, so there expert order reads less (docs/PERFORMANCE.md). */
-#define MJ_WGMMA_PAIR_ORDER_MAX_ROWS 384
+/* The order of the pair path's row tiles: mj_expert_offsets_pair lists them in the pair order
+ * (templates/permute.cuh: an expert's tiles two by two, its odd tile with the next odd
+ * expert's), mj_expert_offsets in expert order; which one a forward takes is
+ * runtime/gemm_plan.c's (MJ_WGMMA_PAIR_ORDER_MAX_ROWS). */
 
 /* The pair path's raster group (raster_grouped): 4 units of two row tiles, so that, as in the
  * large path's groups of 8 row tiles, 8 x 128 token rows of activations stay in L2 over a
  * group's column sweep; larger groups were slower (docs/PERFORMANCE.md). */
 #define MJ_WGMMA_PAIR_RASTER_UNITS 4
 
-/* The large path's short tiles: with a gated activation and up to
- * MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT rows per local expert (pairs / E_local) its row tiles are
+/* The large path's short tiles: with a gated activation and few rows per local expert
+ * (runtime/gemm_plan.c: MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT) its row tiles are
  * MJ_WGMMA_SHORT_BM = 64 rows, whose stage (8 KiB of A,
  * 32 KiB of weights) leaves room for MJ_WGMMA_SHORT_STAGES = 5 stages instead of 4: 160 KiB of
  * weights in flight per SM instead of 128. At so few rows an expert fits one 64-row tile, whose
@@ -106,7 +92,6 @@
 #define MJ_WGMMA_SHORT_BM 64
 #define MJ_WGMMA_SHORT_BN MJ_WGMMA_BN /* the large tiles' weight rows: the same tensor-map boxes */
 #define MJ_WGMMA_SHORT_STAGES 5
-#define MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT 32
 
 /* ---- kernels beyond the mma table (common/mma_params.h), in launch-table order ---------- */
 enum {
