@@ -66,11 +66,12 @@ void mj_cache_warn(mj_cache_warn_class cls, const char *fmt, ...)
     va_end(ap);
     char safe[1024];
     mj_escape_text(safe, sizeof safe, msg); /* paths and specs in it are input */
-    /* One write() so that lines of concurrent processes do not interleave. */
+    /* One write so that lines of concurrent processes do not interleave; through the writer
+     * that blocks SIGXFSZ, since stderr may be a file already past RLIMIT_FSIZE. */
     char line[1100];
     int n = snprintf(line, sizeof line, "moejit: warning: %s\n", safe);
     if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
-    if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) { /* nothing better to do */ }
+    if (n > 0 && mj_cache_sys_write_all(STDERR_FILENO, line, (size_t)n) < 0) { /* nothing better to do */ }
 }
 
 void mj_cache_fault_reset_warnings(void)
