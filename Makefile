@@ -239,8 +239,8 @@ test-gpu: all $(GPU_BIN) python
 	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
 	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --batches 1,2,64,512,4096; \
 	else echo "no CUDA device: skipping the tensor-core backend checks"; fi
-	cd $(BUILD) && MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache $(PYENV)/bin/python -m pytest -q \
-	  -p no:cacheprovider $(CURDIR)/python/tests/test_gpu.py
+	cd $(BUILD) && PYTHONPATH=$(PYSITE) MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache $(PYENV)/bin/python \
+	  -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_gpu.py
 
 run: all
 	$(CLI) demo
@@ -392,11 +392,15 @@ $(PYENV)/.deps-ok:
 	python3 -m venv $(PYENV)
 	$(PYENV)/bin/python -m pip install -q --disable-pip-version-check $(PY_REQUIREMENTS)
 	@touch $@
+# The package itself goes into this build's own folder (the shared environment holds only its
+# dependencies), so two trees never test each other's build.
+PYSITE := $(abspath $(BUILD))/pysite
 python: all $(PYENV)/.deps-ok
+	rm -rf $(PYSITE)
 	MOEJIT_BUILD_DIR=$(abspath $(BUILD)) $(PYENV)/bin/python -m pip install -q --disable-pip-version-check \
-	  --no-build-isolation --force-reinstall --no-deps ./python
+	  --no-build-isolation --no-deps --target $(PYSITE) ./python
 test-python: python
-	cd $(BUILD) && PYTHONDONTWRITEBYTECODE=1 MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache \
+	cd $(BUILD) && PYTHONPATH=$(PYSITE) PYTHONDONTWRITEBYTECODE=1 MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache \
 	  $(PYENV)/bin/python -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests
 test-cpu: test-python
 .PHONY: python test-python
