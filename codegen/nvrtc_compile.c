@@ -108,9 +108,11 @@ static void beside(const char *file, char **places, int *n, int cap)
     char *real = realpath(file, NULL);
     if (!real) return;
     char *slash = strrchr(real, '/');
-    if (slash) *slash = '\0';
+    if (slash) *slash = '\0'; /* real: the file's folder */
     mj_buf b = MJ_BUF_INIT;
-    mj_buf_printf(&b, "%s/../libexec/" WORKER_NAME, real);
+    /* its parent's libexec, spelled without ".." so that the error names the real place */
+    char *up = strrchr(real, '/');
+    mj_buf_printf(&b, "%.*s/libexec/" WORKER_NAME, up ? (int)(up - real) : 0, real);
     if (*n < cap) places[(*n)++] = mj_buf_take(&b);
     mj_buf_printf(&b, "%s/" WORKER_NAME, real);
     if (*n < cap) places[(*n)++] = mj_buf_take(&b);
