@@ -87,28 +87,7 @@ END_TEST
 
 START_TEST(every_routing_method_emits_its_constants)
 {
-    static const struct { const char *fields, *routing, *group; } r[] = {
-        {"routing=softmax_topk", "softmax_topk", NULL},
-        {"routing=renormalize,logits=bf16", "renormalize", NULL},
-        {"routing=sigmoid_topk", "sigmoid_topk", NULL},
-        {"routing=sigmoid_renorm,logits=bf16", "sigmoid_renorm", NULL},
-        {"routing=deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5", "deepseek_v3",
-         "constexpr int kNGroup = 8;\nconstexpr int kTopkGroup = 4;\nconstexpr float kRoutedScaling = 0x1.4p+1f;"},
-        {"routing=llama4,topk=1", "llama4", NULL},
-        {"routing=precomputed", "precomputed", NULL},
-    };
-    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
-        char text[256], want[96];
-        snprintf(text, sizeof text, "backend=wgmma,quant=bf16,act=swiglu,arch=sm_90a,%s", r[i].fields);
-        char *src = source_of(text);
-        snprintf(want, sizeof want, "constexpr Routing kRouting = Routing::%s;", r[i].routing);
-        ck_assert_msg(strstr(src, want) != NULL, "%s: lacks %s", text, want);
-        ck_assert_ptr_nonnull(strstr(src, r[i].group ? r[i].group
-                                                      : "constexpr int kNGroup = 1;\nconstexpr int kTopkGroup = 1;"));
-        ck_assert_ptr_nonnull(strstr(src, strstr(text, "logits=bf16") ? "kLogitsDtype = Dtype::bf16;"
-                                                                      : "kLogitsDtype = Dtype::fp32;"));
-        free(src);
-    }
+    mj_test_routing_constants("backend=wgmma,quant=bf16,act=swiglu,arch=sm_90a", source_of);
 }
 END_TEST
 

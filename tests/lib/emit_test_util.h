@@ -25,4 +25,8 @@ const char *mj_test_check_mma_program(const char *text, const mj_program *p, int
  * disassembler is set (then nothing is counted). */
 int mj_test_sass_scan(const mj_program *p, const char *const *names, int n, int *lines, int *hgmma, int *local);
 
+/* Every routing method (and bf16 logits) reaches the source of base (a spec without routing)
+ * as the constants the templates read; source_of emits a spec's translation unit (malloc'd). */
+void mj_test_routing_constants(const char *base, char *(*source_of)(const char *text));
+
 #endif
