@@ -176,7 +176,8 @@ $(BUILD)/asan/tests/check_%: $(BUILD)/asan/obj/tests/check_%.o $(call obj,$(BUIL
 # check_bench_floor tests a module of the CLI (tools/bench_floor.c): linked in beside the suite.
 $(BUILD)/tests/check_bench_floor: $(BUILD)/obj/tools/bench_floor.o
 $(BUILD)/asan/tests/check_bench_floor: $(BUILD)/asan/obj/tools/bench_floor.o
-$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS) tools/gpu_harness.c) $(LIB_A)
+# (not emit_test_util.c: its checks assert through Check, which the GPU suite does not link)
+$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(filter-out tests/lib/emit_test_util.c,$(TEST_LIB_SRCS)) tools/gpu_harness.c) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
 

@@ -36,10 +36,6 @@ static const char *const fp8_act_token[MJ_FP8_ACT_COUNT] = {"Fp8Act::tensor", "F
                                                             "Fp8Act::static_scale"};
 _Static_assert(MJ_FP8_ACT_TENSOR == 0 && MJ_FP8_ACT_STATIC == 2, "fp8_act_token order");
 
-static const char *const w1_layout_token[MJ_W1_LAYOUT_COUNT] = {"W1Layout::up_gate", "W1Layout::gate_up",
-                                                                "W1Layout::interleaved"};
-_Static_assert(MJ_W1_UP_GATE == 0 && MJ_W1_INTERLEAVED == 2, "w1_layout_token order");
-
 /* The multiple a pinned H or I must be for quant (0: no rule beyond 8). */
 static int dim_multiple(const moejit_spec *s)
 {
@@ -130,12 +126,7 @@ moejit_status mj_emit(const moejit_spec *spec, mj_source *out)
     mj_buf_printf(&b, "constexpr int kInt4Group = %d;\n", spec->quant == MJ_QUANT_W4A16 ? spec->group_size : 0);
     mj_buf_printf(&b, "constexpr bool kInt4Zero = %s;\n\n",
                   spec->quant == MJ_QUANT_W4A16 && spec->zero_point ? "true" : "false");
-    mj_buf_puts(&b, "// order of W1's rows, and the biases given\n");
-    mj_buf_printf(&b, "constexpr W1Layout kW1Layout = %s;\n", w1_layout_token[spec->w1_layout]);
-    mj_buf_printf(&b, "constexpr bool kHasB1 = %s;\n",
-                  spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
-    mj_buf_printf(&b, "constexpr bool kHasB2 = %s;\n\n",
-                  spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
+    mj_emit_w1_layout_and_biases(&b, spec);
     mj_emit_activation(&b, &spec->act, 1);
     mj_emit_routing(&b, spec, "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n");
     mj_emit_pinned_shape(&b, spec);

@@ -139,6 +139,20 @@ void mj_emit_activation(mj_buf *b, const moejit_activation *act, int with_n_para
     mj_buf_puts(b, "\n");
 }
 
+static const char *const w1_layout_token[MJ_W1_LAYOUT_COUNT] = {"W1Layout::up_gate", "W1Layout::gate_up",
+                                                                "W1Layout::interleaved"};
+_Static_assert(MJ_W1_UP_GATE == 0 && MJ_W1_INTERLEAVED == 2, "w1_layout_token order");
+
+void mj_emit_w1_layout_and_biases(mj_buf *b, const moejit_spec *spec)
+{
+    mj_buf_puts(b, "// order of W1's rows, and the biases given\n");
+    mj_buf_printf(b, "constexpr W1Layout kW1Layout = %s;\n", w1_layout_token[spec->w1_layout]);
+    mj_buf_printf(b, "constexpr bool kHasB1 = %s;\n",
+                  spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
+    mj_buf_printf(b, "constexpr bool kHasB2 = %s;\n\n",
+                  spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH ? "true" : "false");
+}
+
 void mj_emit_routing(mj_buf *b, const moejit_spec *spec, const char *grouping_comment)
 {
     mj_buf_printf(b, "constexpr Routing kRouting = %s;\n", routing_token[spec->routing]);

@@ -45,6 +45,10 @@ void mj_emit_activation(mj_buf *b, const moejit_activation *act, int with_n_para
 
 /* kRouting, then deepseek_v3's grouping (1, 1, 1.0 for every other method) after
  * grouping_comment unless NULL. */
+/* kW1Layout, kHasB1, kHasB2 with their comment line (simt always; the tensor-core layers only
+ * where they differ from up_gate without biases, so a plain layer's source stays as it was). */
+void mj_emit_w1_layout_and_biases(mj_buf *b, const moejit_spec *spec);
+
 void mj_emit_routing(mj_buf *b, const moejit_spec *spec, const char *grouping_comment);
 
 /* kPinnedHidden, kPinnedInter, kPinnedExperts, kPinnedTopk. */

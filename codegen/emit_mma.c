@@ -52,12 +52,12 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
      * GEMM1 blocks that route for themselves and the persistent decode layer alike */
     moejit_status st = mj_emit_check_routing(s);
     if (st != MOEJIT_OK) return st;
-    if (s->w1_layout != MJ_W1_UP_GATE)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "w1_layout: backend %s supports up_gate; got %s", be,
-                       mj_emit_name_or(mj_w1_layout_names, MJ_W1_LAYOUT_COUNT, (int)s->w1_layout));
-    if (s->bias != MJ_BIAS_NONE)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "bias: backend %s supports none; got %s", be,
-                       mj_emit_name_or(mj_bias_names, MJ_BIAS_COUNT, (int)s->bias));
+    if ((unsigned)s->w1_layout >= MJ_W1_LAYOUT_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "w1_layout: %d is no layout; allowed: up_gate, gate_up, interleaved",
+                       (int)s->w1_layout);
+    if ((unsigned)s->bias >= MJ_BIAS_COUNT)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "bias: %d is no bias value; allowed: none, b1, b2, both",
+                       (int)s->bias);
     if (!mj_act_desc_of(s->act.kind))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "act: kind %d is no activation of the contract",
                        (int)s->act.kind);
@@ -97,6 +97,7 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
                     spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n"
                                                             : NULL);
     mj_emit_pinned_shape(&b, spec);
+    if (spec->w1_layout != MJ_W1_UP_GATE || spec->bias != MJ_BIAS_NONE) mj_emit_w1_layout_and_biases(&b, spec);
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);

@@ -20,6 +20,9 @@
      MJ_BIT(MOEJIT_ACT_SITU))
 #define ALL_ARCHS (MJ_BIT(MJ_ARCH_COUNT) - 1u)
 #define ALL_ROUTINGS (MJ_BIT(MJ_ROUTING_COUNT) - 1u)
+#define ALL_LAYOUTS (MJ_BIT(MJ_W1_UP_GATE) | MJ_BIT(MJ_W1_GATE_UP) | MJ_BIT(MJ_W1_INTERLEAVED))
+#define ALL_BIASES (MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH))
+#define ALL_OVERRIDES (MJ_BIT(MJ_OVERRIDES_NONE) | MJ_BIT(MJ_OVERRIDES_PER_EXPERT))
 #define TC_QUANTS (MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16))
 #define TC_DTYPES (MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16))
 
@@ -29,25 +32,36 @@
         .quants = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16) | MJ_BIT(MJ_QUANT_FP8_TENSOR) |         \
                   MJ_BIT(MJ_QUANT_FP8_BLOCK) | MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4),         \
         .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = ALL_ARCHS, .routings = ALL_ROUTINGS,            \
-        .w1_layouts = MJ_BIT(MJ_W1_UP_GATE) | MJ_BIT(MJ_W1_GATE_UP) | MJ_BIT(MJ_W1_INTERLEAVED),        \
-        .biases = MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH), \
-        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16),                                 \
+        .w1_layouts = ALL_LAYOUTS, .biases = ALL_BIASES,                                                \
+        .logits_dtypes = MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16), .act_overrides = ALL_OVERRIDES,  \
     }
 
 /* The tensor-core backends build every routing method from fp32 or bf16 logits (route.cuh
  * serves all their routing paths); validated are the values their device checks have passed
  * (H200, `bench layer --check --routing all`: the float64 reference on every decode and
  * prefill path, reruns bit-identical; docs/PERFORMANCE.md, "Validation"). */
-#define TC_MASKS(archs_, routings_, logits_)                                                            \
+#define TC_MASKS(archs_, routings_, logits_, layouts_, biases_, overrides_)                                \
     {                                                                                                   \
         .quants = TC_QUANTS, .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
-        .routings = (routings_), .w1_layouts = MJ_BIT(MJ_W1_UP_GATE), .biases = MJ_BIT(MJ_BIAS_NONE),   \
-        .logits_dtypes = (logits_),                                                                     \
+        .routings = (routings_), .w1_layouts = (layouts_), .biases = (biases_),                         \
+        .logits_dtypes = (logits_), .act_overrides = (overrides_),                                      \
     }
 #define TC_BUILT_ROUTINGS ALL_ROUTINGS
 #define TC_BUILT_LOGITS (MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16))
 #define TC_VALIDATED_ROUTINGS TC_BUILT_ROUTINGS
 #define TC_VALIDATED_LOGITS TC_BUILT_LOGITS
+/* W1 layouts, biases and overrides enter the GEMM epilogues (templates/weight_layout.cuh) */
+#define TC_BUILT_LAYOUTS ALL_LAYOUTS
+#define TC_BUILT_BIASES ALL_BIASES
+#define TC_BUILT_OVERRIDES ALL_OVERRIDES
+#define TC_VALIDATED_LAYOUTS MJ_BIT(MJ_W1_UP_GATE)
+#define TC_VALIDATED_BIASES MJ_BIT(MJ_BIAS_NONE)
+#define TC_VALIDATED_OVERRIDES MJ_BIT(MJ_OVERRIDES_NONE)
+#define TC_BUILT(archs_)                                                                                \
+    TC_MASKS(archs_, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS, TC_BUILT_LAYOUTS, TC_BUILT_BIASES, TC_BUILT_OVERRIDES)
+#define TC_VALIDATED(archs_)                                                                            \
+    TC_MASKS(archs_, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS, TC_VALIDATED_LAYOUTS, TC_VALIDATED_BIASES, \
+             TC_VALIDATED_OVERRIDES)
 
 const mj_backend_caps mj_backend_table[] = {
     {
@@ -59,8 +73,8 @@ const mj_backend_caps mj_backend_table[] = {
     {
         .backend = MJ_BACKEND_MMA,
         .summary = "warp-level tensor cores (mma.sync, ldmatrix, cp.async), sm_80+",
-        .built = TC_MASKS(ALL_ARCHS, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
-        .validated = TC_MASKS(ALL_ARCHS, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
+        .built = TC_BUILT(ALL_ARCHS),
+        .validated = TC_VALIDATED(ALL_ARCHS),
     },
     {
         /* Registered after its first device check (H200, every activation against the float64
@@ -68,8 +82,8 @@ const mj_backend_caps mj_backend_table[] = {
         .backend = MJ_BACKEND_WGMMA,
         .summary = "warpgroup MMA (wgmma, TMA and cp.async on mbarriers, warp-specialized, "
                    "persistent) for prefill, mma's kernels for decode; sm_90a only",
-        .built = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
-        .validated = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
+        .built = TC_BUILT(MJ_BIT(MJ_ARCH_SM90A)),
+        .validated = TC_VALIDATED(MJ_BIT(MJ_ARCH_SM90A)),
     },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];
@@ -97,6 +111,10 @@ static const char *arch_name(int i) { return i < MJ_ARCH_COUNT ? mj_arch_names[i
 static const char *routing_name(int i) { return i < MJ_ROUTING_COUNT ? mj_routing_names[i] : NULL; }
 static const char *w1_name(int i) { return i < MJ_W1_LAYOUT_COUNT ? mj_w1_layout_names[i] : NULL; }
 static const char *bias_name(int i) { return i < MJ_BIAS_COUNT ? mj_bias_names[i] : NULL; }
+static const char *overrides_name(int i)
+{
+    return i == MJ_OVERRIDES_NONE ? "none" : i == MJ_OVERRIDES_PER_EXPERT ? "per_expert" : NULL;
+}
 static const char *act_name(int i)
 {
     const mj_act_desc *d = mj_act_desc_of((moejit_act_kind)i);
@@ -111,6 +129,7 @@ static int routing_of(const moejit_spec *s) { return (int)s->routing; }
 static int logits_of(const moejit_spec *s) { return (int)s->logits_dtype; }
 static int w1_of(const moejit_spec *s) { return (int)s->w1_layout; }
 static int bias_of(const moejit_spec *s) { return (int)s->bias; }
+static int overrides_of(const moejit_spec *s) { return (void)s, MJ_OVERRIDES_NONE; }
 
 typedef struct cap_field {
     const char *key;                   /* the spec field ("quant") */
@@ -136,6 +155,8 @@ static const cap_field cap_fields[] = {
     {"w1_layout", "W1 layouts", "W1 layouts", "w1_layouts", offsetof(mj_cap_masks, w1_layouts),
      w1_name, w1_of},
     {"bias", "biases", "biases", "biases", offsetof(mj_cap_masks, biases), bias_name, bias_of},
+    {"act_param", "activation overrides", "act overrides", "act_overrides", offsetof(mj_cap_masks, act_overrides),
+     overrides_name, overrides_of},
 };
 #define N_FIELDS (sizeof cap_fields / sizeof cap_fields[0])
 
@@ -237,6 +258,31 @@ moejit_status mj_check_validated_in(const mj_caps_table *t, const moejit_spec *s
                        "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
                        mj_backend_names[c->backend], f->key, name ? name : "?");
     }
+    return MOEJIT_OK;
+}
+
+moejit_status mj_check_act_overrides(const moejit_spec *spec, int index, int allow_unvalidated)
+{
+    return mj_check_act_overrides_in(&mj_caps, spec, index, allow_unvalidated);
+}
+
+moejit_status mj_check_act_overrides_in(const mj_caps_table *t, const moejit_spec *spec, int index,
+                                        int allow_unvalidated)
+{
+    if (!spec) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: spec is NULL");
+    const mj_backend_caps *c = row_of(t, spec->backend);
+    const char *backend = (unsigned)spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?";
+    const uint32_t bit = MJ_BIT(MJ_OVERRIDES_PER_EXPERT);
+    if (!c || !(c->built.act_overrides & bit))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
+                       "args.act_param[%d]: must be NULL: backend %s does not apply per-expert activation "
+                       "overrides (supported act overrides: none)",
+                       index, backend);
+    if (!allow_unvalidated && !(c->validated.act_overrides & bit))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
+                       "args.act_param[%d]: backend %s: act_param per_expert is built, not yet validated on "
+                       "hardware; set MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
+                       index, backend);
     return MOEJIT_OK;
 }
 

@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/activation.h"
+#include "core/strbuf.h"
+
 #include "core/status.h"
 #include "runtime/launch_common.h"
 #include "templates/common/params.h"
@@ -118,5 +121,86 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                            "args.%s: the spec pins it to %d, got %lld", pin_name[i], pinned[i],
                            (long long)given[i]);
+    return MOEJIT_OK;
+}
+
+moejit_status mj_check_ptr_rules(const mj_ptr_rule *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].need == MJ_ARG_IGNORED) continue;
+        if (r[i].need == MJ_ARG_REFUSED) {
+            if (r[i].p)
+                return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", r[i].name, r[i].why);
+            continue;
+        }
+        if (!r[i].p) {
+            if (r[i].need == MJ_ARG_OPTIONAL) continue;
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (%s)", r[i].name, r[i].why);
+        }
+        if ((uintptr_t)r[i].p % r[i].align)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
+                           r[i].name, r[i].align, r[i].why, r[i].p);
+    }
+    return MOEJIT_OK;
+}
+
+moejit_status mj_launch_check_format_inputs(const moejit_spec *spec, const moejit_moe_args *a)
+{
+    const mj_quant q = spec->quant;
+    const int scaled = q != MJ_QUANT_BF16 && q != MJ_QUANT_FP16;
+    const size_t scale_align = q == MJ_QUANT_W4A16 ? 2 : q == MJ_QUANT_MXFP4 ? 1 : 4;
+    const char *scale_why = q == MJ_QUANT_FP8_TENSOR  ? "quant=fp8_tensor: fp32 [E_local] per matrix"
+                            : q == MJ_QUANT_FP8_BLOCK ? "quant=fp8_block: fp32 [E_local, N/128, K/128]"
+                            : q == MJ_QUANT_W4A16     ? "quant=w4a16: dtype [E_local, N, K/group]"
+                            : q == MJ_QUANT_MXFP4     ? "quant=mxfp4: e8m0 bytes [E_local, N, K/32]"
+                                                      : "bf16/fp16 weights have no scales";
+    const int zero = q == MJ_QUANT_W4A16 && spec->zero_point;
+    const char *zero_why = zero ? "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"
+                                : "only w4a16 with zero_point=1 has zero points";
+    const int b1 = spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH;
+    const int b2 = spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH;
+    const int stat = q == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
+    const mj_ptr_rule rules[] = {
+        {a->w1_scale, "w1_scale", scaled ? MJ_ARG_REQUIRED : MJ_ARG_REFUSED, scale_align, scale_why},
+        {a->w2_scale, "w2_scale", scaled ? MJ_ARG_REQUIRED : MJ_ARG_REFUSED, scale_align, scale_why},
+        {a->w1_zero, "w1_zero", zero ? MJ_ARG_REQUIRED : MJ_ARG_REFUSED, 1, zero_why},
+        {a->w2_zero, "w2_zero", zero ? MJ_ARG_REQUIRED : MJ_ARG_REFUSED, 1, zero_why},
+        {a->b1, "b1", b1 ? MJ_ARG_REQUIRED : MJ_ARG_REFUSED, 2, b1 ? "the spec has bias b1 or both: dtype [E_local, rows]" : "the spec has no bias b1"},
+        {a->b2, "b2", b2 ? MJ_ARG_REQUIRED : MJ_ARG_REFUSED, 2, b2 ? "the spec has bias b2 or both: dtype [E_local, H]" : "the spec has no bias b2"},
+        {a->routing_bias, "routing_bias", spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? MJ_ARG_OPTIONAL : MJ_ARG_REFUSED, 4,
+         spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? "fp32 [num_experts]"
+                                                 : "only deepseek_v3 routing has a selection bias"},
+        {a->x_scale, "x_scale", stat && a->num_tokens > 0 ? MJ_ARG_REQUIRED : stat ? MJ_ARG_OPTIONAL : MJ_ARG_REFUSED, 4,
+         stat ? "quant=fp8_tensor with fp8_act=static: the fp32 dequant scale of x"
+              : "only quant=fp8_tensor with fp8_act=static takes a static x scale"},
+    };
+    moejit_status st = mj_check_ptr_rules(rules, sizeof rules / sizeof rules[0]);
+    if (st != MOEJIT_OK) return st;
+
+    /* Per-expert activation overrides: one per declared parameter, none past them. */
+    const mj_act_desc *d = mj_act_desc_of(spec->act.kind);
+    for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++) {
+        const void *ov = a->act_param[i];
+        if (!ov) continue;
+        if (!d || d->n_params == 0)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "args.act_param[%d]: must be NULL: activation %s has no parameters to override",
+                           i, d ? d->name : "?");
+        if (i >= d->n_params) {
+            mj_buf b = MJ_BUF_INIT;
+            for (int j = 0; j < d->n_params; j++) mj_buf_printf(&b, "%s%d (%s)", j ? ", " : "", j, d->params[j].name);
+            moejit_status f = mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                                      "args.act_param[%d]: must be NULL: activation %s has %d parameter%s; "
+                                      "allowed indices: %s",
+                                      i, d->name, d->n_params, d->n_params == 1 ? "" : "s",
+                                      b.data ? b.data : "");
+            mj_buf_free(&b);
+            return f;
+        }
+        if ((uintptr_t)ov % 4)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "args.act_param[%d]: must be 4-byte aligned (fp32 [E_local] values of %s), got %p",
+                           i, d->params[i].name, ov);
+    }
     return MOEJIT_OK;
 }

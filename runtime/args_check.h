@@ -1,14 +1,39 @@
 /*
- * args_check.h — the shape rules a forward's arguments must meet on every backend: sizes,
+ * args_check.h — the rules a forward's arguments must meet on every backend: sizes,
  * expert-parallel ranges, the weight format's scale groups, the routing method's rules on E
- * and k, and the dimensions a spec pins.
+ * and k, the dimensions a spec pins, and which format inputs (scales, zero points, biases,
+ * overrides) the spec needs.
  */
 #ifndef MJ_ARGS_CHECK_H
 #define MJ_ARGS_CHECK_H
 
+#include <stddef.h>
+
 #include "core/spec.h"
 #include "moejit.h"
 
+/* Whether a spec uses a tensor argument. */
+enum { MJ_ARG_REFUSED = 0, MJ_ARG_REQUIRED = 1, MJ_ARG_OPTIONAL = 2, MJ_ARG_IGNORED = 3 };
+
+/* One tensor argument: its need, its alignment, and the sentence that explains a refusal or
+ * a requirement. */
+typedef struct mj_ptr_rule {
+    const void *p;
+    const char *name;
+    int need;
+    size_t align;
+    const char *why;
+} mj_ptr_rule;
+
+/* The first rule a pointer breaks (given where refused, NULL where required, misaligned),
+ * as MOEJIT_ERR_INVALID_ARGUMENT naming args.NAME. */
+moejit_status mj_check_ptr_rules(const mj_ptr_rule *r, size_t n);
+
 moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_args *args);
+
+/* Scales, zero points, biases, the selection bias, the static x scale and the activation
+ * overrides: each required exactly when the spec uses it, refused otherwise (an input the
+ * layer would silently ignore is an error), each with its alignment. */
+moejit_status mj_launch_check_format_inputs(const moejit_spec *spec, const moejit_moe_args *args);
 
 #endif

@@ -103,103 +103,6 @@ moejit_status mj_launch_workspace_size(const moejit_spec *spec, const moejit_moe
     return MOEJIT_OK;
 }
 
-/* Whether a spec uses a tensor argument. */
-enum { REFUSED = 0, REQUIRED = 1, OPTIONAL = 2, IGNORED = 3 };
-
-/* One tensor argument: its need, its alignment, and the sentence that explains a refusal or
- * a requirement. */
-typedef struct ptr_rule {
-    const void *p;
-    const char *name;
-    int need;
-    size_t align;
-    const char *why;
-} ptr_rule;
-
-static moejit_status check_rules(const ptr_rule *r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].need == IGNORED) continue;
-        if (r[i].need == REFUSED) {
-            if (r[i].p)
-                return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", r[i].name, r[i].why);
-            continue;
-        }
-        if (!r[i].p) {
-            if (r[i].need == OPTIONAL) continue;
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (%s)", r[i].name, r[i].why);
-        }
-        if ((uintptr_t)r[i].p % r[i].align)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
-                           r[i].name, r[i].align, r[i].why, r[i].p);
-    }
-    return MOEJIT_OK;
-}
-
-/* Scales, zero points, biases, the selection bias, the static x scale and the activation
- * overrides: each required exactly when the spec uses it, refused otherwise (an input the
- * layer would silently ignore is an error). */
-static moejit_status check_format_inputs(const moejit_spec *spec, const moejit_moe_args *a)
-{
-    const mj_quant q = spec->quant;
-    const int scaled = q != MJ_QUANT_BF16 && q != MJ_QUANT_FP16;
-    const size_t scale_align = q == MJ_QUANT_W4A16 ? 2 : q == MJ_QUANT_MXFP4 ? 1 : 4;
-    const char *scale_why = q == MJ_QUANT_FP8_TENSOR  ? "quant=fp8_tensor: fp32 [E_local] per matrix"
-                            : q == MJ_QUANT_FP8_BLOCK ? "quant=fp8_block: fp32 [E_local, N/128, K/128]"
-                            : q == MJ_QUANT_W4A16     ? "quant=w4a16: dtype [E_local, N, K/group]"
-                            : q == MJ_QUANT_MXFP4     ? "quant=mxfp4: e8m0 bytes [E_local, N, K/32]"
-                                                      : "bf16/fp16 weights have no scales";
-    const int zero = q == MJ_QUANT_W4A16 && spec->zero_point;
-    const char *zero_why = zero ? "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"
-                                : "only w4a16 with zero_point=1 has zero points";
-    const int b1 = spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH;
-    const int b2 = spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH;
-    const int stat = q == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
-    const ptr_rule rules[] = {
-        {a->w1_scale, "w1_scale", scaled ? REQUIRED : REFUSED, scale_align, scale_why},
-        {a->w2_scale, "w2_scale", scaled ? REQUIRED : REFUSED, scale_align, scale_why},
-        {a->w1_zero, "w1_zero", zero ? REQUIRED : REFUSED, 1, zero_why},
-        {a->w2_zero, "w2_zero", zero ? REQUIRED : REFUSED, 1, zero_why},
-        {a->b1, "b1", b1 ? REQUIRED : REFUSED, 2, b1 ? "the spec has bias b1 or both: dtype [E_local, rows]" : "the spec has no bias b1"},
-        {a->b2, "b2", b2 ? REQUIRED : REFUSED, 2, b2 ? "the spec has bias b2 or both: dtype [E_local, H]" : "the spec has no bias b2"},
-        {a->routing_bias, "routing_bias", spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? OPTIONAL : REFUSED, 4,
-         spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? "fp32 [num_experts]"
-                                                 : "only deepseek_v3 routing has a selection bias"},
-        {a->x_scale, "x_scale", stat && a->num_tokens > 0 ? REQUIRED : stat ? OPTIONAL : REFUSED, 4,
-         stat ? "quant=fp8_tensor with fp8_act=static: the fp32 dequant scale of x"
-              : "only quant=fp8_tensor with fp8_act=static takes a static x scale"},
-    };
-    moejit_status st = check_rules(rules, sizeof rules / sizeof rules[0]);
-    if (st != MOEJIT_OK) return st;
-
-    /* Per-expert activation overrides: one per declared parameter, none past them. */
-    const mj_act_desc *d = mj_act_desc_of(spec->act.kind);
-    for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++) {
-        const void *ov = a->act_param[i];
-        if (!ov) continue;
-        if (!d || d->n_params == 0)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                           "args.act_param[%d]: must be NULL: activation %s has no parameters to override",
-                           i, d ? d->name : "?");
-        if (i >= d->n_params) {
-            mj_buf b = MJ_BUF_INIT;
-            for (int j = 0; j < d->n_params; j++) mj_buf_printf(&b, "%s%d (%s)", j ? ", " : "", j, d->params[j].name);
-            moejit_status f = mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                                      "args.act_param[%d]: must be NULL: activation %s has %d parameter%s; "
-                                      "allowed indices: %s",
-                                      i, d->name, d->n_params, d->n_params == 1 ? "" : "s",
-                                      b.data ? b.data : "");
-            mj_buf_free(&b);
-            return f;
-        }
-        if ((uintptr_t)ov % 4)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                           "args.act_param[%d]: must be 4-byte aligned (fp32 [E_local] values of %s), got %p",
-                           i, d->params[i].name, ov);
-    }
-    return MOEJIT_OK;
-}
-
 /* Required pointers and their alignment. With T = 0 the per-token tensors may be NULL (an
  * empty framework tensor often has no storage); the weights and their scales are always
  * required. */
@@ -207,20 +110,20 @@ static moejit_status check_pointers(const moejit_spec *spec, const moejit_moe_ar
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
     const size_t logit_align = spec->logits_dtype == MJ_DTYPE_FP32 ? 4 : 2;
-    const int per_token = tokens ? REQUIRED : OPTIONAL;
+    const int per_token = tokens ? MJ_ARG_REQUIRED : MJ_ARG_OPTIONAL;
     /* the other routing's tensors are ignored, as they always were (callers often pass both) */
-    const ptr_rule rules[] = {
-        {a->w1, "w1", REQUIRED, 16, "16-byte aligned rows for vector loads"},
-        {a->w2, "w2", REQUIRED, 16, "16-byte aligned rows for vector loads"},
+    const mj_ptr_rule rules[] = {
+        {a->w1, "w1", MJ_ARG_REQUIRED, 16, "16-byte aligned rows for vector loads"},
+        {a->w2, "w2", MJ_ARG_REQUIRED, 16, "16-byte aligned rows for vector loads"},
         {a->x, "x", per_token, 16, "vector loads"},
         {a->out, "out", per_token, 16, "vector stores"},
-        {a->router_logits, "router_logits", pre ? IGNORED : per_token, logit_align, "its element size"},
-        {a->topk_ids, "topk_ids", pre ? per_token : IGNORED, 4, "int32 elements, routing=precomputed"},
-        {a->topk_weights, "topk_weights", pre ? per_token : IGNORED, 4, "fp32 elements, routing=precomputed"},
+        {a->router_logits, "router_logits", pre ? MJ_ARG_IGNORED : per_token, logit_align, "its element size"},
+        {a->topk_ids, "topk_ids", pre ? per_token : MJ_ARG_IGNORED, 4, "int32 elements, routing=precomputed"},
+        {a->topk_weights, "topk_weights", pre ? per_token : MJ_ARG_IGNORED, 4, "fp32 elements, routing=precomputed"},
     };
-    moejit_status st = check_rules(rules, sizeof rules / sizeof rules[0]);
+    moejit_status st = mj_check_ptr_rules(rules, sizeof rules / sizeof rules[0]);
     if (st != MOEJIT_OK) return st;
-    return check_format_inputs(spec, a);
+    return mj_launch_check_format_inputs(spec, a);
 }
 
 static unsigned ceil_div(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }

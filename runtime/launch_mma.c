@@ -61,6 +61,7 @@
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
+#include "core/matrix.h"
 #include "core/status.h"
 
 static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, "16-byte cp.async loads"};
@@ -129,7 +130,8 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 }
 
 /* Tensors a bf16/fp16 mma-family layer cannot honour: refusing beats silently ignoring them. */
-static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a)
+static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a,
+                                    int allow_unvalidated)
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
     const int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3;
@@ -154,25 +156,12 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
                            ptrs[i].name, ptrs[i].align, ptrs[i].why, ptrs[i].p);
     }
-    char act_why[96];
-    snprintf(act_why, sizeof act_why, "per-expert activation overrides are not supported by %s",
-             mj_backend_names[l->backend]);
-    const struct { const void *p; const char *name, *why; } unused[] = {
-        {a->b1, "b1", "the spec has bias=none"},
-        {a->b2, "b2", "the spec has bias=none"},
-        {a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
-        {a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
-        {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
-        {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
-        {dsv3 ? NULL : a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
-        {a->act_param[0], "act_param[0]", act_why},
-        {a->act_param[1], "act_param[1]", act_why},
-        {a->act_param[2], "act_param[2]", act_why},
-    };
-    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
-        if (unused[i].p)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", unused[i].name,
-                           unused[i].why);
+    /* scales, zero points (none: 16-bit weights), b1, b2 and the overrides, as every backend
+     * checks them; then whether this backend applies the overrides given */
+    moejit_status st = mj_launch_check_format_inputs(spec, a);
+    for (int i = 0; st == MOEJIT_OK && i < MJ_ACT_MAX_PARAMS; i++)
+        if (a->act_param[i]) st = mj_check_act_overrides(spec, i, allow_unvalidated);
+    if (st != MOEJIT_OK) return st;
     return MOEJIT_OK;
 }
 
@@ -193,7 +182,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
     moejit_status st = check_spec(l, spec);
     if (st == MOEJIT_OK) st = mj_launch_check_shape(spec, args);
-    if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
+    if (st == MOEJIT_OK) st = check_pointers(l, spec, args, knobs ? knobs->allow_unvalidated : 0);
     if (st != MOEJIT_OK) return st;
 
     /* the plan without the device; the decode layer below where it may run */

@@ -13,8 +13,10 @@
  * work only, so a forward still allocates nothing, never synchronises, and can be captured
  * in a CUDA graph (the maps travel inside the captured launches' parameters):
  *
- *   W1, gated    dims (H, I, 2·E_local): plane 2e = expert e's up rows, 2e + 1 its gate rows,
- *                so one box never crosses from up into gate rows, and rows j >= I are zeros
+ *   W1, gated    dims (H, I, 2·E_local): up_gate: plane 2e = expert e's up rows, 2e + 1 its
+ *                gate rows (gate_up the other way round), so one box never crosses from up
+ *                into gate rows, and rows j >= I are zeros; interleaved: dims (H, I, 2I·E_local)
+ *                with rows 2H apart and planes one row apart (w1_map_shape)
  *   W1, ungated  dims (H, I, E_local)
  *   W2           dims (I, H, E_local)
  *
@@ -81,13 +83,16 @@ static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module 
 }
 
 /* A 3-D tensor map over 16-bit rows of length k_len: dims (k_len, rows, planes), row stride
- * k_len elements, plane stride rows_stride rows; boxes of MJ_WGMMA_BK x box_rows x 1. */
+ * row_stride elements, plane stride plane_stride elements; boxes of MJ_WGMMA_BK x box_rows x 1. */
+typedef struct map_shape {
+    int64_t k_len, row_stride, rows, plane_stride, planes;
+} map_shape;
+
 static moejit_status encode_map(const mj_driver *d, const moejit_spec *spec, CUtensorMap *map, const void *base,
-                                int64_t k_len, int64_t rows, int64_t rows_stride, int64_t planes,
-                                unsigned box_rows, const char *what)
+                                map_shape m, unsigned box_rows, const char *what)
 {
-    const cuuint64_t dims[3] = {(cuuint64_t)k_len, (cuuint64_t)rows, (cuuint64_t)planes};
-    const cuuint64_t strides[2] = {(cuuint64_t)k_len * 2, (cuuint64_t)(rows_stride * k_len * 2)};
+    const cuuint64_t dims[3] = {(cuuint64_t)m.k_len, (cuuint64_t)m.rows, (cuuint64_t)m.planes};
+    const cuuint64_t strides[2] = {(cuuint64_t)m.row_stride * 2, (cuuint64_t)m.plane_stride * 2};
     const cuuint32_t box[3] = {MJ_WGMMA_BK, box_rows, 1};
     const cuuint32_t elem_strides[3] = {1, 1, 1};
     const CUtensorMapDataType type =
@@ -99,6 +104,20 @@ static moejit_status encode_map(const mj_driver *d, const moejit_spec *spec, CUt
                                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, what);
     return MOEJIT_OK;
+}
+
+/* W1's map for the layer's layout (templates/wgmma_gemm.cuh, w1_weight_plane, reads it):
+ *   ungated      planes of I rows, one per expert
+ *   up_gate      planes of I rows: 2e up, 2e + 1 gate
+ *   gate_up      the same planes: 2e gate, 2e + 1 up
+ *   interleaved  rows 2H apart (one half of a column pair each), planes one row apart: plane
+ *                2I·e + h holds expert e's rows 2j + h, so a box of plane 2I·e + 1 is its up
+ *                rows; the planes overlap, which a tensor map allows (it only reads) */
+static map_shape w1_map_shape(const moejit_spec *spec, int gated, int64_t H, int64_t I, int64_t e_local)
+{
+    if (!gated) return (map_shape){H, H, I, I * H, e_local};
+    if (spec->w1_layout == MJ_W1_INTERLEAVED) return (map_shape){H, 2 * H, I, H, 2 * I * e_local};
+    return (map_shape){H, H, I, I * H, 2 * e_local};
 }
 
 moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
@@ -163,11 +182,11 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
          * columns' bn/2 gate rows; pair: each CTA of a cluster loads bn/2 rows (gated: the up
          * or the gate half) for both */
         const unsigned box = (unsigned)(pair ? bn / MJ_WGMMA_PAIR_CTAS : bn);
-        st = gated ? encode_map(d, spec, &w1_map, args->w1, H, I, I, 2 * e_local, (unsigned)bn / 2,
-                                "cuTensorMapEncodeTiled(w1)")
-                   : encode_map(d, spec, &w1_map, args->w1, H, I, I, e_local, box, "cuTensorMapEncodeTiled(w1)");
+        st = encode_map(d, spec, &w1_map, args->w1, w1_map_shape(spec, gated, H, I, e_local),
+                        gated ? (unsigned)bn / 2 : box, "cuTensorMapEncodeTiled(w1)");
         if (st == MOEJIT_OK)
-            st = encode_map(d, spec, &w2_map, args->w2, I, H, H, e_local, box, "cuTensorMapEncodeTiled(w2)");
+            st = encode_map(d, spec, &w2_map, args->w2, (map_shape){I, I, H, H * I, e_local}, box,
+                            "cuTensorMapEncodeTiled(w2)");
         if (st != MOEJIT_OK) return st;
     }
 

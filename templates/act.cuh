@@ -23,6 +23,13 @@ __host__ __device__ constexpr bool act_is_gated(int kind)
            kind == kActGegluTanh || kind == kActSitu;
 }
 
+// How many parameters a kind has (core/activation.c's descriptors; simt_layer.cuh holds the
+// generated kActNParams to it): the overrides the tensor-core layers apply.
+__host__ __device__ constexpr int act_n_params(int kind)
+{
+    return kind == kActSwiglu || kind == kActSitu ? 3 : kind == kActSwigluStep ? 1 : 0;
+}
+
 __host__ __device__ constexpr bool act_is_known(int kind)
 {
     return (kind >= kActGelu && kind <= kActGeglu) || (kind >= kActRelu2 && kind <= kActSitu);
@@ -32,7 +39,7 @@ __host__ __device__ constexpr bool act_is_known(int kind)
 // (alpha, beta, limit), SwiGLUStep (limit), SiTU (gate_scale, linear_scale, clamp_limit).
 // present[i] == false means "none" (SiTU's optional fields). The generated source supplies
 // the values as exact hex literals; per-expert overrides (act_param) replace v[i] per block
-// (simt_gemm1_act.cuh, expert_act_params).
+// (weight_layout.cuh, expert_act_params).
 struct ActParams {
     float v[3];
     bool present[3];

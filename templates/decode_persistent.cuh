@@ -52,6 +52,7 @@
 #include "mma_mainloop.cuh"
 #include "permute.cuh"
 #include "route.cuh"
+#include "weight_layout.cuh"
 
 namespace mj {
 
@@ -164,7 +165,7 @@ __device__ __forceinline__ int decode_row_list(PersistentDecode &s, int k, int t
 // takes work items from the queue until none is left: GEMM1 tiles, then GEMM2 tiles behind
 // their gates, the last GEMM2 tile of a column range summing out there. kStages:
 // MJ_MMA_DECODE_STAGES or MJ_MMA_DECODE_SHALLOW_STAGES (the pipeline depth of every tile).
-template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages>
+template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages, class X = PlainLayer>
 __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, const ActParams &act, int H, int I,
                                                   int E, int k, const GroupRouting &gr, unsigned char *smem)
 {
@@ -217,7 +218,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             const int b = item / c1;
             const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
             const int c = item % c1;
-            gemm1_act_small<D, kAct, kStages>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
+            gemm1_act_small<D, kAct, kStages, X>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
             __threadfence(); // this thread's intermediate stores, before the count
             __syncthreads();
             if (tid == 0) atomicAdd(gemm1_done + b * splits + c * kCols1 / split_k, 1);
@@ -227,7 +228,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             // its gate: the GEMM1 items of b that write its K range (none if the range is empty)
             const int first1 = split * split_k / kCols1;
             const int end1 = min(c1, ((split + 1) * split_k + kCols1 - 1) / kCols1);
-            gemm2_small_tile<D, kStages>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
+            gemm2_small_tile<D, kStages, WaitForCount, X>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
                                 WaitForCount{gemm1_done + b * splits + split, max(end1 - first1, 0)});
             __threadfence(); // this thread's y stores, before the count
             __syncthreads();
@@ -237,7 +238,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
                 __threadfence(); // the other items' y stores, counted before ours, are visible
                 const int c = col * BW + tid % (BW / 4) * 4; // BW / 4 threads per token
                 for (int t = tid / (BW / 4); t < T && c < H; t += MJ_MMA_SMALL_THREADS / (BW / 4))
-                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true>(
+                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true, X::kB2>(
                         p, t, c, H, k, s.ids + t * k, s.weights + t * k);
             }
         }

@@ -14,8 +14,8 @@
 // the replay's MJ_REF_ROUND_Y), which halves y's round trip through memory, the largest
 // traffic of a prefill layer after the weights. A split decode GEMM2
 // (p.gemm2_splits = S > 1, tensor-core small path only) writes S fp32 partial sums per pair
-// instead; a slot's value is their sum in split order, rounded here to the dtype as the
-// unsplit GEMM2s round it, then weighted as above.
+// instead; a slot's value is their sum in split order (+ b2 where the layer has it: kB2), rounded
+// here to the dtype as the unsplit GEMM2s round it, then weighted as above.
 #pragma once
 
 #include "common/params.h"
@@ -90,7 +90,7 @@ __device__ __forceinline__ float slot_value(const u32 (&raw)[kCols], int q, bool
 // finalize_cols is the sum for one thread's kCols columns from c (c < H) of token t, its slots'
 // local ids and weights at ids[0..k) and weights[0..k) (the workspace's, or the persistent
 // decode kernel's shared copy: the same values); kFromL2: y's loads skip L1 (load_y8).
-template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4, bool kFromL2 = false>
+template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4, bool kFromL2 = false, bool kB2 = false>
 __device__ __forceinline__ void finalize_cols(const mj_layer_params &p, i64 t, int c, int H, int k, const int *ids,
                                               const float *weights)
 {
@@ -140,7 +140,11 @@ __device__ __forceinline__ void finalize_cols(const mj_layer_params &p, i64 t, i
 #pragma unroll
             for (int q = 0; q < kCols; ++q) {
                 float yv = slot_value<D, kCols>(v[b], q, y16);
-                if (kYInDtype && splits > 1) yv = to_float<D>(from_float<D>(yv)); // as an unsplit GEMM2 stores it
+                if (kYInDtype && splits > 1) { // as an unsplit GEMM2 stores it
+                    if constexpr (kB2)
+                        yv += to_float<D>(reinterpret_cast<const u16 *>(p.b2)[static_cast<i64>(id[b]) * H + c + q]);
+                    yv = to_float<D>(from_float<D>(yv));
+                }
                 acc[q] = fmaf(w[b], yv, acc[q]);
             }
         }
@@ -153,12 +157,12 @@ __device__ __forceinline__ void finalize_cols(const mj_layer_params &p, i64 t, i
     else *reinterpret_cast<Vec8 *>(dst) = Vec8{{o[0], o[1]}};
 }
 
-template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4>
+template <Dtype D, int kMaxK, bool kYInDtype, int kCols = 4, bool kB2 = false>
 __device__ __forceinline__ void finalize_token(const mj_layer_params &p, i64 t, int chunk, int H, int k)
 {
     const int c = chunk * (kCols * MJ_SIMT_FINALIZE_THREADS) + static_cast<int>(threadIdx.x) * kCols;
     if (c >= H) return; // H % 8 == 0: a thread's columns are all in or all out
-    finalize_cols<D, kMaxK, kYInDtype, kCols>(p, t, c, H, k, reinterpret_cast<const int *>(p.ws_ids) + t * k,
+    finalize_cols<D, kMaxK, kYInDtype, kCols, false, kB2>(p, t, c, H, k, reinterpret_cast<const int *>(p.ws_ids) + t * k,
                                               reinterpret_cast<const float *>(p.ws_weights) + t * k);
 }
 

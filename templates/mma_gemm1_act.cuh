@@ -10,7 +10,9 @@
 //   small path: the weight rows are the MMA's M; one m16 fragment is 8 up rows over 8 gate
 //               rows, so c[.][nf][0..1] (row g: u) pair with c[.][nf][2..3] (row g+8: g)
 //
-// The intermediate is written once, in the spec dtype, at row = position in the row list.
+// Which physical rows are a column's up and gate rows is the layer's W1 layout (w1_tile_row);
+// b1 of those rows and the expert's activation parameters enter the epilogue (weight_layout.cuh,
+// fc1_act). The intermediate is written once, in the spec dtype, at row = position in the row list.
 #pragma once
 
 #include "act.cuh"
@@ -20,16 +22,20 @@
 #include "common/types.cuh"
 #include "mma_mainloop.cuh"
 #include "permute.cuh"
+#include "weight_layout.cuh"
 
 namespace mj {
 
-// W1 row of weight-tile row r (the interleaving above); nullptr past I.
-template <bool kGated>
+// W1 row of weight-tile row r (the interleaving above, half (r / 8) % 2 of column j, in the
+// layer's W1 layout); nullptr past I.
+template <bool kGated, W1Layout kLayout = W1Layout::up_gate>
 __device__ __forceinline__ const u16 *w1_tile_row(const u16 *w1e, int r, int j0, int I, int H)
 {
     const int j = kGated ? j0 + (r / 16) * 8 + r % 8 : j0 + r;
     if (j >= I) return nullptr;
-    const i64 row = kGated ? static_cast<i64>((r / 8) % 2) * I + j : static_cast<i64>(j);
+    i64 row;
+    if constexpr (kGated && kLayout != W1Layout::up_gate) row = w1_row<kLayout, true>((r / 8) % 2, j, I);
+    else row = kGated ? static_cast<i64>((r / 8) % 2) * I + j : static_cast<i64>(j);
     return w1e + row * H;
 }
 
@@ -41,8 +47,8 @@ __device__ __forceinline__ u32 act_pack2(float a, float b)
 
 // ---- large path: tokens on M (128), weight rows on N (128) ----------------------------------
 
-template <Dtype D, int kAct>
-__device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const ActParams &act, int H,
+template <Dtype D, int kAct, class X = PlainLayer>
+__device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const ActParams &spec_act, int H,
                                                 int I, int k, unsigned char *smem)
 {
     constexpr bool kGated = act_is_gated(kAct);
@@ -68,12 +74,14 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
         if (m >= tile.rows) return nullptr;
         return x + static_cast<i64>(rows[m] / k) * H; // rows hold pair indices t*k + slot
     };
-    auto b_row = [&](int r) -> const u16 * { return w1_tile_row<kGated>(w1e, r, j0, I, H); };
+    auto b_row = [&](int r) -> const u16 * { return w1_tile_row<kGated, X::kLayout>(w1e, r, j0, I, H); };
 
     typename Main::Acc acc;
     Main::run(smem, a_row, b_row, H, acc);
 
-    // ---- epilogue: activation, round once, 4-byte stores of 2 adjacent columns ----
+    // ---- epilogue: (b1,) activation, round once, 4-byte stores of 2 adjacent columns ----
+    const ActParams act = expert_act_params<act_n_params(kAct)>(p, spec_act, tile.expert);
+    const int e = tile.expert;
     u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
 #pragma unroll
     for (int mf = 0; mf < 4; ++mf)
@@ -91,8 +99,8 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
                     if (j >= I) continue;
                     const float *u = acc.c[mf][2 * pr];
                     const float *g = acc.c[mf][2 * pr + 1];
-                    const u32 v = act_pack2<D>(apply_gated_act<kAct>(u[2 * h], g[2 * h], act),
-                                               apply_gated_act<kAct>(u[2 * h + 1], g[2 * h + 1], act));
+                    const u32 v = act_pack2<D>(fc1_act<D, kAct, X>(p, act, e, I, j, u[2 * h], g[2 * h]),
+                                               fc1_act<D, kAct, X>(p, act, e, I, j + 1, u[2 * h + 1], g[2 * h + 1]));
                     *reinterpret_cast<u32 *>(dst + j) = v;
                 }
             } else {
@@ -101,8 +109,8 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
                     const int j = j0 + Main::b_index(nf, 0);
                     if (j >= I) continue; // I % 8 == 0: both columns in or both out
                     const float *c = acc.c[mf][nf];
-                    *reinterpret_cast<u32 *>(dst + j) =
-                        act_pack2<D>(apply_act<kAct>(c[2 * h], act), apply_act<kAct>(c[2 * h + 1], act));
+                    *reinterpret_cast<u32 *>(dst + j) = act_pack2<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[2 * h], 0.0f),
+                                                                     fc1_act<D, kAct, X>(p, act, e, I, j + 1, c[2 * h + 1], 0.0f));
                 }
             }
         }
@@ -115,8 +123,8 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
 // tile col_tile. The entry kernels (tc_layer_stages.cuh) map a 1-D grid to the two, row
 // tiles fastest: the CTAs of one weight tile run side by side, so an expert's weight tile
 // comes from DRAM once however many token tiles it has.
-template <Dtype D, int kAct, int kStages = MJ_MMA_SMALL_STAGES>
-__device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const ActParams &act, int H,
+template <Dtype D, int kAct, int kStages = MJ_MMA_SMALL_STAGES, class X = PlainLayer>
+__device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const ActParams &spec_act, int H,
                                                 int I, int k, unsigned char *smem, const RowTile &tile,
                                                 const int *rows, int col_tile)
 {
@@ -133,7 +141,7 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     const u16 *x = reinterpret_cast<const u16 *>(p.x);
     const u16 *w1e = reinterpret_cast<const u16 *>(p.w1) + static_cast<i64>(tile.expert) * rows1 * H;
 
-    auto a_row = [&](int r) -> const u16 * { return w1_tile_row<kGated>(w1e, r, j0, I, H); };
+    auto a_row = [&](int r) -> const u16 * { return w1_tile_row<kGated, X::kLayout>(w1e, r, j0, I, H); };
     auto b_row = [&](int n) -> const u16 * {
         if (n >= tile.rows) return nullptr;
         return x + static_cast<i64>(rows[n] / k) * H;
@@ -147,25 +155,27 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     grid_dep_launch();
 
     // ---- epilogue: 2-byte stores (a decode intermediate is a few KB) ----
+    const ActParams act = expert_act_params<act_n_params(kAct)>(p, spec_act, tile.expert);
+    const int e = tile.expert;
     u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
     const int g8 = Main::a_index(0, 0); // warp's first row + lane / 4
 #pragma unroll
     for (int nf = 0; nf < 2; ++nf)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = Main::b_index(nf, e);
+        for (int q = 0; q < 2; ++q) {
+            const int n = Main::b_index(nf, q);
             if (n >= tile.rows) continue;
             u16 *dst = inter + static_cast<i64>(tile.row0 + n) * I;
             const float *c = acc.c[0][nf];
             if constexpr (kGated) {
                 // rows g8 (up) and g8 + 8 (gate) of the warp's m16 = column j0 + wm·8 + lane/4
                 const int j = j0 + (g8 / 16) * 8 + g8 % 8;
-                if (j < I) dst[j] = from_float<D>(apply_gated_act<kAct>(c[e], c[2 + e], act));
+                if (j < I) dst[j] = from_float<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[q], c[2 + q]));
             } else {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int j = j0 + g8 + 8 * h;
-                    if (j < I) dst[j] = from_float<D>(apply_act<kAct>(c[2 * h + e], act));
+                    if (j < I) dst[j] = from_float<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[2 * h + q], 0.0f));
                 }
             }
         }

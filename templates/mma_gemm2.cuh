@@ -1,7 +1,8 @@
 // This file contains GEMM2 of the `mma` backend in its two paths: intermediate · W2[e]ᵀ in
 // fp32 for one local expert's rows, rounded once to the dtype and written as y[pair, h], so
 // that the shared finalize stage sums a token's k slots in a fixed order (no float atomics:
-// bit-identical reruns). Why the dtype and not fp32: finalize.cuh.
+// bit-identical reruns). Why the dtype and not fp32: finalize.cuh. b2, where the layer has
+// it, is added to the fp32 sum before that rounding (a split GEMM2's: by finalize).
 //
 //   large path: intermediate rows (contiguous positions of the row list) on M (128), W2 rows
 //               on N (128); 4-byte stores of 2 adjacent h
@@ -19,6 +20,7 @@
 #include "mma_mainloop.cuh"
 #include "permute.cuh"
 #include "route.cuh"
+#include "weight_layout.cuh"
 
 namespace mj {
 
@@ -37,7 +39,7 @@ struct alignas(8) Float2 {
     float v[2];
 };
 
-template <Dtype D>
+template <Dtype D, class X = PlainLayer>
 __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int I, unsigned char *smem)
 {
     constexpr int BM = MJ_MMA_LARGE_BM, BN = MJ_MMA_LARGE_BN;
@@ -72,7 +74,9 @@ __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int
             for (int nf = 0; nf < 4; ++nf) {
                 const int col = h0 + Main::b_index(nf, 0);
                 if (col >= H) continue; // H % 8 == 0: both columns in or both out
-                *reinterpret_cast<u32 *>(dst + col) = pack2_rn<D>(acc.c[mf][nf][2 * h], acc.c[mf][nf][2 * h + 1]);
+                *reinterpret_cast<u32 *>(dst + col) =
+                    pack2_rn<D>(y_value<D, X>(p, tile.expert, H, col, acc.c[mf][nf][2 * h]),
+                                y_value<D, X>(p, tile.expert, H, col + 1, acc.c[mf][nf][2 * h + 1]));
             }
         }
 }
@@ -93,7 +97,7 @@ __device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, 
 // intermediate rows, K split `split` of p.gemm2_splits; rows: the tile's pair indices (where
 // y goes); gate: the mainloop's (mma_mainloop.cuh: run_gated), which the persistent decode
 // kernel uses to wait for the tile's intermediate.
-template <Dtype D, int kStages, class Gate>
+template <Dtype D, int kStages, class Gate, class X = PlainLayer>
 __device__ __forceinline__ void gemm2_small_tile(const mj_layer_params &p, int H, int I, unsigned char *smem,
                                                  const RowTile &tile, const int *rows, int h0, int split, Gate gate)
 {
@@ -131,12 +135,12 @@ __device__ __forceinline__ void gemm2_small_tile(const mj_layer_params &p, int H
                 const int col = h0 + Main::a_index(0, h);
                 if (col >= H) continue;
                 if (split_y) y[row + col] = acc.c[0][nf][2 * h + e];
-                else yh[row + col] = from_float<D>(acc.c[0][nf][2 * h + e]);
+                else yh[row + col] = from_float<D>(y_value<D, X>(p, tile.expert, H, col, acc.c[0][nf][2 * h + e]));
             }
         }
 }
 
-template <Dtype D>
+template <Dtype D, class X = PlainLayer>
 __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
 {
     using Main = MmaMainloop<D, MJ_MMA_SMALL_THREADS, MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_MMA_SMALL_STAGES,
@@ -149,7 +153,7 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
     const int rest = bid / col_tiles;
     RowTile tile;
     if (!find_row_tile<MJ_MMA_SMALL_BT>(p, rest % p.max_tiles, &tile)) return;
-    gemm2_small_tile<D, MJ_MMA_SMALL_STAGES>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
+    gemm2_small_tile<D, MJ_MMA_SMALL_STAGES, typename Main::NoGate, X>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
                                              (bid % col_tiles) * MJ_MMA_SMALL_BW, rest / p.max_tiles,
                                              typename Main::NoGate{});
 }
@@ -180,7 +184,7 @@ __device__ __forceinline__ void gemm2_small(const mj_layer_params &p, int H, int
 // k <= kSlots: the launcher takes this kernel for k = 8 or 6 only (runtime/launch_mma.c,
 // t1_kernel; tests/check_launch.c holds it to that), so slots index kSlots entries. kStages:
 // MJ_MMA_T1_STAGES or MJ_MMA_T1_SHALLOW_STAGES, kSmem its shared memory (common/mma_params.h).
-template <Dtype D, int kStages, int kSmem, Routing kRouting, Dtype kLogits, int kMaxE>
+template <Dtype D, int kStages, int kSmem, Routing kRouting, Dtype kLogits, int kMaxE, class X = PlainLayer>
 __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int H, int I, int E, int k,
                                                   const GroupRouting &gr, unsigned char *smem)
 {
@@ -232,7 +236,9 @@ __device__ __forceinline__ void gemm2_finalize_t1(const mj_layer_params &p, int 
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
             const int r = Main::a_index(0, q / 2), n = Main::b_index(nf, q % 2);
-            if (n == r / kCols) ys[n][r % kCols] = to_float<D>(from_float<D>(acc.c[0][nf][q])); // as y is stored
+            if (n == r / kCols && (!X::kB2 || h0 + r % kCols < H)) // as y is stored
+                ys[n][r % kCols] = to_float<D>(from_float<D>(
+                    y_value<D, X>(p, tile_expert[n] >= 0 ? tile_expert[n] : 0, H, h0 + r % kCols, acc.c[0][nf][q])));
         }
     __syncthreads();
     if (tid < kCols && h0 + tid < H) {

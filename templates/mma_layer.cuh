@@ -34,7 +34,7 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::gemm1_act_large<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
+    mj::gemm1_act_large<kDtype, kActKind, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                           dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }
 
@@ -43,6 +43,6 @@ mj_gemm2(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::gemm2_large<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+    mj::gemm2_large<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 

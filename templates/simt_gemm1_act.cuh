@@ -13,6 +13,7 @@
 #pragma once
 
 #include "act.cuh"
+#include "weight_layout.cuh"
 #include "common/params.h"
 #include "common/types.cuh"
 #include "operand.cuh"
@@ -20,36 +21,6 @@
 #include "simt_mainloop.cuh"
 
 namespace mj {
-
-// The physical W1 row holding half h (0: up u, 1: gate g) of intermediate column j.
-//   up_gate      [up; gate]   u_j = row j,      g_j = row I + j   (the contract's canonical)
-//   gate_up      [gate; up]   u_j = row I + j,  g_j = row j
-//   interleaved  gpt-oss      u_j = row 2j + 1, g_j = row 2j
-// An ungated activation has one half of I rows: row j whatever the layout.
-template <W1Layout kLayout, bool kGated>
-__device__ __forceinline__ i64 w1_row(int h, i64 j, i64 I)
-{
-    if constexpr (!kGated) return j;
-    else if constexpr (kLayout == W1Layout::up_gate) return h == 0 ? j : I + j;
-    else if constexpr (kLayout == W1Layout::gate_up) return h == 0 ? I + j : j;
-    else return h == 0 ? 2 * j + 1 : 2 * j;
-}
-
-// The activation parameters of local expert e: the spec's values, each replaced by
-// act_param[i][e] where the caller gave that override array (which also makes an optional
-// SiTU parameter present). Only parameters the activation has can be overridden (launch.c).
-template <int kNParams>
-__device__ __forceinline__ ActParams expert_act_params(const mj_layer_params &p, ActParams a, int e)
-{
-#pragma unroll
-    for (int i = 0; i < kNParams; ++i) {
-        if (p.act_param[i] != 0ull) {
-            a.v[i] = reinterpret_cast<const float *>(p.act_param[i])[e];
-            a.present[i] = true;
-        }
-    }
-    return a;
-}
 
 template <Dtype D, Quant Q, int kInt4Group, bool kInt4Zero, W1Layout kLayout, bool kHasB1, int kAct,
           int kNParams, int BLOCK_M, int BLOCK_N, int BLOCK_K>

@@ -50,6 +50,7 @@ static_assert(kQuant == Quant::w4a16 || !kInt4Zero, "only w4a16 has zero points"
 static_assert(kQuant == Quant::fp8_tensor || kFp8Act == Fp8Act::tensor,
               "fp8_act applies to fp8_tensor only");
 static_assert(kActNParams >= 0 && kActNParams <= 3, "an activation has at most 3 parameters");
+static_assert(kActNParams == mj::act_n_params(kActKind), "kActNParams must be the activation's parameter count (act.cuh)");
 static_assert(kRouting != Routing::deepseek_v3 ||
                   (kNGroup >= 1 && kTopkGroup >= 1 && kTopkGroup <= kNGroup && kNGroup <= MJ_SIMT_MAX_EXPERTS),
               "deepseek_v3 needs 1 <= topk_group <= n_group <= 512");

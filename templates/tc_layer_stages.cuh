@@ -10,7 +10,8 @@
 // The generated source defines namespace mj::cfg before including the layer (the same names
 // as for simt_layer.cuh): kDtype, kLogitsDtype, kActKind, kGated, kActParam0..2,
 // kActPresent0..2, kRouting, kNGroup, kTopkGroup, kRoutedScaling (route.cuh's grouping),
-// kPinnedHidden/Inter/Experts/Topk (0 = runtime).
+// kPinnedHidden/Inter/Experts/Topk (0 = runtime); and, only where they differ from up_gate
+// without biases, kW1Layout, kHasB1, kHasB2 (tc_defaults below).
 #pragma once
 
 #include "act.cuh"
@@ -26,16 +27,34 @@
 #include "mma_gemm2.cuh"
 #include "permute.cuh"
 #include "route.cuh"
+#include "weight_layout.cuh"
 
 #ifndef MJ_TC_LARGE_BM
 #error "a tensor-core layer defines MJ_TC_LARGE_BM (its large GEMMs' rows per tile) before including this file"
 #endif
 
 namespace mj {
+
+// The W1 layout and biases a generated source implies when it names none of them: the code
+// generator writes them only where they differ, so that a plain layer's source, hence its key
+// and its cubin, stays what it was. Qualified lookup in mj::cfg finds cfg's own constant
+// first and these only where cfg has none.
+namespace tc_defaults {
+constexpr W1Layout kW1Layout = W1Layout::up_gate;
+constexpr bool kHasB1 = false;
+constexpr bool kHasB2 = false;
+} // namespace tc_defaults
+namespace cfg {
+using namespace mj::tc_defaults;
+} // namespace cfg
+
 namespace tc_layer {
 
 using namespace mj::cfg;
 using namespace mj::layer_cfg;
+
+// The epilogue options of every GEMM of this layer (weight_layout.cuh).
+using Extras = LayerExtras<cfg::kW1Layout, cfg::kHasB1, cfg::kHasB2>;
 
 } // namespace tc_layer
 } // namespace mj
@@ -90,11 +109,11 @@ mj_finalize(const __grid_constant__ mj_layer_params p)
     using namespace mj::tc_layer;
     const int H = dim<kPinnedHidden>(p.hidden), k = dim<kPinnedTopk>(p.topk);
     if (MJ_TC_FINALIZE_WIDE(p.num_tokens, H, p.gemm2_splits)) // the launch's grid follows the same rule
-        mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true, 8>(p, static_cast<long long>(blockIdx.x),
-                                                                 static_cast<int>(blockIdx.y), H, k);
+        mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true, 8, Extras::kB2>(p, static_cast<long long>(blockIdx.x),
+                                                                              static_cast<int>(blockIdx.y), H, k);
     else
-        mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true>(p, static_cast<long long>(blockIdx.x),
-                                                              static_cast<int>(blockIdx.y), H, k);
+        mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true, 4, Extras::kB2>(p, static_cast<long long>(blockIdx.x),
+                                                                              static_cast<int>(blockIdx.y), H, k);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
@@ -112,7 +131,7 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
     const int bid = static_cast<int>(blockIdx.x);
     mj::RowTile tile;
     if (!mj::find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
-    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+    mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
                                           dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
                                           reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
 }
@@ -145,7 +164,7 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
                                                               dim<kPinnedTopk>(p.topk), gr, b, col_tile == 0 && !t1,
                                                               bid == 0 && !t1, routing, &tile))
         return;
-    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+    mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
                                           dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
 }
 
@@ -154,7 +173,7 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::gemm2_small<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+    mj::gemm2_small<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 
 // Batch 1 after mj_gemm1_act_small_routed, when the launcher says so (k = 8 or 6, GEMM2 not
@@ -165,7 +184,7 @@ mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
-    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE>(
+    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE, Extras>(
         p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
@@ -175,7 +194,7 @@ mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
-    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE>(
+    mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE, Extras>(
         p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
@@ -228,7 +247,7 @@ template <int kStages>
 __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p)
 {
     const GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
-    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages>(
+    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages, Extras>(
         p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }

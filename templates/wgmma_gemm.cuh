@@ -66,6 +66,7 @@
 #include "mma_gemm2.cuh"
 #include "mma_mainloop.cuh"
 #include "permute.cuh"
+#include "weight_layout.cuh"
 #include "wgmma_ptx.cuh"
 
 namespace mj {
@@ -188,6 +189,35 @@ struct WgStages {
 // The persistent schedule of one CTA (pair: of its cluster, both CTAs running the same tiles)
 // and the GEMM's extents: tiles first_tile, + tile_step, ... of the units x n_col tiles. The
 // roles take it by value, so its fields reach them as plain values, as locals would.
+// The W1 tensor map's plane of expert e's up rows (gated) or of its rows (ungated), and the
+// offset from it to the gate rows' plane (launch_wgmma.c builds the map per layout):
+//   up_gate      planes of I rows: 2e up, 2e + 1 gate
+//   gate_up      planes of I rows: 2e gate, 2e + 1 up
+//   interleaved  rows 2H elements apart, planes one row apart: plane 2I·e + 1 holds expert e's
+//                up rows (2j + 1), plane 2I·e its gate rows (2j)
+template <bool kGated, W1Layout kLayout>
+__device__ __forceinline__ int w1_weight_plane(int e, int I)
+{
+    if constexpr (!kGated || kLayout == W1Layout::up_gate) return kGated ? 2 * e : e;
+    else if constexpr (kLayout == W1Layout::gate_up) return 2 * e + 1;
+    else return 2 * I * e + 1;
+}
+
+template <W1Layout kLayout>
+__host__ __device__ constexpr int w1_gate_plane_delta()
+{
+    return kLayout == W1Layout::up_gate ? 1 : -1;
+}
+
+// y's value of output column h before its rounding (+ b2 where the layer has it; columns past
+// H, whose stores are skipped, read no bias).
+template <Dtype D, class X>
+__device__ __forceinline__ float wg_y(const mj_layer_params &p, int e, int H, int h, float acc)
+{
+    if constexpr (X::kB2) return h < H ? y_value<D, X>(p, e, H, h, acc) : acc;
+    else return acc;
+}
+
 struct WgSchedule {
     u32 rank; // the CTA's rank in its cluster (0 outside the pair path)
     int first_tile, tile_step;
@@ -197,7 +227,7 @@ struct WgSchedule {
 // Thread 0 of the producer: the weight tile of stage `st`, k tile `kt`, output columns from c1
 // of weight plane c2a; it arms the stage's full barrier with the B bytes and issues the TMA
 // boxes. Pair: where the two CTAs share the tile (`shared`), half `rank` of it into both.
-template <class S, bool kGated, bool kPair>
+template <class S, bool kGated, bool kPair, int kGateDelta = 1>
 __device__ __forceinline__ void wg_issue_b(const TmaDesc &tmap, const WgStages<S> &sm, u32 rank, int st, int kt,
                                            int c1, int c2a, bool shared)
 {
@@ -208,7 +238,8 @@ __device__ __forceinline__ void wg_issue_b(const TmaDesc &tmap, const WgStages<S
         // half `rank` of the tile (gated: the up or the gate rows) into both CTAs
         const u32 half = rank * (S::BN / 2) * S::kRowBytes;
         if constexpr (kGated)
-            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank), fb, 0x3);
+            tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1, c2a + static_cast<int>(rank) * kGateDelta,
+                                  fb, 0x3);
         else
             tma_load_3d_multicast(b_stage + half, &tmap, kt * S::BK, c1 + static_cast<int>(rank) * (S::BN / 2),
                                   c2a, fb, 0x3);
@@ -216,23 +247,25 @@ __device__ __forceinline__ void wg_issue_b(const TmaDesc &tmap, const WgStages<S
         const u32 half = (S::BN / 2) * S::kRowBytes;
         tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
         if constexpr (kGated)
-            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + 1, fb);
+            tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1, c2a + kGateDelta, fb);
         else
             tma_load_3d(b_stage + half, &tmap, kt * S::BK, c1 + S::BN / 2, c2a, fb);
     } else {
         tma_load_3d(b_stage, &tmap, kt * S::BK, c1, c2a, fb);
-        if constexpr (kGated) tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + 1, fb);
+        if constexpr (kGated)
+            tma_load_3d(b_stage + (S::BN / 2) * S::kRowBytes, &tmap, kt * S::BK, c1, c2a + kGateDelta, fb);
     }
 }
 
 // Warpgroup 0, the producer: per k stage of each tile, waits for the stage to be empty, has
 // thread 0 issue the weight boxes (wg_issue_b) and gathers the tile's A rows with 16-byte
 // cp.async into the 128B-swizzled layout, all completing on the stage's full barrier.
-template <class S, WgGemm kKind, bool kPair>
+template <class S, WgGemm kKind, bool kPair, class X = PlainLayer>
 __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
                                             const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)
 {
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
+    constexpr int kGateDelta = w1_gate_plane_delta<X::kLayout>();
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
     setmaxnreg_dec<MJ_WGMMA_PRODUCER_REGS>();
@@ -270,8 +303,8 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
             pre = sc.k_tiles < S::kStages ? sc.k_tiles : S::kStages;
             if (tid == 0)
                 for (int kt = 0; kt < pre; ++kt)
-                    wg_issue_b<S, kGated, kPair>(tmap, sm, sc.rank, kt, kt, col * kCols,
-                                                 kGated ? 2 * b_expert : b_expert, shared);
+                    wg_issue_b<S, kGated, kPair, kGateDelta>(tmap, sm, sc.rank, kt, kt, col * kCols,
+                                                             w1_weight_plane<kGated, X::kLayout>(b_expert, I), shared);
         }
         grid_dep_enter();
     }
@@ -293,14 +326,16 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
             else src[i] = a_base + static_cast<i64>(rows[m] / k) * a_ld; // rows hold pairs t*k + slot
         }
         // weight boxes: (k, row in the plane, plane) of the tensor maps launch_wgmma.c builds;
-        // gated: 64 up rows of plane 2e, then the same 64 columns' gate rows of plane 2e + 1
+        // gated: 64 up rows of expert e's up plane, then the same 64 columns' gate rows of the
+        // plane kGateDelta from it (up_gate: planes 2e and 2e + 1)
         const int c1 = col * kCols;
-        const int c2a = kGated ? 2 * b_expert : b_expert;
+        const int c2a = w1_weight_plane<kGated, X::kLayout>(b_expert, I);
         for (int kt = 0; kt < sc.k_tiles; ++kt) {
             const u32 a_stage = sm.a(pipe.stage);
             if (t != sc.first_tile || kt >= pre) { // else issued before the wait
                 mbar_wait(sm.empty_bar(pipe.stage), pipe.phase ^ 1u);
-                if (tid == 0) wg_issue_b<S, kGated, kPair>(tmap, sm, sc.rank, pipe.stage, kt, c1, c2a, shared);
+                if (tid == 0)
+                    wg_issue_b<S, kGated, kPair, kGateDelta>(tmap, sm, sc.rank, pipe.stage, kt, c1, c2a, shared);
             }
 #pragma unroll
             for (int c = 0; c < S::kChunks; ++c) {
@@ -376,7 +411,7 @@ __device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_
 // from its accumulators (by reference: a pointer picking acc0 or acc1 would put them in local
 // memory). GEMM2: y[pair, h] rounded once, 8 bytes per thread; GEMM1: the activation (gated:
 // column n with its gate, register block n/8 + BN/16), rounded once, into the intermediate.
-template <class S, Dtype D, WgGemm kKind, int kAct>
+template <class S, Dtype D, WgGemm kKind, int kAct, class X = PlainLayer>
 __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const ActParams &act, int H, int I,
                                                const RowTile &rt, int col, int r0, int wq, int lane,
                                                const float (&acc)[S::kAcc], int b)
@@ -401,8 +436,11 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
             const int c0 = col * S::BN + (c_in & ~2); // + 8j (even) or 8(j + 1) (odd)
 #pragma unroll
             for (int j = 0; j < S::BN / 8; j += 2) {
-                const u32 pj = pack2_rn<D>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-                const u32 pj1 = pack2_rn<D>(acc[4 * j + 4 + 2 * h], acc[4 * j + 4 + 2 * h + 1]);
+                const int cj = col * S::BN + c_in + 8 * j; // this thread's columns of blocks j, j + 1
+                const u32 pj = pack2_rn<D>(wg_y<D, X>(p, rt.expert, H, cj, acc[4 * j + 2 * h]),
+                                           wg_y<D, X>(p, rt.expert, H, cj + 1, acc[4 * j + 2 * h + 1]));
+                const u32 pj1 = pack2_rn<D>(wg_y<D, X>(p, rt.expert, H, cj + 8, acc[4 * j + 4 + 2 * h]),
+                                            wg_y<D, X>(p, rt.expert, H, cj + 9, acc[4 * j + 4 + 2 * h + 1]));
                 const u32 got = __shfl_xor_sync(0xffffffffu, odd ? pj : pj1, 1);
                 const int c = c0 + 8 * (odd ? j + 1 : j);
                 Vec8 v;
@@ -422,11 +460,12 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
                 if constexpr (kGated) {
                     // up column c: register block j; its gate: block j + BN/16 (B rows BN/2..)
                     constexpr int g = S::BN / 4;
-                    v0 = apply_gated_act<kAct>(acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h], act);
-                    v1 = apply_gated_act<kAct>(acc[4 * j + 2 * h + 1], acc[g + 4 * j + 2 * h + 1], act);
+                    v0 = fc1_act<D, kAct, X>(p, act, rt.expert, I, c, acc[4 * j + 2 * h], acc[g + 4 * j + 2 * h]);
+                    v1 = fc1_act<D, kAct, X>(p, act, rt.expert, I, c + 1, acc[4 * j + 2 * h + 1],
+                                             acc[g + 4 * j + 2 * h + 1]);
                 } else {
-                    v0 = apply_act<kAct>(acc[4 * j + 2 * h], act);
-                    v1 = apply_act<kAct>(acc[4 * j + 2 * h + 1], act);
+                    v0 = fc1_act<D, kAct, X>(p, act, rt.expert, I, c, acc[4 * j + 2 * h], 0.0f);
+                    v1 = fc1_act<D, kAct, X>(p, act, rt.expert, I, c + 1, acc[4 * j + 2 * h + 1], 0.0f);
                 }
                 *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
             }
@@ -436,8 +475,8 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
 
 // Warpgroups 1 and 2, the consumers: rows [cw·BM/2, (cw+1)·BM/2) of each tile as BM/128 m64
 // blocks; per tile the k loop (wg_consumer_k_loop) on the live blocks, then their epilogue.
-template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair>
-__device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActParams &act, int H, int I,
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair, class X = PlainLayer>
+__device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActParams &spec_act, int H, int I,
                                             const WgStages<S> &sm, const WgSchedule sc, bool pre_wait, int warp,
                                             int lane, int wg)
 {
@@ -471,9 +510,12 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
             wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, true, true);
         else wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, blocks > 0, false);
         if (blocks == 0) continue;
-        wg_store_block<S, D, kKind, kAct>(p, act, H, I, rt, col, r0, wq, lane, acc0, 0);
+        // the tile's expert's activation parameters (GEMM1: its per-expert overrides)
+        const ActParams act = kKind == WgGemm::gemm2 ? spec_act
+                                                     : expert_act_params<act_n_params(kAct)>(p, spec_act, rt.expert);
+        wg_store_block<S, D, kKind, kAct, X>(p, act, H, I, rt, col, r0, wq, lane, acc0, 0);
         if constexpr (S::kBlocks == 2) {
-            if (blocks == 2) wg_store_block<S, D, kKind, kAct>(p, act, H, I, rt, col, r0, wq, lane, acc1, 1);
+            if (blocks == 2) wg_store_block<S, D, kKind, kAct, X>(p, act, H, I, rt, col, r0, wq, lane, acc1, 1);
         }
     }
 }
@@ -487,7 +529,7 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
 // Either way the full barrier of each CTA counts all of its B bytes, and a stage is refilled
 // only once the consumers of BOTH CTAs have released it (each consumer warp arrives on its own
 // CTA's empty barrier and on the other's), so the two CTAs run their k stages in lock step.
-template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair = false>
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair = false, class X = PlainLayer>
 __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDesc &tmap, const ActParams &act,
                                            int H, int I, int k, unsigned char *smem_raw)
 {
@@ -533,8 +575,8 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     if constexpr (kPair) cluster_sync();
     else __syncthreads();
 
-    if (wg == 0) wg_producer<S, kKind, kPair>(p, tmap, H, I, k, sm, sc, pre_wait);
-    else wg_consumer<S, D, kKind, kAct, kPair>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
+    if (wg == 0) wg_producer<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
+    else wg_consumer<S, D, kKind, kAct, kPair, X>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
     // pair: neither CTA may exit while the other can still multicast into its shared memory
     // or arrive on its barriers
     if constexpr (kPair) cluster_sync();

@@ -49,7 +49,7 @@ __device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDe
 {
     // griddepcontrol.wait and launch_dependents are inside (wgmma_gemm.cuh, pre_wait: the
     // producer may request its first weight stages before it waits)
-    wgmma_gemm<S, kDtype, kKind, kActKind, kPair>(p, map, act_params(), dim<kPinnedHidden>(p.hidden),
+    wgmma_gemm<S, kDtype, kKind, kActKind, kPair, Extras>(p, map, act_params(), dim<kPinnedHidden>(p.hidden),
                                                   dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }
 

@@ -52,7 +52,7 @@ typedef struct launch_rec {
 } launch_rec;
 
 /* The launch settings every forward of these tests runs with (a test may change them). */
-static mj_launch_knobs g_knobs = {MJ_DECODE_AUTO, MJ_PDL_ALL};
+static mj_launch_knobs g_knobs = {MJ_DECODE_AUTO, MJ_PDL_ALL, 0};
 
 static launch_rec recs[32];
 static int n_recs;
@@ -517,6 +517,8 @@ static tc_launch_rec tc_recs[16];
 static int n_tc_recs, n_tc_attrs, n_tc_maps, tc_attr_smem;
 static int tc_splits; /* gemm2_splits of the parameter block the last launch got */
 static unsigned tc_box_rows[4]; /* the row extent of each encoded map's box, in order */
+static cuuint64_t tc_map_dims[4][3], tc_map_strides[4][2]; /* each encoded map's dims and byte strides */
+static unsigned long long tc_b1, tc_b2, tc_act_param[3]; /* the last launch's parameter block's */
 
 static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned smem, void **params, int pdl)
 {
@@ -527,6 +529,9 @@ static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsig
     r->map = bx == 384 ? ((const unsigned char *)params[1])[0] : -1;
     tc_splits = ((const mj_layer_params *)params[0])->gemm2_splits;
     r->routing_bias = ((const mj_layer_params *)params[0])->routing_bias;
+    const mj_layer_params *lp = (const mj_layer_params *)params[0];
+    tc_b1 = lp->b1, tc_b2 = lp->b2;
+    for (int i = 0; i < 3; i++) tc_act_param[i] = lp->act_param[i];
     r->pdl = pdl;
 }
 
@@ -595,8 +600,13 @@ static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank
                           CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                           CUtensorMapFloatOOBfill oob)
 {
-    (void)t, (void)rank, (void)base, (void)dims, (void)strides, (void)es, (void)il, (void)sw, (void)l2, (void)oob;
-    if (n_tc_maps < 4) tc_box_rows[n_tc_maps] = box[1];
+    (void)t, (void)base, (void)es, (void)il, (void)sw, (void)l2, (void)oob;
+    ck_assert_uint_eq(rank, 3);
+    if (n_tc_maps < 4) {
+        tc_box_rows[n_tc_maps] = box[1];
+        memcpy(tc_map_dims[n_tc_maps], dims, sizeof tc_map_dims[0]);
+        memcpy(tc_map_strides[n_tc_maps], strides, sizeof tc_map_strides[0]);
+    }
     memset(m, ++n_tc_maps, sizeof *m);
     return CUDA_SUCCESS;
 }
@@ -1147,6 +1157,103 @@ START_TEST(wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps)
 }
 END_TEST
 
+/* W1's tensor map follows the layout (launch_wgmma.c, w1_map_shape): planes of I rows, two
+ * per expert, for up_gate and gate_up (the kernel picks which is up); for interleaved rows 2H
+ * apart and planes one row apart, 2I per expert; ungated, one plane per expert. W2's is the
+ * same for every layout. */
+START_TEST(wgmma_w1_map_follows_the_layout)
+{
+    const int64_t H = 2048, I = 768, E = 128;
+    static const struct { const char *extra; cuuint64_t planes, row_stride, plane_stride; } cases[] = {
+        {"", 2 * 128, 2048 * 2, 768 * 2048 * 2},
+        {",w1_layout=gate_up", 2 * 128, 2048 * 2, 768 * 2048 * 2},
+        {",w1_layout=interleaved", 2 * 768 * 128, 2 * 2048 * 2, 2048 * 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, WGMMA ",tile=large%s", cases[i].extra);
+        tc_forward(text, 4096, H, I, E, 8, 0, 0, 0);
+        ck_assert_int_eq(n_tc_maps, 2);
+        ck_assert_uint_eq(tc_map_dims[0][0], H);
+        ck_assert_uint_eq(tc_map_dims[0][1], I);
+        ck_assert_msg(tc_map_dims[0][2] == cases[i].planes && tc_map_strides[0][0] == cases[i].row_stride &&
+                          tc_map_strides[0][1] == cases[i].plane_stride,
+                      "%s: W1 map planes %llu, strides %llu, %llu", text, (unsigned long long)tc_map_dims[0][2],
+                      (unsigned long long)tc_map_strides[0][0], (unsigned long long)tc_map_strides[0][1]);
+        ck_assert_uint_eq(tc_box_rows[0], 128); /* half a tile: the up or the gate rows */
+        ck_assert(tc_map_dims[1][0] == (cuuint64_t)I && tc_map_dims[1][1] == (cuuint64_t)H && tc_map_dims[1][2] == (cuuint64_t)E);
+        ck_assert(tc_map_strides[1][0] == (cuuint64_t)I * 2 && tc_map_strides[1][1] == (cuuint64_t)(H * I * 2));
+    }
+    /* ungated: one plane of I rows per expert, whatever the layout */
+    tc_forward("backend=wgmma,quant=bf16,act=relu2,arch=sm_90a,tile=large,w1_layout=interleaved", 4096, H, I, E, 8, 0,
+               0, 0);
+    ck_assert(tc_map_dims[0][2] == (cuuint64_t)E && tc_map_strides[0][0] == (cuuint64_t)H * 2 &&
+              tc_map_strides[0][1] == (cuuint64_t)(I * H * 2));
+    ck_assert_uint_eq(tc_box_rows[0], 256);
+}
+END_TEST
+
+static void drop_b1_tc(moejit_moe_args *a) { a->b1 = NULL; }
+static void add_b2_tc(moejit_moe_args *a) { a->b2 = dev(13); }
+static void odd_b1_tc(moejit_moe_args *a) { a->b1 = (const char *)dev(12) + 1; }
+
+/* b1 and b2 on the tensor-core backends: required exactly when the spec has them, handed to
+ * the kernels on every path; per-expert overrides are built but unvalidated there, so refused
+ * naming the setting unless it is on, then handed over too. */
+START_TEST(tensor_core_biases_and_overrides_are_checked_and_handed_to_the_kernels)
+{
+    static const char *const backends[] = {"backend=mma,arch=sm_80", "backend=wgmma,arch=sm_90a"};
+    for (int b = 0; b < 2; b++) {
+        char both[200], b1[200];
+        snprintf(both, sizeof both, "%s,quant=bf16,act=swiglu,bias=both,w1_layout=interleaved", backends[b]);
+        snprintf(b1, sizeof b1, "%s,quant=fp16,act=gelu,bias=b1,w1_layout=gate_up", backends[b]);
+        forward_fails(both, 4, 64, 32, 16, 2, drop_b1_tc, "args.b1: must not be NULL");
+        forward_fails(b1, 4, 64, 32, 16, 2, add_b2_tc, "args.b2: must be NULL: the spec has no bias b2");
+        forward_fails(b1, 4, 64, 32, 16, 2, odd_b1_tc, "args.b1: must be 2-byte aligned");
+        static const int64_t batches[] = {1, 5, 300, 4096}; /* decode, chain, large (and pairs) */
+        for (size_t t = 0; t < sizeof batches / sizeof batches[0]; t++) {
+            tc_forward(both, batches[t], 2048, 768, 128, 8, 0, 0, 0);
+            ck_assert_uint_eq(tc_b1, (uintptr_t)dev(12));
+            ck_assert_uint_eq(tc_b2, (uintptr_t)dev(13));
+        }
+        /* overrides: refused while unvalidated, naming the setting; allowed with it */
+        moejit_spec *s = spec_of(both);
+        moejit_moe_args a = args_for(s, 5, 2048, 768, 128, 8);
+        a.act_param[2] = (const float *)dev(24);
+        size_t bytes = 0;
+        ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+        mj_driver d;
+        mj_module m;
+        tc_setup(&d, &m);
+        ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &g_knobs),
+                         MOEJIT_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(moejit_last_error(), "args.act_param[2]: backend ") &&
+                          strstr(moejit_last_error(), "act_param per_expert is built, not yet validated on hardware; "
+                                                      "set MOEJIT_ALLOW_UNVALIDATED=1"),
+                      "%s", moejit_last_error());
+        ck_assert_int_eq(n_tc_recs, 0);
+        mj_launch_knobs allow = g_knobs;
+        allow.allow_unvalidated = 1;
+        ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &allow),
+                         MOEJIT_OK);
+        ck_assert_uint_eq(tc_act_param[2], (uintptr_t)dev(24));
+        ck_assert_uint_eq(tc_act_param[0], 0);
+        /* an index past the activation's parameters stays refused whatever the setting */
+        a.act_param[2] = NULL;
+        moejit_spec *g = spec_of(b1);
+        moejit_moe_args ga = args_for(g, 5, 2048, 768, 128, 8);
+        ga.act_param[0] = (const float *)dev(24);
+        ck_assert_int_eq(mj_launch_workspace_size(g, &ga, &bytes), MOEJIT_OK);
+        ck_assert_int_eq(mj_launch_forward(&d, g, &m, &ga, (void *)(uintptr_t)0x70000000u, bytes, NULL, &allow),
+                         MOEJIT_ERR_INVALID_ARGUMENT);
+        ck_assert_str_eq(moejit_last_error(),
+                         "args.act_param[0]: must be NULL: activation gelu has no parameters to override");
+        moejit_spec_destroy(g);
+        moejit_spec_destroy(s);
+    }
+}
+END_TEST
+
 START_TEST(wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert)
 {
     /* a gated activation (WGMMA: swiglu), tile=auto at 32 rows per local expert (T = 512: 4096 pairs over 128 experts): the large
@@ -1416,6 +1523,8 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, a_few_tokens_take_the_persistent_layer_when_gemm1_outnumbers_the_resident_blocks);
     tcase_add_test(tc, mma_large_forward_launches_the_tiled_gemms);
     tcase_add_test(tc, wgmma_large_forward_runs_persistent_gemms_with_their_tensor_maps);
+    tcase_add_test(tc, wgmma_w1_map_follows_the_layout);
+    tcase_add_test(tc, tensor_core_biases_and_overrides_are_checked_and_handed_to_the_kernels);
     tcase_add_test(tc, wgmma_large_path_runs_short_tiles_up_to_32_rows_per_expert);
     tcase_add_test(tc, wgmma_tall_path_takes_its_own_offsets_gemms_and_boxes);
     tcase_add_test(tc, wgmma_pair_path_runs_clusters_of_two_over_the_large_row_tiles);

@@ -123,8 +123,9 @@ START_TEST(markdown_has_the_header_and_every_simt_activation)
     char *md = format("markdown");
     ck_assert_ptr_nonnull(strstr(
         md,
-        "| backend | quantizations | dtypes | activations | archs | routing | logits | W1 layouts | biases |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"));
+        "| backend | quantizations | dtypes | activations | archs | routing | logits | W1 layouts | biases | "
+        "act overrides |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"));
     ck_assert_ptr_nonnull(
         strstr(md, "| simt | bf16, fp16, fp8_tensor, fp8_block, w4a16, mxfp4 | bf16, fp16 | "));
     for (size_t i = 0; i < mj_act_table_len; i++)
@@ -187,9 +188,9 @@ START_TEST(validated_values_are_a_subset_of_the_built_ones)
     for (size_t r = 0; r < mj_backend_table_len; r++) {
         const mj_cap_masks *b = &mj_backend_table[r].built, *v = &mj_backend_table[r].validated;
         const uint32_t built[] = {b->quants, b->dtypes, b->acts, b->archs, b->routings, b->w1_layouts, b->biases,
-                                  b->logits_dtypes};
+                                  b->logits_dtypes, b->act_overrides};
         const uint32_t valid[] = {v->quants, v->dtypes, v->acts, v->archs, v->routings, v->w1_layouts, v->biases,
-                                  v->logits_dtypes};
+                                  v->logits_dtypes, v->act_overrides};
         for (size_t i = 0; i < sizeof built / sizeof built[0]; i++) {
             ck_assert_msg((valid[i] & ~built[i]) == 0, "row %zu field %zu: validated outside built", r, i);
             ck_assert_msg(valid[i] != 0, "row %zu field %zu: nothing validated", r, i);
@@ -209,8 +210,14 @@ START_TEST(validated_values_are_a_subset_of_the_built_ones)
         ck_assert_uint_eq(c->validated.quants, c->built.quants);
         ck_assert_uint_eq(c->validated.acts, c->built.acts);
         ck_assert_uint_eq(c->validated.archs, c->built.archs);
+        /* every W1 layout, bias and the per-expert overrides are built; until their GPU run only
+         * up_gate without biases and overrides is validated */
+        ck_assert_uint_eq(c->built.w1_layouts, MJ_BIT(MJ_W1_LAYOUT_COUNT) - 1u);
+        ck_assert_uint_eq(c->built.biases, MJ_BIT(MJ_BIAS_COUNT) - 1u);
+        ck_assert_uint_eq(c->built.act_overrides, MJ_BIT(MJ_OVERRIDES_COUNT) - 1u);
         ck_assert_uint_eq(c->validated.w1_layouts, MJ_BIT(MJ_W1_UP_GATE));
         ck_assert_uint_eq(c->validated.biases, MJ_BIT(MJ_BIAS_NONE));
+        ck_assert_uint_eq(c->validated.act_overrides, MJ_BIT(MJ_OVERRIDES_NONE));
     }
 }
 END_TEST
@@ -304,15 +311,17 @@ static char *format_pending(const char *fmt)
 
 START_TEST(printers_mark_unvalidated_values)
 {
-    /* the backends' own table has no unvalidated value today: no mark, no legend */
+    /* the backends' own table marks what the tensor-core backends build and have not validated */
     char *own = format("markdown");
-    ck_assert_ptr_null(strstr(own, "\\*"));
-    ck_assert_ptr_null(strstr(own, "not yet validated"));
+    ck_assert_ptr_nonnull(strstr(own, "| up_gate, gate_up\\*, interleaved\\* | none, b1\\*, b2\\*, both\\* | "
+                                      "none, per_expert\\* |\n"));
+    ck_assert_ptr_nonnull(strstr(own, "\n\n\\* built, not yet validated on hardware\n"));
     free(own);
     char *md = format_pending("markdown");
     ck_assert_ptr_nonnull(strstr(md, "| mma | bf16, fp16 | bf16, fp16 | "));
     ck_assert_ptr_nonnull(strstr(md, " | softmax_topk, renormalize, sigmoid_topk\\*, sigmoid_renorm\\*, "
-                                     "deepseek_v3\\*, llama4\\*, precomputed | bf16\\*, fp32 | up_gate | none |\n"));
+                                     "deepseek_v3\\*, llama4\\*, precomputed | bf16\\*, fp32 | up_gate, "
+                                     "gate_up\\*, interleaved\\* | none, b1\\*, b2\\*, both\\* | none, per_expert\\* |\n"));
     /* simt's cells carry no mark */
     ck_assert_ptr_nonnull(strstr(md, " | softmax_topk, renormalize, sigmoid_topk, sigmoid_renorm, deepseek_v3, "
                                      "llama4, precomputed | bf16, fp32 | up_gate, gate_up, interleaved | "));
@@ -357,6 +366,31 @@ START_TEST(printers_mark_unvalidated_values)
 }
 END_TEST
 
+/* Per-expert overrides: simt applies them; mma and wgmma build them but, until their GPU run,
+ * refuse them naming the setting unless allowed; a backend that does not build them refuses
+ * them whatever the setting, naming the argument. */
+START_TEST(act_overrides_are_checked_against_the_row)
+{
+    moejit_spec *simt = parse_ok("backend=simt,quant=bf16,act=swiglu,arch=sm_90a");
+    moejit_spec *mma = parse_ok("backend=mma,quant=bf16,act=swiglu,arch=sm_90a");
+    ck_assert_int_eq(mj_check_act_overrides(simt, 0, 0), MOEJIT_OK);
+    ck_assert_int_eq(mj_check_act_overrides(mma, 1, 0), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(),
+                     "args.act_param[1]: backend mma: act_param per_expert is built, not yet validated on hardware; "
+                     "set MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it");
+    ck_assert_int_eq(mj_check_act_overrides(mma, 1, 1), MOEJIT_OK);
+    mj_caps_table t = pending();
+    for (size_t r = 0; r < t.n; r++)
+        if (pending_rows[r].backend == MJ_BACKEND_MMA)
+            pending_rows[r].built.act_overrides = pending_rows[r].validated.act_overrides = MJ_BIT(MJ_OVERRIDES_NONE);
+    ck_assert_int_eq(mj_check_act_overrides_in(&t, mma, 2, 1), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_str_eq(moejit_last_error(), "args.act_param[2]: must be NULL: backend mma does not apply per-expert "
+                                          "activation overrides (supported act overrides: none)");
+    moejit_spec_destroy(simt);
+    moejit_spec_destroy(mma);
+}
+END_TEST
+
 static Suite *matrix_suite(void)
 {
     Suite *s = suite_create("matrix");
@@ -371,6 +405,7 @@ static Suite *matrix_suite(void)
     tcase_add_test(tc, validated_values_are_a_subset_of_the_built_ones);
     tcase_add_test(tc, unvalidated_values_are_refused_unless_allowed);
     tcase_add_test(tc, printers_mark_unvalidated_values);
+    tcase_add_test(tc, act_overrides_are_checked_against_the_row);
     suite_add_tcase(s, tc);
     return s;
 }

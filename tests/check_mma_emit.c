@@ -100,8 +100,6 @@ START_TEST(refuses_what_the_mma_templates_cannot_build_naming_the_field)
     refused("backend=mma,quant=bf16,act=swiglu,routing=llama4,experts=16,topk=2,arch=sm_90a", "topk: routing=llama4 is top-1");
     refused("backend=mma,quant=bf16,act=swiglu,routing=deepseek_v3,n_group=8,topk_group=1,experts=16,topk=4,"
             "arch=sm_90a", "topk: deepseek_v3 chooses among topk_group x experts/n_group = 2");
-    refused("backend=mma,quant=bf16,act=swiglu,bias=b1,arch=sm_90a", "bias");
-    refused("backend=mma,quant=bf16,act=swiglu,w1_layout=gate_up,arch=sm_90a", "w1_layout");
     refused("backend=mma,quant=bf16,act=swiglu,tile=m32n64k32,arch=sm_90a", "tile");
     refused("backend=mma,quant=bf16,act=swiglu,tile=tall,arch=sm_90a", "tile"); /* wgmma's only */
     refused("backend=mma,quant=bf16,act=swiglu,tile=pair,arch=sm_90a", "tile"); /* wgmma's only */
@@ -250,6 +248,36 @@ START_TEST(every_activation_compiles_at_sm90a)
 }
 END_TEST
 
+/* Every W1 layout and bias value, gated and ungated, with and without activation parameters
+ * (whose per-expert overrides every GEMM1 epilogue applies), at sm_80 and sm_90a: a sample of
+ * the product in which every value appears; SASS as for the plain layers. */
+START_TEST(every_w1_layout_and_bias_compiles_without_spills)
+{
+    static const char *const specs[] = {
+        "backend=mma,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a,w1_layout=interleaved,bias=both,"
+        "routing=sigmoid_topk",
+        "backend=mma,quant=fp16,act=swiglu_step,arch=sm_80,w1_layout=gate_up,bias=b2,routing=deepseek_v3,"
+        "n_group=4,topk_group=2,experts=64,topk=4",
+        "backend=mma,quant=bf16,act=gelu,arch=sm_80,w1_layout=interleaved,bias=b1,routing=llama4",
+    };
+    const size_t n = mj_test_quick() ? 1 : sizeof specs / sizeof specs[0];
+    for (size_t i = 0; i < n; i++) compile_and_check(specs[i], 1);
+}
+END_TEST
+
+START_TEST(w1_layout_and_biases_enter_the_source_only_where_they_differ)
+{
+    char *plain = source_of(BASE ",arch=sm_80");
+    ck_assert_ptr_null(strstr(plain, "kW1Layout"));
+    char *gate_up = source_of(BASE ",arch=sm_80,w1_layout=gate_up");
+    char *b2 = source_of(BASE ",arch=sm_80,bias=b2");
+    ck_assert_ptr_nonnull(strstr(gate_up, "constexpr W1Layout kW1Layout = W1Layout::gate_up;"));
+    ck_assert_ptr_nonnull(strstr(b2, "constexpr bool kHasB1 = false;\nconstexpr bool kHasB2 = true;"));
+    ck_assert_str_ne(gate_up, b2);
+    free(plain), free(gate_up), free(b2);
+}
+END_TEST
+
 static Suite *mma_emit_suite(void)
 {
     Suite *s = suite_create("mma_emit");
@@ -262,6 +290,8 @@ static Suite *mma_emit_suite(void)
     tcase_add_test(tc, workspace_holds_the_intermediate_and_y_and_is_zero_for_no_tokens);
     tcase_add_test(tc, layers_compile_at_sm80_sm90a_sm120a_without_spills);
     tcase_add_test(tc, every_activation_compiles_at_sm90a);
+    tcase_add_test(tc, w1_layout_and_biases_enter_the_source_only_where_they_differ);
+    tcase_add_test(tc, every_w1_layout_and_bias_compiles_without_spills);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -91,6 +91,32 @@ START_TEST(every_routing_method_emits_its_constants)
 }
 END_TEST
 
+/* A plain layer (up_gate, no bias) names neither, so its source and key stay what they were;
+ * any other layout or bias is written, and each value gives other bytes. */
+START_TEST(w1_layout_and_biases_enter_the_source_only_where_they_differ)
+{
+    char *plain = source_of(BASE);
+    ck_assert_ptr_null(strstr(plain, "kW1Layout"));
+    ck_assert_ptr_null(strstr(plain, "kHasB1"));
+    static const char *const extras[] = {",w1_layout=gate_up", ",w1_layout=interleaved", ",bias=b1", ",bias=b2",
+                                         ",bias=both"};
+    char *src[5];
+    for (int i = 0; i < 5; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s%s", BASE, extras[i]);
+        src[i] = source_of(text);
+        ck_assert_ptr_nonnull(strstr(src[i], "constexpr W1Layout kW1Layout = W1Layout::"));
+        ck_assert_ptr_nonnull(strstr(src[i], "constexpr bool kHasB2 = "));
+        ck_assert_str_ne(src[i], plain);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(src[i], src[j]);
+    }
+    ck_assert_ptr_nonnull(strstr(src[1], "kW1Layout = W1Layout::interleaved"));
+    ck_assert_ptr_nonnull(strstr(src[4], "kHasB1 = true;\nconstexpr bool kHasB2 = true;"));
+    for (int i = 0; i < 5; i++) free(src[i]);
+    free(plain);
+}
+END_TEST
+
 static void refused(const char *text, const char *field)
 {
     moejit_spec *s = parse_ok(text);
@@ -122,8 +148,6 @@ START_TEST(refuses_what_the_wgmma_templates_cannot_build_naming_the_field)
     refused("backend=wgmma,quant=bf16,act=swiglu,routing=llama4,experts=16,topk=2,arch=sm_90a", "topk: routing=llama4 is top-1");
     refused("backend=wgmma,quant=bf16,act=swiglu,routing=deepseek_v3,n_group=8,topk_group=1,experts=16,topk=4,"
             "arch=sm_90a", "topk: deepseek_v3 chooses among topk_group x experts/n_group = 2");
-    refused("backend=wgmma,quant=bf16,act=swiglu,bias=b1,arch=sm_90a", "bias");
-    refused("backend=wgmma,quant=bf16,act=swiglu,w1_layout=gate_up,arch=sm_90a", "w1_layout");
     refused("backend=wgmma,quant=bf16,act=swiglu,tile=m32n64k32,arch=sm_90a", "tile");
     refused("backend=mma,quant=bf16,act=swiglu,arch=sm_90a", "backend");
 }
@@ -281,6 +305,29 @@ START_TEST(every_activation_compiles_for_sm90a_without_spills)
         mj_program prog;
         compile(more[i], &prog);
         check_program(more[i], &prog);
+        mj_program_free(&prog);
+    }
+}
+END_TEST
+
+/* Every W1 layout and bias value, on gated and ungated activations with and without parameters
+ * (whose per-expert overrides every GEMM1 epilogue applies), across routing methods: a sample
+ * of the product in which every value appears. */
+static const char *const extras_specs[] = {
+    "backend=wgmma,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a,w1_layout=interleaved,"
+    "bias=both,routing=sigmoid_topk",
+    "backend=wgmma,quant=fp16,act=situ(gate_scale=4,linear_scale=25),arch=sm_90a,w1_layout=gate_up,bias=b1,"
+    "routing=softmax_topk,logits=bf16",
+    "backend=wgmma,quant=bf16,act=relu2,arch=sm_90a,w1_layout=interleaved,bias=b2,routing=llama4",
+};
+
+START_TEST(every_w1_layout_and_bias_compiles_for_sm90a_without_spills)
+{
+    const size_t n = mj_test_quick() ? 1 : sizeof extras_specs / sizeof extras_specs[0];
+    for (size_t i = 0; i < n; i++) {
+        mj_program prog;
+        compile(extras_specs[i], &prog);
+        check_program(extras_specs[i], &prog);
         mj_program_free(&prog);
     }
 }
@@ -458,6 +505,45 @@ START_TEST(sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async)
 }
 END_TEST
 
+/* The SASS of the sampled layouts and biases: every GEMM keeps its HGMMAs and TMA loads and no
+ * local memory; a gated GEMM1 still loads its up and gate boxes. */
+START_TEST(sass_of_every_w1_layout_and_bias_shows_hgmma_and_no_local_memory)
+{
+    char tool[1024], prefix[1200];
+    if (find_tool("MOEJIT_NVDISASM", "nvdisasm", tool, sizeof tool))
+        snprintf(prefix, sizeof prefix, "'%s' -c", tool);
+    else if (find_tool("MOEJIT_CUOBJDUMP", "cuobjdump", tool, sizeof tool))
+        snprintf(prefix, sizeof prefix, "'%s' --dump-sass", tool);
+    else {
+        printf("SKIP: nvdisasm not found (set MOEJIT_NVDISASM, or pip install nvidia-cuda-nvdisasm)\n");
+        return;
+    }
+    static const char *const gemms[] = {"mj_gemm1_act", "mj_gemm2", "mj_gemm1_act_tall", "mj_gemm2_tall",
+                                        "mj_gemm1_act_pair", "mj_gemm2_pair", "mj_gemm1_act_short", "mj_gemm2_short"};
+    const size_t n = mj_test_quick() ? 1 : sizeof extras_specs / sizeof extras_specs[0];
+    for (size_t i = 0; i < n; i++) {
+        mj_program prog;
+        compile(extras_specs[i], &prog);
+        char path[] = "/tmp/moejit-wgmma-XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, prog.cubin, prog.cubin_len), (ssize_t)prog.cubin_len);
+        close(fd);
+        const int gated = strstr(extras_specs[i], "act=relu2") == NULL;
+        for (size_t g = 0; g < sizeof gemms / sizeof gemms[0]; g++) {
+            sass_counts c = sass_of(prefix, path, gemms[g]);
+            ck_assert_msg(c.lines > 0 && c.hgmma >= 4 && c.local == 0,
+                          "%s: %s: %d lines, %d HGMMA, %d local-memory instructions", extras_specs[i], gemms[g],
+                          c.lines, c.hgmma, c.local);
+            const int boxes = g % 2 == 0 && gated ? 2 : 1;
+            ck_assert_msg(c.utmaldg >= boxes, "%s: %s: %d UTMALDG", extras_specs[i], gemms[g], c.utmaldg);
+        }
+        unlink(path);
+        mj_program_free(&prog);
+    }
+}
+END_TEST
+
 static Suite *wgmma_emit_suite(void)
 {
     Suite *s = suite_create("wgmma_emit");
@@ -471,6 +557,9 @@ static Suite *wgmma_emit_suite(void)
     tcase_add_test(tc, workspace_holds_the_intermediate_and_y_and_refuses_other_archs);
     tcase_add_test(tc, every_activation_compiles_for_sm90a_without_spills);
     tcase_add_test(tc, sass_of_the_large_gemms_shows_hgmma_tma_and_cp_async);
+    tcase_add_test(tc, w1_layout_and_biases_enter_the_source_only_where_they_differ);
+    tcase_add_test(tc, every_w1_layout_and_bias_compiles_for_sm90a_without_spills);
+    tcase_add_test(tc, sass_of_every_w1_layout_and_bias_shows_hgmma_and_no_local_memory);
     suite_add_tcase(s, tc);
     return s;
 }

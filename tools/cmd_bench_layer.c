@@ -51,7 +51,7 @@ const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPE
 
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
-    "                          [--check [--no-reference]] [--no-time] [--json FILE] [--append FILE]\n"
+    "                          [--check [--no-reference] [--extras]] [--no-time] [--json FILE] [--append FILE]\n"
     "                          [--list-specs]\n"
     "                          [--commit SHA]\n"
     "                          [--cubin-dir DIR] [--rotate N] [--reps N] [--bw TBPS] [--peak TFLOPS]\n"
@@ -74,6 +74,10 @@ static const char usage[] =
     "                   selection bias), llama4 (k = 1), or all; each but renormalize on two layers,\n"
     "                   fp32 and bf16 logits, every decode path (MOEJIT_ALLOW_UNVALIDATED=1 for the\n"
     "                   methods not yet validated)\n"
+    "  --extras         with --check: instead of those, the float64 cases of the W1 layouts\n"
+    "                   (gate_up, interleaved), biases (b1, b2, both) and per-expert activation\n"
+    "                   overrides on every decode and prefill path, and a negative control per\n"
+    "                   family (MOEJIT_ALLOW_UNVALIDATED=1 while they are not yet validated)\n"
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
@@ -98,7 +102,7 @@ typedef struct options {
     int n_backends;
     const char *tile[5];
     int n_tiles;
-    int check, reference, time, list_specs;
+    int check, reference, time, list_specs, extras;
     const char *routing[8]; /* --routing: the float64 cases' routing methods */
     int n_routings;
     const char *json, *append, *commit, *cubin_dir;
@@ -332,6 +336,28 @@ static const int ref_ep_offset = 2;
 static char ref_routing[160] = "renormalize";
 static int ref_runs_done;
 
+/* --extras: whether the next runs give per-expert activation overrides (ref_override_values),
+ * and a negative control: the W1 layout the reference is told instead of the kernel's (-1:
+ * the kernel's), which must then fail. */
+static int ref_overrides;
+static int ref_wrong_layout = -1;
+/* --extras: fields appended to every reference layer's spec (",w1_layout=...,bias=..."), and
+ * a negative control: b2 or the overrides left out of the reference (which must then fail) */
+static char ref_fields[96];
+static int ref_drop_b2, ref_drop_overrides;
+
+/* Expert e's override of parameter i of activation d: the last parameter (a limit or clamp for
+ * every activation that has parameters) varies per expert, the others stay the spec's. */
+static float *ref_override_values(const moejit_activation *act, int i, int e_local)
+{
+    const mj_act_desc *d = mj_act_desc_of(act->kind);
+    float *v = malloc((size_t)(e_local > 0 ? e_local : 1) * sizeof *v);
+    if (!v || !d) return v;
+    for (int e = 0; e < e_local; e++)
+        v[e] = i == d->n_params - 1 ? 2.0f + 0.5f * (float)e : act->value[i];
+    return v;
+}
+
 static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act, const char *dtype,
                          long long T, int I, int K, int want_splits, int ep_local, FILE *log)
 {
@@ -346,6 +372,14 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     CUdeviceptr dbias = 0;
     float *w1 = host_random((size_t)E * rows * H, 1.0f / sqrtf((float)H), dt);
     float *w2 = host_random((size_t)E * H * I, 1.0f / sqrtf((float)I), dt);
+    const int has_b1 = L->spec->bias == MJ_BIAS_B1 || L->spec->bias == MJ_BIAS_BOTH;
+    const int has_b2 = L->spec->bias == MJ_BIAS_B2 || L->spec->bias == MJ_BIAS_BOTH;
+    float *b1 = has_b1 ? host_random((size_t)E * rows, 0.5f, dt) : NULL;
+    float *b2 = has_b2 ? host_random((size_t)E * H, 0.5f, dt) : NULL;
+    const mj_act_desc *ad = mj_act_desc_of(L->spec->act.kind);
+    const int n_over = ref_overrides && ad ? ad->n_params : 0;
+    float *over[MJ_ACT_MAX_PARAMS] = {NULL, NULL, NULL};
+    CUdeviceptr db1 = 0, db2 = 0, dover[MJ_ACT_MAX_PARAMS] = {0, 0, 0};
     float *out = malloc((size_t)T * H * sizeof *out), *out2 = malloc((size_t)T * H * sizeof *out2);
     double *ideal = malloc((size_t)T * H * sizeof *ideal), *replay = malloc((size_t)T * H * sizeof *replay);
     CUdeviceptr dx = 0, dl = 0, dl_other = 0, dw1 = 0, dw2 = 0, dout = 0, dws = 0;
@@ -369,6 +403,14 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     if (!st) st = mj_gpu_upload_values(g, w2, (size_t)E * H * I, dt, &dw2);
     if (!st) st = mj_gpu_alloc(g, (size_t)T * H * 2, &dout);
     a.x = (void *)dx, a.router_logits = (void *)dl, a.w1 = (void *)dw1, a.w2 = (void *)dw2, a.out = (void *)dout;
+    if (!st && b1) st = mj_gpu_upload_values(g, b1, (size_t)E * rows, dt, &db1);
+    if (!st && b2) st = mj_gpu_upload_values(g, b2, (size_t)E * H, dt, &db2);
+    for (int i = 0; i < n_over && !st; i++) {
+        over[i] = ref_override_values(&L->spec->act, i, E);
+        st = over[i] ? mj_gpu_upload_values(g, over[i], (size_t)E, MJ_DTYPE_FP32, &dover[i]) : MOEJIT_ERR_OUT_OF_MEMORY;
+        a.act_param[i] = (const float *)dover[i];
+    }
+    a.b1 = (const void *)db1, a.b2 = (const void *)db2;
     if (!st) st = bench_layer_workspace(L, &a, &ws);
     if (!st) st = mj_gpu_alloc(g, ws, &dws);
     /* No stage may rely on the workspace's contents: rep 0 runs on a poisoned one, rep 1 on
@@ -398,7 +440,9 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
     R.num_tokens = T, R.hidden = H, R.inter = I, R.num_experts = E, R.topk = K;
     R.expert_offset = a.expert_offset, R.num_local_experts = a.num_local_experts;
     R.act = &L->spec->act, R.routing = L->spec->routing, R.w1_layout = L->spec->w1_layout, R.dtype = dt;
-    R.x = x, R.router_logits = lg, R.w1 = w1, R.w2 = w2;
+    if (ref_wrong_layout >= 0) R.w1_layout = (mj_w1_layout)ref_wrong_layout;
+    R.x = x, R.router_logits = lg, R.w1 = w1, R.w2 = w2, R.b1 = b1, R.b2 = ref_drop_b2 ? NULL : b2;
+    for (int i = 0; i < n_over && !ref_drop_overrides; i++) R.act_param[i] = over[i];
     if (dsv3) {
         R.n_group = L->spec->n_group, R.topk_group = L->spec->topk_group;
         R.routed_scaling = L->spec->routed_scaling, R.routing_bias = bias;
@@ -449,8 +493,10 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
             same ? "identical" : "DIFFERS", ok ? "ok" : "FAIL");
 done:
     mj_gpu_free(g, dx), mj_gpu_free(g, dl), mj_gpu_free(g, dl_other), mj_gpu_free(g, dw1), mj_gpu_free(g, dw2);
-    mj_gpu_free(g, dout), mj_gpu_free(g, dws), mj_gpu_free(g, dbias);
+    mj_gpu_free(g, dout), mj_gpu_free(g, dws), mj_gpu_free(g, dbias), mj_gpu_free(g, db1), mj_gpu_free(g, db2);
     free(x), free(lg), free(w1), free(w2), free(out), free(out2), free(ideal), free(replay), free(bias);
+    free(b1), free(b2);
+    for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++) mj_gpu_free(g, dover[i]), free(over[i]);
     ref_runs_done++;
     return ok;
 }
@@ -461,8 +507,8 @@ static void ref_spec_text(char *text, size_t n, const char *backend, const char 
 {
     snprintf(text, n,
              "backend=%s,quant=%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
-             "arch=native%s",
-             backend, dtype, act, ref_routing, ref_H, I, ref_E, k, extra);
+             "arch=native%s%s",
+             backend, dtype, act, ref_routing, ref_H, I, ref_E, k, ref_fields, extra);
 }
 
 /* Builds the layer of text and checks it at each T of ts (inter I; want_splits as for
@@ -603,6 +649,53 @@ static int reference_routing_case(const mj_gpu *g, moejit_context *ctx, const ch
     return failed;
 }
 
+/* --extras: the W1 layouts, biases and per-expert overrides, each on every path of
+ * reference_case (decode, persistent, split, batch-1 one-kernel, expert-parallel, large, tall,
+ * pair) under a gated activation with and without parameters and an ungated one; then one
+ * negative control per family (the reference told up_gate for an interleaved W1, without b2,
+ * without the overrides), each of which must fail. Returns the number of failed runs (a control
+ * that passes counts as one). */
+static int reference_extras(const mj_gpu *g, moejit_context *ctx, const char *backend, FILE *log, int *runs)
+{
+    static const struct { const char *act, *dtype, *fields; int overrides; } c[] = {
+        {"swiglu(alpha=1.702,beta=1,limit=7)", "bf16", ",w1_layout=interleaved,bias=both", 1},
+        {"geglu", "fp16", ",w1_layout=gate_up,bias=b1", 0},
+        {"relu2", "bf16", ",w1_layout=interleaved,bias=b2", 0},
+        {"situ(gate_scale=4,linear_scale=25,clamp_limit=6)", "fp16", ",bias=none", 1},
+        {"swiglu", "bf16", ",w1_layout=gate_up,bias=both", 1},
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        snprintf(ref_fields, sizeof ref_fields, "%s", c[i].fields);
+        ref_overrides = c[i].overrides;
+        const int before = ref_runs_done;
+        failed += reference_case(g, ctx, backend, c[i].act, c[i].dtype, 1, log);
+        *runs += g ? ref_runs_done - before : 0;
+    }
+    /* the negative controls, on the first case's layer at T = 37 (small path) and 300 (large) */
+    static const long long ts[] = {37, 300};
+    char text[560];
+    snprintf(ref_fields, sizeof ref_fields, "%s", c[0].fields);
+    ref_overrides = 1;
+    ref_spec_text(text, sizeof text, backend, c[0].dtype, c[0].act, ref_I, ref_K, "");
+    for (int control = 0; control < 3; control++) {
+        ref_wrong_layout = control == 0 ? MJ_W1_UP_GATE : -1;
+        ref_drop_b2 = control == 1, ref_drop_overrides = control == 2;
+        static const char *const what[] = {"W1 read as up_gate", "b2 left out", "overrides left out"};
+        const int bad = reference_layer(g, ctx, text, c[0].act, c[0].dtype, ts, 2, ref_I, ref_K, 0, 0, log);
+        if (g) {
+            fprintf(log, "negative control (%s): %d of 2 runs failed, as they must: %s\n", what[control], bad,
+                    bad == 2 ? "ok" : "FAIL");
+            failed += bad != 2;
+            *runs += 1;
+        }
+    }
+    ref_wrong_layout = -1, ref_drop_b2 = ref_drop_overrides = 0, ref_overrides = 0;
+    ref_fields[0] = '\0';
+    fflush(log);
+    return failed;
+}
+
 /* Runs every float64 case of o's tensor-core backends (g NULL: prints their layers' specs):
  * renormalize's on every activation, then each other --routing method's. */
 static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options *o, int *failed)
@@ -614,6 +707,10 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
     for (int b = 0; b < o->n_backends; b++) {
         const char *be = o->backend[b];
         if (!strcmp(be, "simt")) continue;
+        if (o->extras) {
+            *failed += reference_extras(g, ctx, be, stdout, &n);
+            continue;
+        }
         for (int r = 0; r < o->n_routings; r++) {
             if (!strcmp(o->routing[r], "renormalize")) continue;
             const int before = ref_runs_done;
@@ -965,7 +1062,7 @@ int cmd_bench_layer(int argc, char **argv)
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
         {"list-specs", no_argument, NULL, 'L'},
-        {"routing", required_argument, NULL, 'o'},
+        {"routing", required_argument, NULL, 'o'}, {"extras", no_argument, NULL, 'X'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
@@ -1012,6 +1109,7 @@ int cmd_bench_layer(int argc, char **argv)
                 return MJ_EXIT_USAGE;
             break;
         case 'c': o.check = 1; break;
+        case 'X': o.extras = 1; break;
         case 'N': o.reference = 0; break;
         case 'L': o.list_specs = 1; break;
         case 'o':

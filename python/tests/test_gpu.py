@@ -1,6 +1,8 @@
 """On a CUDA device: the operator against the float64 reference and against backend=simt, in
 CUDA-graph capture and replay, under torch.compile(fullgraph=True), on a side stream, with
 opcheck on real tensors, and tensors on the wrong device or of the wrong dtype refused."""
+import os
+
 import pytest
 import torch
 from conftest import HAVE_CUDA
@@ -42,11 +44,12 @@ def test_against_float64_reference(spec, backend):
     if not moejit.supports(moejit.runtime.with_arch(spec, moejit.runtime.arch_of_device(0))):
         pytest.skip("backend=auto: no backend")
     resolved = moejit.inspect(moejit.runtime.with_arch(spec, moejit.runtime.arch_of_device(0)), compile=False).spec
-    # per-expert activation overrides are simt's alone today: the tensor-core backends refuse them
-    overrides = resolved.startswith("backend=simt,")
+    # per-expert activation overrides: every backend applies them; the tensor-core backends'
+    # are built but not yet validated on hardware, so refused naming act_param unless allowed
+    overrides = resolved.startswith("backend=simt,") or os.environ.get("MOEJIT_ALLOW_UNVALIDATED") == "1"
     if not overrides and "act=situ" in spec:
         kw = make_inputs(spec, T=9, H=256, I=128, E=8, k=k, device=DEV, act_params=True)
-        with pytest.raises(moejit.InvalidArgument, match="act_param"):
+        with pytest.raises(moejit.Unsupported, match="act_param"):
             moejit.fused_moe(spec, **kw)
     kw = make_inputs(spec, T=9, H=256, I=128, E=8, k=k, device=DEV, act_params=overrides)
     out = moejit.fused_moe(spec, **kw)

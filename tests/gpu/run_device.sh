@@ -8,7 +8,8 @@
 #   OUT=/tmp/out BUILD=.device/new bash tests/gpu/run_device.sh
 #
 # BUILD is a build folder as `make all bundle` leaves build/ (bin, lib with libcjson beside
-# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: all of them).
+# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: all of them; `extras`,
+# the W1 layouts, biases and overrides of the tensor-core backends, only when named).
 set -u
 OUT=${OUT:-/tmp/moejit-gpu-out}
 B=$(cd "${BUILD:-build}" && pwd)
@@ -32,6 +33,23 @@ if has tc; then
   t0=$(date +%s)
   MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${specs[@]}" > "$OUT/warm.log" 2>&1
   note "warm: exit $? (${#specs[@]} layers, $(($(date +%s) - t0)) s)"
+fi
+
+# The W1 layouts, biases and per-expert overrides on the tensor-core backends (--extras), with
+# their negative controls.
+EX_ARGS=(--check --no-time --backend mma,wgmma --extras --batches "${TC_BATCHES:-1,2,5,64,512,4096}")
+if has extras; then
+  mapfile -t xspecs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "${EX_ARGS[@]}" --list-specs)
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${xspecs[@]}" > "$OUT/warm-extras.log" 2>&1
+  note "warm extras: exit $? (${#xspecs[@]} layers, $(($(date +%s) - t0)) s)"
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "${EX_ARGS[@]}" > "$OUT/extras-check.log" 2>&1
+  rc=$?
+  note "extras checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/extras-check.log") ok," \
+    "$(grep -cE 'FAIL' "$OUT/extras-check.log") FAIL lines; $(grep -E 'checks:' "$OUT/extras-check.log" | tail -1)"
+  grep -E 'negative control' "$OUT/extras-check.log" | tee -a "$SUMMARY"
+  grep -E 'FAIL' "$OUT/extras-check.log" | grep -v 'negative control' | head -20 | tee -a "$SUMMARY"
 fi
 
 if has suite; then

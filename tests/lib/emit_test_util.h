@@ -2,8 +2,9 @@
  * emit_test_util.h — checks shared by the mma and wgmma generator suites
  * (tests/check_mma_emit.c, tests/check_wgmma_emit.c) on a compiled mma-family program.
  *
- * Like every tests/lib helper they use no Check: they return a failure text (NULL when all
- * holds) for the suite to assert on.
+ * They return a failure text (NULL when all holds) for the suite to assert on, but for
+ * mj_test_routing_constants, which asserts through Check itself (so the GPU suite, which
+ * does not link Check, does not link this file).
  */
 #ifndef MJ_TEST_EMIT_TEST_UTIL_H
 #define MJ_TEST_EMIT_TEST_UTIL_H
