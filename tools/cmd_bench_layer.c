@@ -346,15 +346,18 @@ static int ref_wrong_layout = -1;
 static char ref_fields[96];
 static int ref_drop_b2, ref_drop_overrides;
 
-/* Expert e's override of parameter i of activation d: the last parameter (a limit or clamp for
- * every activation that has parameters) varies per expert, the others stay the spec's. */
+/* Expert e's override of parameter i of activation d: the first parameter scaled by 0.5 +
+ * 0.25·e (SwiGLU's alpha, SiTU's gate scale: visible at any input scale) and the last (a limit
+ * or clamp) 2 + 0.5·e; the others stay the spec's. */
 static float *ref_override_values(const moejit_activation *act, int i, int e_local)
 {
     const mj_act_desc *d = mj_act_desc_of(act->kind);
     float *v = malloc((size_t)(e_local > 0 ? e_local : 1) * sizeof *v);
     if (!v || !d) return v;
     for (int e = 0; e < e_local; e++)
-        v[e] = i == d->n_params - 1 ? 2.0f + 0.5f * (float)e : act->value[i];
+        v[e] = i == 0 && d->n_params > 1   ? act->value[0] * (0.5f + 0.25f * (float)e)
+               : i == d->n_params - 1 ? 2.0f + 0.5f * (float)e
+                                      : act->value[i];
     return v;
 }
 
