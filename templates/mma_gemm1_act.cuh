@@ -47,40 +47,13 @@ __device__ __forceinline__ u32 act_pack2(float a, float b)
 
 // ---- large path: tokens on M (128), weight rows on N (128) ----------------------------------
 
-template <Dtype D, int kAct, class X = PlainLayer>
-__device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const ActParams &spec_act, int H,
-                                                int I, int k, unsigned char *smem)
+// The large path's epilogue: the activation of the accumulators' fc1 values, stored in the dtype.
+template <Dtype D, int kAct, class X, class Main>
+__device__ __forceinline__ void gemm1_large_epilogue(const mj_layer_params &p, const ActParams &act,
+                                                     const typename Main::Acc &acc, const RowTile &tile, int j0,
+                                                     int I)
 {
     constexpr bool kGated = act_is_gated(kAct);
-    constexpr int BM = MJ_MMA_LARGE_BM, BN = MJ_MMA_LARGE_BN;
-    constexpr int kCols = kGated ? BN / 2 : BN; // intermediate columns per CTA
-    using Main = MmaMainloop<D, MJ_MMA_LARGE_THREADS, BM, BN, MJ_MMA_LARGE_STAGES, 2, 4, 4, 4>;
-    static_assert(Main::kSmemBytes == MJ_MMA_LARGE_SMEM, "host and device must agree on shared memory");
-
-    // 1-D grid in grouped raster order (raster_grouped): weight tiles and x rows reused in L2.
-    const int n_tiles = (I + kCols - 1) / kCols;
-    int row_tile, col_tile;
-    raster_grouped(static_cast<int>(blockIdx.x), n_tiles, p.max_tiles, &row_tile, &col_tile);
-    RowTile tile;
-    if (!find_row_tile<BM>(p, row_tile, &tile)) return; // past the real tiles: whole CTA
-    const int j0 = col_tile * kCols;
-    const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
-
-    const u16 *x = reinterpret_cast<const u16 *>(p.x);
-    const u16 *w1e = reinterpret_cast<const u16 *>(p.w1) + static_cast<i64>(tile.expert) * rows1 * H;
-    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
-
-    auto a_row = [&](int m) -> const u16 * {
-        if (m >= tile.rows) return nullptr;
-        return x + static_cast<i64>(rows[m] / k) * H; // rows hold pair indices t*k + slot
-    };
-    auto b_row = [&](int r) -> const u16 * { return w1_tile_row<kGated, X::kLayout>(w1e, r, j0, I, H); };
-
-    typename Main::Acc acc;
-    Main::run(smem, a_row, b_row, H, acc);
-
-    // ---- epilogue: (b1,) activation, round once, 4-byte stores of 2 adjacent columns ----
-    const ActParams act = expert_act_params<act_n_params(kAct)>(p, spec_act, tile.expert);
     const int e = tile.expert;
     u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
 #pragma unroll
@@ -116,7 +89,78 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
         }
 }
 
+template <Dtype D, int kAct, class X = PlainLayer>
+__device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const ActParams &spec_act, int H,
+                                                int I, int k, unsigned char *smem)
+{
+    constexpr bool kGated = act_is_gated(kAct);
+    constexpr int BM = MJ_MMA_LARGE_BM, BN = MJ_MMA_LARGE_BN;
+    constexpr int kCols = kGated ? BN / 2 : BN; // intermediate columns per CTA
+    using Main = MmaMainloop<D, MJ_MMA_LARGE_THREADS, BM, BN, MJ_MMA_LARGE_STAGES, 2, 4, 4, 4>;
+    static_assert(Main::kSmemBytes == MJ_MMA_LARGE_SMEM, "host and device must agree on shared memory");
+
+    // 1-D grid in grouped raster order (raster_grouped): weight tiles and x rows reused in L2.
+    const int n_tiles = (I + kCols - 1) / kCols;
+    int row_tile, col_tile;
+    raster_grouped(static_cast<int>(blockIdx.x), n_tiles, p.max_tiles, &row_tile, &col_tile);
+    RowTile tile;
+    if (!find_row_tile<BM>(p, row_tile, &tile)) return; // past the real tiles: whole CTA
+    const int j0 = col_tile * kCols;
+    const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
+
+    const u16 *x = reinterpret_cast<const u16 *>(p.x);
+    const u16 *w1e = reinterpret_cast<const u16 *>(p.w1) + static_cast<i64>(tile.expert) * rows1 * H;
+    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
+
+    auto a_row = [&](int m) -> const u16 * {
+        if (m >= tile.rows) return nullptr;
+        return x + static_cast<i64>(rows[m] / k) * H; // rows hold pair indices t*k + slot
+    };
+    auto b_row = [&](int r) -> const u16 * { return w1_tile_row<kGated, X::kLayout>(w1e, r, j0, I, H); };
+
+    typename Main::Acc acc;
+    Main::run(smem, a_row, b_row, H, acc);
+
+    // ---- epilogue: (b1,) activation, round once, 4-byte stores of 2 adjacent columns ----
+    with_expert_act<kAct>(p, spec_act, tile.expert, [&](const ActParams &act) {
+        gemm1_large_epilogue<D, kAct, X, Main>(p, act, acc, tile, j0, I);
+    });
+}
+
 // ---- small path: weight rows on M (64), tokens on N (16) ------------------------------------
+
+// The small path's epilogue: weight rows on M, so a thread's fc1 values are one column's u and
+// g of its tokens.
+template <Dtype D, int kAct, class X, class Main>
+__device__ __forceinline__ void gemm1_small_epilogue(const mj_layer_params &p, const ActParams &act,
+                                                     const typename Main::Acc &acc, const RowTile &tile, int j0,
+                                                     int I)
+{
+    constexpr bool kGated = act_is_gated(kAct);
+    const int e = tile.expert;
+    u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
+    const int g8 = Main::a_index(0, 0); // warp's first row + lane / 4
+#pragma unroll
+    for (int nf = 0; nf < 2; ++nf)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int n = Main::b_index(nf, q);
+            if (n >= tile.rows) continue;
+            u16 *dst = inter + static_cast<i64>(tile.row0 + n) * I;
+            const float *c = acc.c[0][nf];
+            if constexpr (kGated) {
+                // rows g8 (up) and g8 + 8 (gate) of the warp's m16 = column j0 + wm·8 + lane/4
+                const int j = j0 + (g8 / 16) * 8 + g8 % 8;
+                if (j < I) dst[j] = from_float<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[q], c[2 + q]));
+            } else {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int j = j0 + g8 + 8 * h;
+                    if (j < I) dst[j] = from_float<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[2 * h + q], 0.0f));
+                }
+            }
+        }
+}
 
 // The block's tile is given: row tile `tile` (its pair indices at rows[0, tile.rows): ws_rows,
 // or the shared copy of a block that routed for itself, decode_route.cuh) times the column
@@ -155,30 +199,9 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     grid_dep_launch();
 
     // ---- epilogue: 2-byte stores (a decode intermediate is a few KB) ----
-    const ActParams act = expert_act_params<act_n_params(kAct)>(p, spec_act, tile.expert);
-    const int e = tile.expert;
-    u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
-    const int g8 = Main::a_index(0, 0); // warp's first row + lane / 4
-#pragma unroll
-    for (int nf = 0; nf < 2; ++nf)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-            const int n = Main::b_index(nf, q);
-            if (n >= tile.rows) continue;
-            u16 *dst = inter + static_cast<i64>(tile.row0 + n) * I;
-            const float *c = acc.c[0][nf];
-            if constexpr (kGated) {
-                // rows g8 (up) and g8 + 8 (gate) of the warp's m16 = column j0 + wm·8 + lane/4
-                const int j = j0 + (g8 / 16) * 8 + g8 % 8;
-                if (j < I) dst[j] = from_float<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[q], c[2 + q]));
-            } else {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int j = j0 + g8 + 8 * h;
-                    if (j < I) dst[j] = from_float<D>(fc1_act<D, kAct, X>(p, act, e, I, j, c[2 * h + q], 0.0f));
-                }
-            }
-        }
+    with_expert_act<kAct>(p, spec_act, tile.expert, [&](const ActParams &act) {
+        gemm1_small_epilogue<D, kAct, X, Main>(p, act, acc, tile, j0, I);
+    });
 }
 
 } // namespace mj

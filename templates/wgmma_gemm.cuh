@@ -510,13 +510,15 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
             wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, true, true);
         else wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, blocks > 0, false);
         if (blocks == 0) continue;
-        // the tile's expert's activation parameters (GEMM1: its per-expert overrides)
-        const ActParams act = kKind == WgGemm::gemm2 ? spec_act
-                                                     : expert_act_params<act_n_params(kAct)>(p, spec_act, rt.expert);
-        wg_store_block<S, D, kKind, kAct, X>(p, act, H, I, rt, col, r0, wq, lane, acc0, 0);
-        if constexpr (S::kBlocks == 2) {
-            if (blocks == 2) wg_store_block<S, D, kKind, kAct, X>(p, act, H, I, rt, col, r0, wq, lane, acc1, 1);
-        }
+        // with the tile's expert's activation parameters where the forward overrides them (GEMM1)
+        auto store = [&](const ActParams &act) {
+            wg_store_block<S, D, kKind, kAct, X>(p, act, H, I, rt, col, r0, wq, lane, acc0, 0);
+            if constexpr (S::kBlocks == 2) {
+                if (blocks == 2) wg_store_block<S, D, kKind, kAct, X>(p, act, H, I, rt, col, r0, wq, lane, acc1, 1);
+            }
+        };
+        if constexpr (kKind == WgGemm::gemm2) store(spec_act);
+        else with_expert_act<kAct>(p, spec_act, rt.expert, store);
     }
 }
 
