@@ -98,6 +98,9 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
                                                             : NULL);
     mj_emit_pinned_shape(&b, spec);
     if (spec->w1_layout != MJ_W1_UP_GATE || spec->bias != MJ_BIAS_NONE) mj_emit_w1_layout_and_biases(&b, spec);
+    if (spec->act_overrides == MJ_OVERRIDES_PER_EXPERT)
+        mj_buf_puts(&b, "// per-expert activation overrides (act_param) applied in GEMM1's epilogue\n"
+                        "constexpr bool kActOverrides = true;\n\n");
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);

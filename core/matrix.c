@@ -111,10 +111,7 @@ static const char *arch_name(int i) { return i < MJ_ARCH_COUNT ? mj_arch_names[i
 static const char *routing_name(int i) { return i < MJ_ROUTING_COUNT ? mj_routing_names[i] : NULL; }
 static const char *w1_name(int i) { return i < MJ_W1_LAYOUT_COUNT ? mj_w1_layout_names[i] : NULL; }
 static const char *bias_name(int i) { return i < MJ_BIAS_COUNT ? mj_bias_names[i] : NULL; }
-static const char *overrides_name(int i)
-{
-    return i == MJ_OVERRIDES_NONE ? "none" : i == MJ_OVERRIDES_PER_EXPERT ? "per_expert" : NULL;
-}
+static const char *overrides_name(int i) { return i < MJ_OVERRIDES_COUNT ? mj_act_overrides_names[i] : NULL; }
 static const char *act_name(int i)
 {
     const mj_act_desc *d = mj_act_desc_of((moejit_act_kind)i);
@@ -129,7 +126,7 @@ static int routing_of(const moejit_spec *s) { return (int)s->routing; }
 static int logits_of(const moejit_spec *s) { return (int)s->logits_dtype; }
 static int w1_of(const moejit_spec *s) { return (int)s->w1_layout; }
 static int bias_of(const moejit_spec *s) { return (int)s->bias; }
-static int overrides_of(const moejit_spec *s) { return (void)s, MJ_OVERRIDES_NONE; }
+static int overrides_of(const moejit_spec *s) { return (int)s->act_overrides; }
 
 typedef struct cap_field {
     const char *key;                   /* the spec field ("quant") */
@@ -155,7 +152,7 @@ static const cap_field cap_fields[] = {
     {"w1_layout", "W1 layouts", "W1 layouts", "w1_layouts", offsetof(mj_cap_masks, w1_layouts),
      w1_name, w1_of},
     {"bias", "biases", "biases", "biases", offsetof(mj_cap_masks, biases), bias_name, bias_of},
-    {"act_param", "activation overrides", "act overrides", "act_overrides", offsetof(mj_cap_masks, act_overrides),
+    {"act_overrides", "act overrides", "act overrides", "act_overrides", offsetof(mj_cap_masks, act_overrides),
      overrides_name, overrides_of},
 };
 #define N_FIELDS (sizeof cap_fields / sizeof cap_fields[0])
@@ -258,31 +255,6 @@ moejit_status mj_check_validated_in(const mj_caps_table *t, const moejit_spec *s
                        "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
                        mj_backend_names[c->backend], f->key, name ? name : "?");
     }
-    return MOEJIT_OK;
-}
-
-moejit_status mj_check_act_overrides(const moejit_spec *spec, int index, int allow_unvalidated)
-{
-    return mj_check_act_overrides_in(&mj_caps, spec, index, allow_unvalidated);
-}
-
-moejit_status mj_check_act_overrides_in(const mj_caps_table *t, const moejit_spec *spec, int index,
-                                        int allow_unvalidated)
-{
-    if (!spec) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: spec is NULL");
-    const mj_backend_caps *c = row_of(t, spec->backend);
-    const char *backend = (unsigned)spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?";
-    const uint32_t bit = MJ_BIT(MJ_OVERRIDES_PER_EXPERT);
-    if (!c || !(c->built.act_overrides & bit))
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                       "args.act_param[%d]: must be NULL: backend %s does not apply per-expert activation "
-                       "overrides (supported act overrides: none)",
-                       index, backend);
-    if (!allow_unvalidated && !(c->validated.act_overrides & bit))
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                       "args.act_param[%d]: backend %s: act_param per_expert is built, not yet validated on "
-                       "hardware; set MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
-                       index, backend);
     return MOEJIT_OK;
 }
 

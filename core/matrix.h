@@ -20,12 +20,6 @@
 
 #define MJ_BIT(x) (1u << (unsigned)(x))
 
-/* Per-expert activation parameter overrides (moejit_moe_args.act_param) are no spec field but
- * an input of the forward that a backend applies or not; the matrix declares them like a
- * field (a spec's value is always "none"; mj_check_act_overrides checks a forward that gives
- * them). */
-typedef enum mj_act_overrides { MJ_OVERRIDES_NONE = 0, MJ_OVERRIDES_PER_EXPERT, MJ_OVERRIDES_COUNT } mj_act_overrides;
-
 /* One mask per spec field. */
 typedef struct mj_cap_masks {
     uint32_t quants;           /* MJ_BIT(mj_quant) */
@@ -70,13 +64,6 @@ moejit_status mj_check_support(const moejit_spec *spec);
  * refuse: this check passes them. */
 moejit_status mj_check_validated(const moejit_spec *spec, int allow_unvalidated);
 moejit_status mj_check_validated_in(const mj_caps_table *t, const moejit_spec *spec, int allow_unvalidated);
-
-/* For a forward that gives per-expert activation overrides: refuses (MOEJIT_ERR_UNSUPPORTED)
- * where spec's backend does not apply them, naming args.act_param[index], and where it has not
- * validated them, naming the setting that allows it, unless allow_unvalidated. */
-moejit_status mj_check_act_overrides(const moejit_spec *spec, int index, int allow_unvalidated);
-moejit_status mj_check_act_overrides_in(const mj_caps_table *t, const moejit_spec *spec, int index,
-                                        int allow_unvalidated);
 
 /* Appends the support matrix: format "text", "markdown" or "json". A value built but not
  * validated is marked: a trailing '*' in text and markdown (with a legend line), and in

@@ -38,6 +38,7 @@ const char *const mj_routing_names[MJ_ROUTING_COUNT] = {"softmax_topk",   "renor
                                                         "precomputed"};
 const char *const mj_w1_layout_names[MJ_W1_LAYOUT_COUNT] = {"up_gate", "gate_up", "interleaved"};
 const char *const mj_bias_names[MJ_BIAS_COUNT] = {"none", "b1", "b2", "both"};
+const char *const mj_act_overrides_names[MJ_OVERRIDES_COUNT] = {"none", "per_expert"};
 const char *const mj_fp8_act_names[MJ_FP8_ACT_COUNT] = {"tensor", "token", "static"};
 
 /* Compute capability of each arch, in mj_arch order. */
@@ -90,6 +91,7 @@ enum field {
     F_LOGITS,
     F_W1_LAYOUT,
     F_BIAS,
+    F_ACT_OVERRIDES,
     F_HIDDEN,
     F_INTER,
     F_EXPERTS,
@@ -100,7 +102,7 @@ enum field {
 static const char *const field_names[F_COUNT] = {
     "backend", "quant",   "group",      "zero_point",     "dtype",  "act",       "fp8_act", "arch",
     "routing", "n_group", "topk_group", "routed_scaling", "logits", "w1_layout", "bias",
-    "hidden",  "inter",   "experts",    "topk",           "tile"};
+    "act_overrides", "hidden",  "inter",   "experts",    "topk",           "tile"};
 
 /* A field's value as one reader found it, not yet interpreted. */
 typedef struct raw {
@@ -441,6 +443,7 @@ static moejit_status build_routing(const raw *fields, moejit_spec *s)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "logits: must be fp32 or bf16, got fp16");
     READ_ENUM(F_W1_LAYOUT, mj_w1_layout_names, MJ_W1_LAYOUT_COUNT, s->w1_layout);
     READ_ENUM(F_BIAS, mj_bias_names, MJ_BIAS_COUNT, s->bias);
+    READ_ENUM(F_ACT_OVERRIDES, mj_act_overrides_names, MJ_OVERRIDES_COUNT, s->act_overrides);
     return MOEJIT_OK;
 }
 
@@ -552,11 +555,14 @@ void mj_spec_format(const moejit_spec *s, mj_buf *b)
         mj_buf_printf(b, ",n_group=%d,topk_group=%d,routed_scaling=", s->n_group, s->topk_group);
         mj_buf_hexfloat(b, s->routed_scaling);
     }
-    mj_buf_printf(b, ",logits=%s,w1_layout=%s,bias=%s,hidden=%d,inter=%d,experts=%d,topk=%d,tile=%s",
-                  name_of(mj_dtype_names, MJ_DTYPE_COUNT, s->logits_dtype),
+    mj_buf_printf(b, ",logits=%s,w1_layout=%s,bias=%s", name_of(mj_dtype_names, MJ_DTYPE_COUNT, s->logits_dtype),
                   name_of(mj_w1_layout_names, MJ_W1_LAYOUT_COUNT, s->w1_layout),
-                  name_of(mj_bias_names, MJ_BIAS_COUNT, s->bias), s->hidden, s->inter, s->experts,
-                  s->topk, s->tile);
+                  name_of(mj_bias_names, MJ_BIAS_COUNT, s->bias));
+    /* only where set, as group and fp8_act: a spec without overrides keeps the text it had */
+    if (s->act_overrides != MJ_OVERRIDES_NONE)
+        mj_buf_printf(b, ",act_overrides=%s", name_of(mj_act_overrides_names, MJ_OVERRIDES_COUNT, s->act_overrides));
+    mj_buf_printf(b, ",hidden=%d,inter=%d,experts=%d,topk=%d,tile=%s", s->hidden, s->inter, s->experts, s->topk,
+                  s->tile);
 }
 
 static uint64_t fnv1a_str(const char *s)
@@ -747,6 +753,8 @@ moejit_status moejit_spec_to_json(const moejit_spec *s, char *buf, size_t cap, s
     ok = ok && cJSON_AddStringToObject(o, "logits", mj_dtype_names[s->logits_dtype]);
     ok = ok && cJSON_AddStringToObject(o, "w1_layout", mj_w1_layout_names[s->w1_layout]);
     ok = ok && cJSON_AddStringToObject(o, "bias", mj_bias_names[s->bias]);
+    if (s->act_overrides != MJ_OVERRIDES_NONE)
+        ok = ok && cJSON_AddStringToObject(o, "act_overrides", mj_act_overrides_names[s->act_overrides]);
     ok = ok && cJSON_AddNumberToObject(o, "hidden", s->hidden);
     ok = ok && cJSON_AddNumberToObject(o, "inter", s->inter);
     ok = ok && cJSON_AddNumberToObject(o, "experts", s->experts);

@@ -40,6 +40,11 @@ typedef enum mj_w1_layout { MJ_W1_UP_GATE = 0, MJ_W1_GATE_UP, MJ_W1_INTERLEAVED,
 
 typedef enum mj_bias { MJ_BIAS_NONE = 0, MJ_BIAS_B1, MJ_BIAS_B2, MJ_BIAS_BOTH, MJ_BIAS_COUNT } mj_bias;
 
+/* Whether a forward may pass per-expert activation overrides (moejit_moe_args.act_param): the
+ * tensor-core layers apply them only where the spec asks (their epilogue otherwise keeps the
+ * activation's parameters as compile-time constants); simt's kernels apply them either way. */
+typedef enum mj_act_overrides { MJ_OVERRIDES_NONE = 0, MJ_OVERRIDES_PER_EXPERT, MJ_OVERRIDES_COUNT } mj_act_overrides;
+
 /* quant=fp8_tensor: how x becomes e4m3 — a dynamic scale per tensor or per token (amax/448,
  * computed in the kernel), or x handed over already in e4m3 with a static fp32 scale
  * (moejit_moe_args.x_scale). */
@@ -55,6 +60,7 @@ struct moejit_spec {
     mj_dtype logits_dtype;   /* router logits: fp32 or bf16 */
     mj_w1_layout w1_layout;
     mj_bias bias;
+    mj_act_overrides act_overrides;
     int group_size;          /* w4a16: 32, 64, 128; otherwise 0 */
     int zero_point;          /* w4a16: 0 or 1; otherwise 0 */
     mj_fp8_act fp8_act;      /* fp8_tensor: tensor (default), token, static; otherwise tensor */
@@ -75,6 +81,7 @@ extern const char *const mj_arch_names[MJ_ARCH_COUNT];    /* "sm_80" ... "sm_120
 extern const char *const mj_routing_names[MJ_ROUTING_COUNT];
 extern const char *const mj_w1_layout_names[MJ_W1_LAYOUT_COUNT];
 extern const char *const mj_bias_names[MJ_BIAS_COUNT];
+extern const char *const mj_act_overrides_names[MJ_OVERRIDES_COUNT];
 extern const char *const mj_fp8_act_names[MJ_FP8_ACT_COUNT];
 
 /* NVRTC's name for the arch ("sm_90a" for MJ_ARCH_SM90A). */

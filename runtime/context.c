@@ -312,7 +312,7 @@ static moejit_status build_kernel(moejit_context *ctx, const moejit_spec *spec, 
                      "allowed: 1..%d", spec->canonical, k->program.n_kernels, MJ_MAX_KERNELS);
     if (st == MOEJIT_OK) {
         memcpy(k->key, in.key.hex, sizeof k->key);
-        k->knobs = (mj_launch_knobs){ctx->settings.decode, ctx->settings.pdl, ctx->settings.allow_unvalidated};
+        k->knobs = (mj_launch_knobs){ctx->settings.decode, ctx->settings.pdl};
         atomic_fetch_add(&ctx->build_count, 1);
         st = load_kernel(ctx, k);
     }

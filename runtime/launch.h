@@ -18,11 +18,10 @@
 typedef struct mj_launch_knobs {
     int decode; /* MJ_DECODE_* */
     int pdl;    /* MJ_PDL_* */
-    int allow_unvalidated; /* inputs built but not validated on hardware (act_param overrides) */
 } mj_launch_knobs;
 
 /* The defaults, for launches without a context (NULL knobs mean the same). */
-#define MJ_LAUNCH_KNOBS_DEFAULT ((mj_launch_knobs){MJ_DECODE_AUTO, MJ_PDL_ALL, 0})
+#define MJ_LAUNCH_KNOBS_DEFAULT ((mj_launch_knobs){MJ_DECODE_AUTO, MJ_PDL_ALL})
 
 /* Validates args' shape against spec (pinned dims, multiples of 8, E <= 512, k <= 32 ...),
  * naming the field on error. Pointers are not inspected. */

@@ -61,7 +61,6 @@
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
-#include "core/matrix.h"
 #include "core/status.h"
 
 static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, "16-byte cp.async loads"};
@@ -130,8 +129,7 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 }
 
 /* Tensors a bf16/fp16 mma-family layer cannot honour: refusing beats silently ignoring them. */
-static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a,
-                                    int allow_unvalidated)
+static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a)
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
     const int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3;
@@ -157,11 +155,15 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
                            ptrs[i].name, ptrs[i].align, ptrs[i].why, ptrs[i].p);
     }
     /* scales, zero points (none: 16-bit weights), b1, b2 and the overrides, as every backend
-     * checks them; then whether this backend applies the overrides given */
+     * checks them; the overrides only in a layer built for them */
     moejit_status st = mj_launch_check_format_inputs(spec, a);
-    for (int i = 0; st == MOEJIT_OK && i < MJ_ACT_MAX_PARAMS; i++)
-        if (a->act_param[i]) st = mj_check_act_overrides(spec, i, allow_unvalidated);
     if (st != MOEJIT_OK) return st;
+    for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
+        if (a->act_param[i] && spec->act_overrides != MJ_OVERRIDES_PER_EXPERT)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "args.act_param[%d]: must be NULL: backend %s applies per-expert activation overrides "
+                           "only in a layer built for them (add act_overrides=per_expert to the spec)",
+                           i, mj_backend_names[l->backend]);
     return MOEJIT_OK;
 }
 
@@ -182,7 +184,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "forward: driver, spec, module and args must not be NULL");
     moejit_status st = check_spec(l, spec);
     if (st == MOEJIT_OK) st = mj_launch_check_shape(spec, args);
-    if (st == MOEJIT_OK) st = check_pointers(l, spec, args, knobs ? knobs->allow_unvalidated : 0);
+    if (st == MOEJIT_OK) st = check_pointers(l, spec, args);
     if (st != MOEJIT_OK) return st;
 
     /* the plan without the device; the decode layer below where it may run */

@@ -122,7 +122,7 @@ __device__ __forceinline__ void gemm1_act_large(const mj_layer_params &p, const 
     Main::run(smem, a_row, b_row, H, acc);
 
     // ---- epilogue: (b1,) activation, round once, 4-byte stores of 2 adjacent columns ----
-    with_expert_act<kAct>(p, spec_act, tile.expert, [&](const ActParams &act) {
+    with_expert_act<kAct, X::kOverrides>(p, spec_act, tile.expert, [&](const ActParams &act) {
         gemm1_large_epilogue<D, kAct, X, Main>(p, act, acc, tile, j0, I);
     });
 }
@@ -199,7 +199,7 @@ __device__ __forceinline__ void gemm1_act_small(const mj_layer_params &p, const 
     grid_dep_launch();
 
     // ---- epilogue: 2-byte stores (a decode intermediate is a few KB) ----
-    with_expert_act<kAct>(p, spec_act, tile.expert, [&](const ActParams &act) {
+    with_expert_act<kAct, X::kOverrides>(p, spec_act, tile.expert, [&](const ActParams &act) {
         gemm1_small_epilogue<D, kAct, X, Main>(p, act, acc, tile, j0, I);
     });
 }

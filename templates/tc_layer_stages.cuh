@@ -11,7 +11,7 @@
 // as for simt_layer.cuh): kDtype, kLogitsDtype, kActKind, kGated, kActParam0..2,
 // kActPresent0..2, kRouting, kNGroup, kTopkGroup, kRoutedScaling (route.cuh's grouping),
 // kPinnedHidden/Inter/Experts/Topk (0 = runtime); and, only where they differ from up_gate
-// without biases, kW1Layout, kHasB1, kHasB2 (tc_defaults below).
+// without biases or overrides, kW1Layout, kHasB1, kHasB2, kActOverrides (tc_defaults below).
 #pragma once
 
 #include "act.cuh"
@@ -43,6 +43,7 @@ namespace tc_defaults {
 constexpr W1Layout kW1Layout = W1Layout::up_gate;
 constexpr bool kHasB1 = false;
 constexpr bool kHasB2 = false;
+constexpr bool kActOverrides = false;
 } // namespace tc_defaults
 namespace cfg {
 using namespace mj::tc_defaults;
@@ -54,7 +55,7 @@ using namespace mj::cfg;
 using namespace mj::layer_cfg;
 
 // The epilogue options of every GEMM of this layer (weight_layout.cuh).
-using Extras = LayerExtras<cfg::kW1Layout, cfg::kHasB1, cfg::kHasB2>;
+using Extras = LayerExtras<cfg::kW1Layout, cfg::kHasB1, cfg::kHasB2, cfg::kActOverrides>;
 
 } // namespace tc_layer
 } // namespace mj

@@ -41,33 +41,28 @@ __device__ __forceinline__ ActParams expert_act_params(const mj_layer_params &p,
     return a;
 }
 
-// Runs epilogue(act) with the spec's parameters where the forward gives no override, so that
-// they stay the compile-time constants the activation folds (a default SwiGLU's clamps vanish:
-// 1 % of a prefill layer), else with expert e's. The test is one uniform branch per tile.
-template <int kAct, class Epilogue>
+// Runs epilogue(act) with the spec's parameters, constants the activation folds (a default
+// SwiGLU's clamps vanish), in a layer without overrides (kOverrides false: the epilogue is
+// exactly what it was before overrides existed), and in a layer with them with expert e's
+// (each replaced where the forward gives its array: run-time values, one epilogue).
+template <int kAct, bool kOverrides, class Epilogue>
 __device__ __forceinline__ void with_expert_act(const mj_layer_params &p, const ActParams &spec_act, int e,
                                                 Epilogue &&epilogue)
 {
     constexpr int kN = act_n_params(kAct);
-    if constexpr (kN == 0) {
-        epilogue(spec_act);
-    } else {
-        bool any = false;
-#pragma unroll
-        for (int i = 0; i < kN; ++i) any |= p.act_param[i] != 0ull;
-        if (!any) epilogue(spec_act);
-        else epilogue(expert_act_params<kN>(p, spec_act, e));
-    }
+    if constexpr (kN == 0 || !kOverrides) epilogue(spec_act);
+    else epilogue(expert_act_params<kN>(p, spec_act, e));
 }
 
-// The tensor-core epilogues' options: W1's layout, whether b1 and b2 are given. PlainLayer
-// (up_gate, no bias) is what the generated source implies when it names none of them.
-template <W1Layout kLayout_, bool kB1_, bool kB2_>
+// The tensor-core epilogues' options: W1's layout, whether b1 and b2 are given, whether the
+// forward may override the activation's parameters per expert. PlainLayer (up_gate, none of
+// them) is what the generated source implies when it names none of them.
+template <W1Layout kLayout_, bool kB1_, bool kB2_, bool kOverrides_ = false>
 struct LayerExtras {
     static constexpr W1Layout kLayout = kLayout_;
-    static constexpr bool kB1 = kB1_, kB2 = kB2_;
+    static constexpr bool kB1 = kB1_, kB2 = kB2_, kOverrides = kOverrides_;
 };
-using PlainLayer = LayerExtras<W1Layout::up_gate, false, false>;
+using PlainLayer = LayerExtras<W1Layout::up_gate, false, false, false>;
 
 // b1 of W1 row `row` of local expert e in fp32 (b1: [E_local, rows1] in the dtype).
 template <Dtype D>

@@ -209,15 +209,6 @@ __host__ __device__ constexpr int w1_gate_plane_delta()
     return kLayout == W1Layout::up_gate ? 1 : -1;
 }
 
-// y's value of output column h before its rounding (+ b2 where the layer has it; columns past
-// H, whose stores are skipped, read no bias).
-template <Dtype D, class X>
-__device__ __forceinline__ float wg_y(const mj_layer_params &p, int e, int H, int h, float acc)
-{
-    if constexpr (X::kB2) return h < H ? y_value<D, X>(p, e, H, h, acc) : acc;
-    else return acc;
-}
-
 struct WgSchedule {
     u32 rank; // the CTA's rank in its cluster (0 outside the pair path)
     int first_tile, tile_step;
@@ -407,6 +398,48 @@ __device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_
     if (lane == 0) release(prev);
 }
 
+// GEMM2's epilogue of m64 block b with b2 (wg_store_block's y stores, the same lanes and
+// stores): column pairs outermost, so that each of a thread's b2 pairs is loaded once, as one
+// 4-byte load, for both of its rows, and only a column pair's are live at a time (all of them
+// hoisted above the stores spilled).
+template <class S, Dtype D>
+__device__ __forceinline__ void wg_store_y_b2(const mj_layer_params &p, int H, const RowTile &rt, int col, int r0,
+                                              int wq, int lane, const float (&acc)[S::kAcc], int b)
+{
+    const int c_in = 2 * (lane % 4);
+    const bool odd = (lane & 1) != 0;
+    const u16 *b2e = reinterpret_cast<const u16 *>(p.b2) + static_cast<i64>(rt.expert) * H;
+    bool row_ok[2];
+    u16 *dst[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = r0 + 64 * b + wq * 16 + lane / 4 + 8 * h;
+        row_ok[h] = m < rt.rows;
+        const int pair = row_ok[h] ? reinterpret_cast<const int *>(p.ws_rows)[rt.row0 + m] : 0;
+        dst[h] = reinterpret_cast<u16 *>(p.ws_y) + static_cast<i64>(pair) * H;
+    }
+    const int c0 = col * S::BN + (c_in & ~2);
+#pragma unroll
+    for (int j = 0; j < S::BN / 8; j += 2) {
+        const int cj = col * S::BN + c_in + 8 * j; // this thread's columns of blocks j (cj, +1), j + 1 (+8, +9)
+        const u32 bj = cj < H ? *reinterpret_cast<const u32 *>(b2e + cj) : 0u; // H % 8 == 0: pairs in or out
+        const u32 bk = cj + 8 < H ? *reinterpret_cast<const u32 *>(b2e + cj + 8) : 0u;
+        const float bj0 = to_float<D>(static_cast<u16>(bj)), bj1 = to_float<D>(static_cast<u16>(bj >> 16));
+        const float bk0 = to_float<D>(static_cast<u16>(bk)), bk1 = to_float<D>(static_cast<u16>(bk >> 16));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32 pj = pack2_rn<D>(acc[4 * j + 2 * h] + bj0, acc[4 * j + 2 * h + 1] + bj1);
+            const u32 pj1 = pack2_rn<D>(acc[4 * j + 4 + 2 * h] + bk0, acc[4 * j + 4 + 2 * h + 1] + bk1);
+            const u32 got = __shfl_xor_sync(0xffffffffu, odd ? pj : pj1, 1);
+            const int c = c0 + 8 * (odd ? j + 1 : j);
+            Vec8 v;
+            v.w[0] = odd ? got : pj;
+            v.w[1] = odd ? pj1 : got;
+            if (row_ok[h] && c < H) *reinterpret_cast<Vec8 *>(dst[h] + c) = v;
+        }
+    }
+}
+
 // The epilogue of m64 block b of a consumer warpgroup (rows r0 + 64·b of the tile), straight
 // from its accumulators (by reference: a pointer picking acc0 or acc1 would put them in local
 // memory). GEMM2: y[pair, h] rounded once, 8 bytes per thread; GEMM1: the activation (gated:
@@ -419,6 +452,10 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
+    if constexpr (kGemm2 && X::kB2) {
+        wg_store_y_b2<S, D>(p, H, rt, col, r0, wq, lane, acc, b);
+        return;
+    }
     const int c_in = 2 * (lane % 4); // column pair inside each 8-column block
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -436,11 +473,8 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
             const int c0 = col * S::BN + (c_in & ~2); // + 8j (even) or 8(j + 1) (odd)
 #pragma unroll
             for (int j = 0; j < S::BN / 8; j += 2) {
-                const int cj = col * S::BN + c_in + 8 * j; // this thread's columns of blocks j, j + 1
-                const u32 pj = pack2_rn<D>(wg_y<D, X>(p, rt.expert, H, cj, acc[4 * j + 2 * h]),
-                                           wg_y<D, X>(p, rt.expert, H, cj + 1, acc[4 * j + 2 * h + 1]));
-                const u32 pj1 = pack2_rn<D>(wg_y<D, X>(p, rt.expert, H, cj + 8, acc[4 * j + 4 + 2 * h]),
-                                            wg_y<D, X>(p, rt.expert, H, cj + 9, acc[4 * j + 4 + 2 * h + 1]));
+                const u32 pj = pack2_rn<D>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                const u32 pj1 = pack2_rn<D>(acc[4 * j + 4 + 2 * h], acc[4 * j + 4 + 2 * h + 1]);
                 const u32 got = __shfl_xor_sync(0xffffffffu, odd ? pj : pj1, 1);
                 const int c = c0 + 8 * (odd ? j + 1 : j);
                 Vec8 v;
@@ -518,7 +552,7 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
             }
         };
         if constexpr (kKind == WgGemm::gemm2) store(spec_act);
-        else with_expert_act<kAct>(p, spec_act, rt.expert, store);
+        else with_expert_act<kAct, X::kOverrides>(p, spec_act, rt.expert, store);
     }
 }
 

@@ -52,7 +52,7 @@ typedef struct launch_rec {
 } launch_rec;
 
 /* The launch settings every forward of these tests runs with (a test may change them). */
-static mj_launch_knobs g_knobs = {MJ_DECODE_AUTO, MJ_PDL_ALL, 0};
+static mj_launch_knobs g_knobs = {MJ_DECODE_AUTO, MJ_PDL_ALL};
 
 static launch_rec recs[32];
 static int n_recs;
@@ -1196,10 +1196,11 @@ END_TEST
 static void drop_b1_tc(moejit_moe_args *a) { a->b1 = NULL; }
 static void add_b2_tc(moejit_moe_args *a) { a->b2 = dev(13); }
 static void odd_b1_tc(moejit_moe_args *a) { a->b1 = (const char *)dev(12) + 1; }
+static void override_2_tc(moejit_moe_args *a) { a->act_param[2] = (const float *)dev(24); }
 
 /* b1 and b2 on the tensor-core backends: required exactly when the spec has them, handed to
- * the kernels on every path; per-expert overrides are built but unvalidated there, so refused
- * naming the setting unless it is on, then handed over too. */
+ * the kernels on every path; per-expert overrides only where the spec has
+ * act_overrides=per_expert, then handed over too. */
 START_TEST(tensor_core_biases_and_overrides_are_checked_and_handed_to_the_kernels)
 {
     static const char *const backends[] = {"backend=mma,arch=sm_80", "backend=wgmma,arch=sm_90a"};
@@ -1216,8 +1217,13 @@ START_TEST(tensor_core_biases_and_overrides_are_checked_and_handed_to_the_kernel
             ck_assert_uint_eq(tc_b1, (uintptr_t)dev(12));
             ck_assert_uint_eq(tc_b2, (uintptr_t)dev(13));
         }
-        /* overrides: refused while unvalidated, naming the setting; allowed with it */
-        moejit_spec *s = spec_of(both);
+        /* overrides: only in a layer whose spec asks for them, then handed over */
+        forward_fails(both, 5, 2048, 768, 128, 8, override_2_tc,
+                      "args.act_param[2]: must be NULL: backend ");
+        ck_assert_ptr_nonnull(strstr(moejit_last_error(), "add act_overrides=per_expert to the spec"));
+        char with[240];
+        snprintf(with, sizeof with, "%s,act_overrides=per_expert", both);
+        moejit_spec *s = spec_of(with);
         moejit_moe_args a = args_for(s, 5, 2048, 768, 128, 8);
         a.act_param[2] = (const float *)dev(24);
         size_t bytes = 0;
@@ -1226,25 +1232,17 @@ START_TEST(tensor_core_biases_and_overrides_are_checked_and_handed_to_the_kernel
         mj_module m;
         tc_setup(&d, &m);
         ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &g_knobs),
-                         MOEJIT_ERR_UNSUPPORTED);
-        ck_assert_msg(strstr(moejit_last_error(), "args.act_param[2]: backend ") &&
-                          strstr(moejit_last_error(), "act_param per_expert is built, not yet validated on hardware; "
-                                                      "set MOEJIT_ALLOW_UNVALIDATED=1"),
-                      "%s", moejit_last_error());
-        ck_assert_int_eq(n_tc_recs, 0);
-        mj_launch_knobs allow = g_knobs;
-        allow.allow_unvalidated = 1;
-        ck_assert_int_eq(mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &allow),
                          MOEJIT_OK);
         ck_assert_uint_eq(tc_act_param[2], (uintptr_t)dev(24));
         ck_assert_uint_eq(tc_act_param[0], 0);
-        /* an index past the activation's parameters stays refused whatever the setting */
-        a.act_param[2] = NULL;
-        moejit_spec *g = spec_of(b1);
+        /* an index past the activation's parameters stays refused */
+        char g_with[240];
+        snprintf(g_with, sizeof g_with, "%s,act_overrides=per_expert", b1);
+        moejit_spec *g = spec_of(g_with);
         moejit_moe_args ga = args_for(g, 5, 2048, 768, 128, 8);
         ga.act_param[0] = (const float *)dev(24);
         ck_assert_int_eq(mj_launch_workspace_size(g, &ga, &bytes), MOEJIT_OK);
-        ck_assert_int_eq(mj_launch_forward(&d, g, &m, &ga, (void *)(uintptr_t)0x70000000u, bytes, NULL, &allow),
+        ck_assert_int_eq(mj_launch_forward(&d, g, &m, &ga, (void *)(uintptr_t)0x70000000u, bytes, NULL, &g_knobs),
                          MOEJIT_ERR_INVALID_ARGUMENT);
         ck_assert_str_eq(moejit_last_error(),
                          "args.act_param[0]: must be NULL: activation gelu has no parameters to override");

@@ -366,26 +366,20 @@ START_TEST(printers_mark_unvalidated_values)
 }
 END_TEST
 
-/* Per-expert overrides: simt applies them; mma and wgmma build them but, until their GPU run,
- * refuse them naming the setting unless allowed; a backend that does not build them refuses
- * them whatever the setting, naming the argument. */
-START_TEST(act_overrides_are_checked_against_the_row)
+/* act_overrides is a spec field like the others: simt builds and has validated both values;
+ * a row that does not build per_expert refuses it naming the field. */
+START_TEST(act_overrides_is_checked_against_the_row)
 {
-    moejit_spec *simt = parse_ok("backend=simt,quant=bf16,act=swiglu,arch=sm_90a");
-    moejit_spec *mma = parse_ok("backend=mma,quant=bf16,act=swiglu,arch=sm_90a");
-    ck_assert_int_eq(mj_check_act_overrides(simt, 0, 0), MOEJIT_OK);
-    ck_assert_int_eq(mj_check_act_overrides(mma, 1, 0), MOEJIT_ERR_UNSUPPORTED);
-    ck_assert_str_eq(moejit_last_error(),
-                     "args.act_param[1]: backend mma: act_param per_expert is built, not yet validated on hardware; "
-                     "set MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it");
-    ck_assert_int_eq(mj_check_act_overrides(mma, 1, 1), MOEJIT_OK);
+    moejit_spec *simt = parse_ok("backend=simt,quant=bf16,act=swiglu,arch=sm_90a,act_overrides=per_expert");
+    moejit_spec *mma = parse_ok("backend=mma,quant=bf16,act=swiglu,arch=sm_90a,act_overrides=per_expert");
+    ck_assert_int_eq(moejit_check_support(simt), MOEJIT_OK);
+    ck_assert_int_eq(mj_check_validated(simt, 0), MOEJIT_OK);
+    ck_assert_int_eq(moejit_check_support(mma), MOEJIT_OK);
     mj_caps_table t = pending();
     for (size_t r = 0; r < t.n; r++)
         if (pending_rows[r].backend == MJ_BACKEND_MMA)
             pending_rows[r].built.act_overrides = pending_rows[r].validated.act_overrides = MJ_BIT(MJ_OVERRIDES_NONE);
-    ck_assert_int_eq(mj_check_act_overrides_in(&t, mma, 2, 1), MOEJIT_ERR_UNSUPPORTED);
-    ck_assert_str_eq(moejit_last_error(), "args.act_param[2]: must be NULL: backend mma does not apply per-expert "
-                                          "activation overrides (supported act overrides: none)");
+    ck_assert_int_eq(mj_check_validated_in(&t, mma, 0), MOEJIT_OK); /* not built: check_support's to refuse */
     moejit_spec_destroy(simt);
     moejit_spec_destroy(mma);
 }
@@ -405,7 +399,7 @@ static Suite *matrix_suite(void)
     tcase_add_test(tc, validated_values_are_a_subset_of_the_built_ones);
     tcase_add_test(tc, unvalidated_values_are_refused_unless_allowed);
     tcase_add_test(tc, printers_mark_unvalidated_values);
-    tcase_add_test(tc, act_overrides_are_checked_against_the_row);
+    tcase_add_test(tc, act_overrides_is_checked_against_the_row);
     suite_add_tcase(s, tc);
     return s;
 }

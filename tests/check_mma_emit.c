@@ -248,16 +248,16 @@ START_TEST(every_activation_compiles_at_sm90a)
 }
 END_TEST
 
-/* Every W1 layout and bias value, gated and ungated, with and without activation parameters
- * (whose per-expert overrides every GEMM1 epilogue applies), at sm_80 and sm_90a: a sample of
- * the product in which every value appears; SASS as for the plain layers. */
+/* Every W1 layout, bias and act_overrides value, gated and ungated, with and without activation
+ * parameters, at sm_80 and sm_90a: a sample of the product in which every value appears; SASS
+ * as for the plain layers. */
 START_TEST(every_w1_layout_and_bias_compiles_without_spills)
 {
     static const char *const specs[] = {
         "backend=mma,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a,w1_layout=interleaved,bias=both,"
-        "routing=sigmoid_topk",
+        "routing=sigmoid_topk,act_overrides=per_expert",
         "backend=mma,quant=fp16,act=swiglu_step,arch=sm_80,w1_layout=gate_up,bias=b2,routing=deepseek_v3,"
-        "n_group=4,topk_group=2,experts=64,topk=4",
+        "n_group=4,topk_group=2,experts=64,topk=4,act_overrides=per_expert",
         "backend=mma,quant=bf16,act=gelu,arch=sm_80,w1_layout=interleaved,bias=b1,routing=llama4",
     };
     const size_t n = mj_test_quick() ? 1 : sizeof specs / sizeof specs[0];

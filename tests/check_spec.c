@@ -82,7 +82,26 @@ static const char *const samples[] = {
     "routed_scaling=2.5,experts=256,topk=8,logits=bf16,w1_layout=interleaved",
     "act=situ(gate_scale=3,linear_scale=none,clamp_limit=7),arch=sm_120a,tile=m64n128_k32",
     "act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_100a,routing=precomputed,w1_layout=gate_up",
+    "backend=mma,act=swiglu_step,arch=sm_90a,bias=b2,act_overrides=per_expert",
 };
+
+/* act_overrides appears in the canonical text only where set (as group or fp8_act), so a
+ * spec without overrides keeps the text, hence the key, it had; a bad value names the field. */
+START_TEST(act_overrides_is_printed_only_where_set)
+{
+    moejit_spec *a = parse_ok("arch=sm_90a,act_overrides=none");
+    ck_assert_ptr_null(strstr(moejit_spec_canonical(a), "act_overrides"));
+    moejit_spec *b = parse_ok("arch=sm_90a,act_overrides=per_expert");
+    ck_assert_ptr_nonnull(strstr(moejit_spec_canonical(b), ",bias=none,act_overrides=per_expert,hidden=0,"));
+    ck_assert(!moejit_spec_equal(a, b));
+    moejit_spec_destroy(a);
+    moejit_spec_destroy(b);
+    moejit_spec *c = NULL;
+    ck_assert_int_eq(moejit_spec_parse("arch=sm_90a,act_overrides=yes", &c), MOEJIT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "act_overrides"));
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "per_expert"));
+}
+END_TEST
 
 START_TEST(defaults_fill_every_field)
 {
@@ -417,6 +436,7 @@ static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, act_overrides_is_printed_only_where_set);
     tcase_add_test(tc, defaults_fill_every_field);
     tcase_add_test(tc, fields_in_any_order_with_spaces_give_one_canonical);
     tcase_add_test(tc, canonical_text_parses_back_to_itself);

@@ -98,6 +98,11 @@ START_TEST(w1_layout_and_biases_enter_the_source_only_where_they_differ)
     char *plain = source_of(BASE);
     ck_assert_ptr_null(strstr(plain, "kW1Layout"));
     ck_assert_ptr_null(strstr(plain, "kHasB1"));
+    ck_assert_ptr_null(strstr(plain, "kActOverrides"));
+    char *over = source_of(BASE ",act_overrides=per_expert");
+    ck_assert_ptr_nonnull(strstr(over, "constexpr bool kActOverrides = true;"));
+    ck_assert_ptr_null(strstr(over, "kW1Layout"));
+    free(over);
     static const char *const extras[] = {",w1_layout=gate_up", ",w1_layout=interleaved", ",bias=b1", ",bias=b2",
                                          ",bias=both"};
     char *src[5];
@@ -310,14 +315,14 @@ START_TEST(every_activation_compiles_for_sm90a_without_spills)
 }
 END_TEST
 
-/* Every W1 layout and bias value, on gated and ungated activations with and without parameters
- * (whose per-expert overrides every GEMM1 epilogue applies), across routing methods: a sample
- * of the product in which every value appears. */
+/* Every W1 layout, bias and act_overrides value, on gated and ungated activations with and
+ * without parameters, across routing methods: a sample of the product in which every value
+ * appears. */
 static const char *const extras_specs[] = {
     "backend=wgmma,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=sm_90a,w1_layout=interleaved,"
-    "bias=both,routing=sigmoid_topk",
+    "bias=both,routing=sigmoid_topk,act_overrides=per_expert",
     "backend=wgmma,quant=fp16,act=situ(gate_scale=4,linear_scale=25),arch=sm_90a,w1_layout=gate_up,bias=b1,"
-    "routing=softmax_topk,logits=bf16",
+    "routing=softmax_topk,logits=bf16,act_overrides=per_expert",
     "backend=wgmma,quant=bf16,act=relu2,arch=sm_90a,w1_layout=interleaved,bias=b2,routing=llama4",
 };
 

@@ -23,7 +23,7 @@ moejit_status bench_layer_build(moejit_context *ctx, const char *text, bench_lay
 {
     memset(L, 0, sizeof *L);
     const mj_settings *s = mj_context_settings(ctx);
-    L->knobs = (mj_launch_knobs){s->decode, s->pdl, s->allow_unvalidated};
+    L->knobs = (mj_launch_knobs){s->decode, s->pdl};
     moejit_status st = moejit_spec_parse(text, &L->spec);
     if (st != MOEJIT_OK) return st;
     if (moejit_check_support(L->spec) == MOEJIT_OK) {

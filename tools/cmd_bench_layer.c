@@ -343,7 +343,7 @@ static int ref_overrides;
 static int ref_wrong_layout = -1;
 /* --extras: fields appended to every reference layer's spec (",w1_layout=...,bias=..."), and
  * a negative control: b2 or the overrides left out of the reference (which must then fail) */
-static char ref_fields[96];
+static char ref_fields[128];
 static int ref_drop_b2, ref_drop_overrides;
 
 /* Expert e's override of parameter i of activation d: the first parameter scaled by 0.5 +
@@ -661,11 +661,12 @@ static int reference_routing_case(const mj_gpu *g, moejit_context *ctx, const ch
 static int reference_extras(const mj_gpu *g, moejit_context *ctx, const char *backend, FILE *log, int *runs)
 {
     static const struct { const char *act, *dtype, *fields; int overrides; } c[] = {
-        {"swiglu(alpha=1.702,beta=1,limit=7)", "bf16", ",w1_layout=interleaved,bias=both", 1},
+        {"swiglu(alpha=1.702,beta=1,limit=7)", "bf16", ",w1_layout=interleaved,bias=both,act_overrides=per_expert", 1},
         {"geglu", "fp16", ",w1_layout=gate_up,bias=b1", 0},
         {"relu2", "bf16", ",w1_layout=interleaved,bias=b2", 0},
-        {"situ(gate_scale=4,linear_scale=25,clamp_limit=6)", "fp16", ",bias=none", 1},
-        {"swiglu", "bf16", ",w1_layout=gate_up,bias=both", 1},
+        {"situ(gate_scale=4,linear_scale=25,clamp_limit=6)", "fp16", ",act_overrides=per_expert", 1},
+        {"swiglu", "bf16", ",w1_layout=gate_up,bias=both,act_overrides=per_expert", 1},
+        {"swiglu_step", "fp16", ",w1_layout=interleaved,bias=b1,act_overrides=per_expert", 0},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {

@@ -1,8 +1,6 @@
 """On a CUDA device: the operator against the float64 reference and against backend=simt, in
 CUDA-graph capture and replay, under torch.compile(fullgraph=True), on a side stream, with
 opcheck on real tensors, and tensors on the wrong device or of the wrong dtype refused."""
-import os
-
 import pytest
 import torch
 from conftest import HAVE_CUDA
@@ -44,14 +42,15 @@ def test_against_float64_reference(spec, backend):
     if not moejit.supports(moejit.runtime.with_arch(spec, moejit.runtime.arch_of_device(0))):
         pytest.skip("backend=auto: no backend")
     resolved = moejit.inspect(moejit.runtime.with_arch(spec, moejit.runtime.arch_of_device(0)), compile=False).spec
-    # per-expert activation overrides: every backend applies them; the tensor-core backends'
-    # are built but not yet validated on hardware, so refused naming act_param unless allowed
-    overrides = resolved.startswith("backend=simt,") or os.environ.get("MOEJIT_ALLOW_UNVALIDATED") == "1"
-    if not overrides and "act=situ" in spec:
-        kw = make_inputs(spec, T=9, H=256, I=128, E=8, k=k, device=DEV, act_params=True)
-        with pytest.raises(moejit.Unsupported, match="act_param"):
-            moejit.fused_moe(spec, **kw)
-    kw = make_inputs(spec, T=9, H=256, I=128, E=8, k=k, device=DEV, act_params=overrides)
+    # per-expert activation overrides: a tensor-core layer applies them only where its spec asks
+    # for them (act_overrides=per_expert); simt's kernels apply them whatever the spec
+    if not resolved.startswith("backend=simt,"):
+        if "act=situ" in spec:
+            kw = make_inputs(spec, T=9, H=256, I=128, E=8, k=k, device=DEV, act_params=True)
+            with pytest.raises(moejit.InvalidArgument, match="act_overrides=per_expert"):
+                moejit.fused_moe(spec, **kw)
+        spec += ",act_overrides=per_expert"
+    kw = make_inputs(spec, T=9, H=256, I=128, E=8, k=k, device=DEV, act_params=True)
     out = moejit.fused_moe(spec, **kw)
     assert out.shape == (9, 256) and out.device.type == "cuda"
     close(out, reference(spec, kw))
