@@ -38,9 +38,9 @@
  * serves all their routing paths); validated are the values their device checks have passed
  * (H200, `bench layer --check --routing all`: the float64 reference on every decode and
  * prefill path, reruns bit-identical; docs/PERFORMANCE.md, "Validation"). */
-#define TC_MASKS(archs_, routings_, logits_)                                                            \
+#define TC_MASKS(quants_, archs_, routings_, logits_)                                                   \
     {                                                                                                   \
-        .quants = TC_QUANTS, .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
+        .quants = (quants_), .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
         .routings = (routings_), .w1_layouts = MJ_BIT(MJ_W1_UP_GATE), .biases = MJ_BIT(MJ_BIAS_NONE),   \
         .logits_dtypes = (logits_),                                                                     \
     }
@@ -48,6 +48,9 @@
 #define TC_BUILT_LOGITS (MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16))
 #define TC_VALIDATED_ROUTINGS TC_BUILT_ROUTINGS
 #define TC_VALIDATED_LOGITS TC_BUILT_LOGITS
+/* wgmma's fp8 GEMMs (templates/wgmma_fp8.cuh) are built and checked on the CPU (NVRTC, SASS:
+ * QGMMA, no local memory); they join the validated mask after their device check. */
+#define WGMMA_BUILT_QUANTS (TC_QUANTS | MJ_BIT(MJ_QUANT_FP8_TENSOR) | MJ_BIT(MJ_QUANT_FP8_BLOCK))
 
 const mj_backend_caps mj_backend_table[] = {
     {
@@ -59,8 +62,8 @@ const mj_backend_caps mj_backend_table[] = {
     {
         .backend = MJ_BACKEND_MMA,
         .summary = "warp-level tensor cores (mma.sync, ldmatrix, cp.async), sm_80+",
-        .built = TC_MASKS(ALL_ARCHS, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
-        .validated = TC_MASKS(ALL_ARCHS, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
+        .built = TC_MASKS(TC_QUANTS, ALL_ARCHS, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
+        .validated = TC_MASKS(TC_QUANTS, ALL_ARCHS, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
     },
     {
         /* Registered after its first device check (H200, every activation against the float64
@@ -68,8 +71,8 @@ const mj_backend_caps mj_backend_table[] = {
         .backend = MJ_BACKEND_WGMMA,
         .summary = "warpgroup MMA (wgmma, TMA and cp.async on mbarriers, warp-specialized, "
                    "persistent) for prefill, mma's kernels for decode; sm_90a only",
-        .built = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
-        .validated = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
+        .built = TC_MASKS(WGMMA_BUILT_QUANTS, MJ_BIT(MJ_ARCH_SM90A), TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
+        .validated = TC_MASKS(TC_QUANTS, MJ_BIT(MJ_ARCH_SM90A), TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
     },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];

@@ -10,7 +10,8 @@
 // The generated source defines namespace mj::cfg before including the layer (the same names
 // as for simt_layer.cuh): kDtype, kLogitsDtype, kActKind, kGated, kActParam0..2,
 // kActPresent0..2, kRouting, kNGroup, kTopkGroup, kRoutedScaling (route.cuh's grouping),
-// kPinnedHidden/Inter/Experts/Topk (0 = runtime).
+// kPinnedHidden/Inter/Experts/Topk (0 = runtime); an fp8 layer (wgmma only) also kQuant and
+// kFp8Act, announced by MJ_TC_QUANT_FP8 (a 16-bit layer's source stays as it was).
 #pragma once
 
 #include "act.cuh"
@@ -25,6 +26,7 @@
 #include "mma_gemm1_act.cuh"
 #include "mma_gemm2.cuh"
 #include "permute.cuh"
+#include "quant_act.cuh"
 #include "route.cuh"
 
 #ifndef MJ_TC_LARGE_BM
@@ -36,6 +38,50 @@ namespace tc_layer {
 
 using namespace mj::cfg;
 using namespace mj::layer_cfg;
+
+#ifdef MJ_TC_QUANT_FP8
+constexpr Quant kTcQuant = kQuant;
+constexpr Fp8Act kTcFp8Act = kFp8Act;
+#else
+constexpr Quant kTcQuant = kDtype == Dtype::bf16 ? Quant::bf16 : Quant::fp16;
+constexpr Fp8Act kTcFp8Act = Fp8Act::tensor;
+#endif
+// e4m3 weights: the layer runs the fp8 GEMMs of wgmma_fp8.cuh on every path, and its decode
+// kernels (mma's 16-bit small tiles) are compiled empty and never launched (runtime/gemm_plan.c)
+constexpr bool kTcFp8 = quant_fp8(kTcQuant);
+static_assert(!kTcFp8 || kTcQuant == Quant::fp8_block || kTcQuant == Quant::fp8_tensor, "fp8: tensor or block");
+
+// The route kernel's share of an fp8_tensor layer's activation scales (wgmma_fp8.cuh), one warp
+// per token t: amax of the token's x row (its bits at ws_xscale[t]; not for fp8_act=static) and
+// the zeroing of the intermediate's amax words that GEMM1's epilogue raises (per (token, slot)
+// for fp8_act=token, else the one word). fp8_block needs neither: its groups are one stage.
+__device__ __forceinline__ void fp8_route_token(const mj_layer_params &p, long long t, int lane)
+{
+    if constexpr (kTcQuant == Quant::fp8_tensor && kTcFp8Act != Fp8Act::static_scale) {
+        const int H = dim<kPinnedHidden>(p.hidden);
+        const u16 *row = reinterpret_cast<const u16 *>(p.x) + t * H;
+        u32 a = 0u;
+        for (int c = lane; c < H / 8; c += kWarp) {
+            const Vec16 v = ld_nc_16(row + c * 8);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const u32 b = abs_bits(to_float<kDtype>(vec16_elem(v, e)));
+                a = b > a ? b : a;
+            }
+        }
+        a = max_over_lanes<32>(a);
+        if (lane == 0) reinterpret_cast<u32 *>(p.ws_xscale)[t] = a;
+    }
+    if constexpr (kTcQuant == Quant::fp8_tensor) {
+        u32 *words = reinterpret_cast<u32 *>(p.ws_interscale);
+        const int k = dim<kPinnedTopk>(p.topk);
+        if constexpr (kTcFp8Act == Fp8Act::token) {
+            if (lane < k) words[t * k + lane] = 0u;
+        } else if (t == 0 && lane == 0) {
+            words[0] = 0u;
+        }
+    }
+}
 
 } // namespace tc_layer
 } // namespace mj
@@ -67,6 +113,7 @@ mj_route(const __grid_constant__ mj_layer_params p)
     mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
                                                    dim<kPinnedTopk>(p.topk), lane, gr,
                                                    mj::route_counts_copy(p, blockIdx.x));
+    if constexpr (kTcFp8) fp8_route_token(p, t, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
@@ -107,6 +154,7 @@ mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::grid_dep_wait(); // and grid_dep_launch after its mainloop (mma_gemm1_act.cuh)
     using namespace mj::tc_layer;
     const int bid = static_cast<int>(blockIdx.x);
@@ -124,6 +172,7 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedHidden>(p.hidden));
@@ -152,6 +201,7 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
     mj::gemm2_small<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
@@ -163,6 +213,7 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE>(
@@ -173,6 +224,7 @@ mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE>(
@@ -187,6 +239,7 @@ mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedHidden>(p.hidden));
@@ -218,6 +271,7 @@ mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_DECODE_RESET_THREADS)
 mj_decode_reset(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::decode_reset(p, dim<kPinnedHidden>(p.hidden));
 }
@@ -238,6 +292,7 @@ __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
 }
 
@@ -246,5 +301,6 @@ mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_SHALLOW_STAGES>(p);
 }
