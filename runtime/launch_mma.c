@@ -61,6 +61,7 @@
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
+#include "runtime/launch_tc_fp8.h"
 #include "core/status.h"
 
 static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, "16-byte cp.async loads"};
@@ -78,6 +79,13 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
                        has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
+    /* e4m3 weights: wgmma's fp8 GEMMs, on every path but mma's 16-bit small tiles */
+    if (mj_tc_is_fp8(spec) && l->backend != MJ_BACKEND_WGMMA)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports bf16, fp16; got %s", be,
+                       mj_quant_names[spec->quant]);
+    if (mj_tc_is_fp8(spec) && path == MJ_MMA_PATH_SMALL)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
+                       "tile: an fp8 %s layer has no small path; use auto, large, tall or pair; got %s", be, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -104,6 +112,7 @@ static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, cons
     }
     if (splits > 1) mj_launch_layout(spec, args, extra, splits, 4, w);
     else mj_launch_layout(spec, args, extra, 1, 2, w);
+    mj_tc_fp8_layout(spec, args, w);
 }
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
@@ -132,7 +141,7 @@ moejit_status mj_launch_mma_workspace_size(const moejit_spec *spec, const moejit
 static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec *spec, const moejit_moe_args *a)
 {
     const int tokens = a->num_tokens > 0, pre = spec->routing == MJ_ROUTING_PRECOMPUTED;
-    const int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3;
+    const int dsv3 = spec->routing == MJ_ROUTING_DEEPSEEK_V3, fp8 = mj_tc_is_fp8(spec);
     const size_t logit_align = spec->logits_dtype == MJ_DTYPE_FP32 ? 4 : 2;
     /* needed: 1 must be given, 0 not read, -1 optional (checked for alignment when given) */
     const struct { const void *p; const char *name; int needed; size_t align; const char *why; } ptrs[] = {
@@ -145,6 +154,8 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
         {a->topk_weights, "topk_weights", tokens && pre, 4, "fp32 elements"},
         {a->routing_bias, "routing_bias", dsv3 ? -1 : 0, 4, "fp32 elements"},
     };
+    moejit_status st = mj_tc_fp8_check_args(spec, a);
+    if (st != MOEJIT_OK) return st;
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
         if (!ptrs[i].needed || (ptrs[i].needed < 0 && !ptrs[i].p)) continue;
         if (!ptrs[i].p)
@@ -160,8 +171,9 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
     const struct { const void *p; const char *name, *why; } unused[] = {
         {a->b1, "b1", "the spec has bias=none"},
         {a->b2, "b2", "the spec has bias=none"},
-        {a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
-        {a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
+        {fp8 ? NULL : a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
+        {fp8 ? NULL : a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
+        {fp8 ? NULL : a->x_scale, "x_scale", "only quant=fp8_tensor with fp8_act=static takes a static x scale"},
         {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
         {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
         {dsv3 ? NULL : a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
