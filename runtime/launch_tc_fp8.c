@@ -58,14 +58,24 @@ moejit_status mj_tc_fp8_check_args(const moejit_spec *spec, const moejit_moe_arg
 
 void mj_tc_fp8_layout(const moejit_spec *spec, const moejit_moe_args *a, mj_ws_layout *w)
 {
-    if (!mj_tc_is_fp8(spec) || a->num_tokens == 0 || spec->quant != MJ_QUANT_FP8_TENSOR) return;
-    const size_t T = (size_t)a->num_tokens, pairs = T * (size_t)a->topk;
+    if (!mj_tc_is_fp8(spec) || a->num_tokens == 0) return;
+    const size_t T = (size_t)a->num_tokens, pairs = T * (size_t)a->topk, H = (size_t)a->hidden, I = (size_t)a->inter;
+    const int block = spec->quant == MJ_QUANT_FP8_BLOCK, token = !block && spec->fp8_act == MJ_FP8_ACT_TOKEN;
+    const int stat = !block && spec->fp8_act == MJ_FP8_ACT_STATIC;
     size_t at = w->total;
-    if (spec->fp8_act != MJ_FP8_ACT_STATIC) {
-        w->xscale = at;
-        at = mj_launch_align_up(at + 4 * T);
+    if (block || token) { /* x quantized by the route kernel */
+        w->xq = at;
+        at = mj_launch_align_up(at + T * H);
     }
-    w->interscale = at;
-    at = mj_launch_align_up(at + 4 * (spec->fp8_act == MJ_FP8_ACT_TOKEN ? pairs : 1));
+    if (!stat) { /* x's scales: per 128 of H, per token, or each token's amax */
+        w->xscale = at;
+        at = mj_launch_align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : T));
+    }
+    if (block) { /* the intermediate quantized by GEMM1's epilogue */
+        w->interq = at;
+        at = mj_launch_align_up(at + pairs * I);
+    }
+    w->interscale = at; /* its scales per 128 of I, or its amax words */
+    at = mj_launch_align_up(at + 4 * (block ? pairs * (I / MJ_FP8_BLOCK) : token ? pairs : 1));
     w->total = at;
 }

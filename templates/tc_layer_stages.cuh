@@ -26,8 +26,8 @@
 #include "mma_gemm1_act.cuh"
 #include "mma_gemm2.cuh"
 #include "permute.cuh"
-#include "quant_act.cuh"
 #include "route.cuh"
+#include "tc_fp8_quant.cuh"
 
 #ifndef MJ_TC_LARGE_BM
 #error "a tensor-core layer defines MJ_TC_LARGE_BM (its large GEMMs' rows per tile) before including this file"
@@ -50,38 +50,6 @@ constexpr Fp8Act kTcFp8Act = Fp8Act::tensor;
 // kernels (mma's 16-bit small tiles) are compiled empty and never launched (runtime/gemm_plan.c)
 constexpr bool kTcFp8 = quant_fp8(kTcQuant);
 static_assert(!kTcFp8 || kTcQuant == Quant::fp8_block || kTcQuant == Quant::fp8_tensor, "fp8: tensor or block");
-
-// The route kernel's share of an fp8_tensor layer's activation scales (wgmma_fp8.cuh), one warp
-// per token t: amax of the token's x row (its bits at ws_xscale[t]; not for fp8_act=static) and
-// the zeroing of the intermediate's amax words that GEMM1's epilogue raises (per (token, slot)
-// for fp8_act=token, else the one word). fp8_block needs neither: its groups are one stage.
-__device__ __forceinline__ void fp8_route_token(const mj_layer_params &p, long long t, int lane)
-{
-    if constexpr (kTcQuant == Quant::fp8_tensor && kTcFp8Act != Fp8Act::static_scale) {
-        const int H = dim<kPinnedHidden>(p.hidden);
-        const u16 *row = reinterpret_cast<const u16 *>(p.x) + t * H;
-        u32 a = 0u;
-        for (int c = lane; c < H / 8; c += kWarp) {
-            const Vec16 v = ld_nc_16(row + c * 8);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const u32 b = abs_bits(to_float<kDtype>(vec16_elem(v, e)));
-                a = b > a ? b : a;
-            }
-        }
-        a = max_over_lanes<32>(a);
-        if (lane == 0) reinterpret_cast<u32 *>(p.ws_xscale)[t] = a;
-    }
-    if constexpr (kTcQuant == Quant::fp8_tensor) {
-        u32 *words = reinterpret_cast<u32 *>(p.ws_interscale);
-        const int k = dim<kPinnedTopk>(p.topk);
-        if constexpr (kTcFp8Act == Fp8Act::token) {
-            if (lane < k) words[t * k + lane] = 0u;
-        } else if (t == 0 && lane == 0) {
-            words[0] = 0u;
-        }
-    }
-}
 
 } // namespace tc_layer
 } // namespace mj
@@ -107,13 +75,20 @@ mj_route(const __grid_constant__ mj_layer_params p)
         __syncthreads(); // the zeros before any warp of the block counts into them
     }
     const int lane = threadIdx.x % mj::kWarp;
+    // fp8_block: the block's tokens' x quantized by all of its warps (tc_fp8_quant.cuh)
+    if constexpr (kTcQuant == mj::Quant::fp8_block)
+        mj::route_quantize_x_blocks<kDtype>(p, dim<kPinnedHidden>(p.hidden), threadIdx.x / mj::kWarp, lane);
     const long long t = static_cast<long long>(blockIdx.x) * mj::kRouteWarpsPerBlock + threadIdx.x / mj::kWarp;
     if (t >= p.num_tokens) return;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
                                                    dim<kPinnedTopk>(p.topk), lane, gr,
                                                    mj::route_counts_copy(p, blockIdx.x));
-    if constexpr (kTcFp8) fp8_route_token(p, t, lane);
+    if constexpr (kTcQuant == mj::Quant::fp8_tensor) { // x's amax or codes, the intermediate's amax words
+        if constexpr (kTcFp8Act != mj::Fp8Act::static_scale)
+            mj::route_quantize_x_row<kDtype, kTcFp8Act>(p, dim<kPinnedHidden>(p.hidden), t, lane);
+        mj::route_zero_inter_amax<kTcFp8Act>(p, t, dim<kPinnedTopk>(p.topk), lane);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)

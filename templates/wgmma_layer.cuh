@@ -51,7 +51,7 @@ __device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDe
     // griddepcontrol.wait and launch_dependents are inside (wgmma_gemm.cuh, pre_wait: the
     // producer may request its first weight stages before it waits)
     if constexpr (kTcFp8)
-        wgmma_gemm_fp8<S8, kDtype, kKind, kActKind, kPair, kTcQuant, kTcFp8Act>(
+        wgmma_gemm_fp8<S8, kDtype, kKind, kActKind, kPair, kTcQuant, kTcFp8Act, kGated>(
             p, map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
             mj_tc_smem);
     else

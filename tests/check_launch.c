@@ -1448,23 +1448,29 @@ START_TEST(wgmma_fp8_arguments_are_checked_naming_the_field)
 }
 END_TEST
 
-/* fp8 on wgmma adds its amax words to the 16-bit layout of the same path (tile=large: no
- * persistent layer's K splits): x per token (not for static x), the intermediate per
- * (token, slot) for fp8_act=token, else one; fp8_block none. */
-START_TEST(wgmma_fp8_workspace_adds_the_amax_words)
+/* The bytes of n, rounded up to the workspace's region alignment. */
+static size_t ws_region(size_t n) { return (n + MJ_WS_ALIGN - 1) / MJ_WS_ALIGN * MJ_WS_ALIGN; }
+
+/* fp8 on wgmma adds its regions to the 16-bit layout of the same path (tile=large: no
+ * persistent layer's K splits; launch_tc_fp8.h): fp8_block x's and the intermediate's codes
+ * and 1 x 128 scales; fp8_act=token x's codes and scales and the intermediate's amax per
+ * (token, slot); fp8_act=tensor x's amax per token and one word; static x one word. */
+START_TEST(wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales)
 {
     static const struct { int64_t T, k; } shapes[] = {{1, 8}, {3, 2}, {1000, 8}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t T = shapes[i].T, k = shapes[i].k, H = 2048, I = 768, E = 128;
-        const size_t base = ws_of(WGMMA ",tile=large", T, H, I, E, k);
-        const size_t up = MJ_WS_ALIGN, x = ((size_t)(4 * T) + up - 1) / up * up;
-        const size_t pairs = ((size_t)(4 * T * k) + up - 1) / up * up;
-        ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a", T, H, I, E, k), base + x + up);
+        const size_t P = (size_t)(T * k), base = ws_of(WGMMA ",tile=large", T, H, I, E, k);
+        const size_t x_amax = ws_region(4 * (size_t)T), one = ws_region(4);
+        ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a", T, H, I, E, k),
+                          base + x_amax + one);
         ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,fp8_act=token,act=swiglu,arch=sm_90a", T, H, I, E, k),
-                          base + x + pairs);
+                          base + ws_region((size_t)(T * H)) + x_amax + ws_region(4 * P));
         ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,fp8_act=static,act=swiglu,arch=sm_90a", T, H, I, E, k),
-                          base + up);
-        ck_assert_uint_eq(ws_of(WGMMA_FP8, T, H, I, E, k), base);
+                          base + one);
+        ck_assert_uint_eq(ws_of(WGMMA_FP8, T, H, I, E, k), base + ws_region((size_t)(T * H)) +
+                                                               ws_region(4 * (size_t)T * (size_t)(H / 128)) +
+                                                               ws_region(P * (size_t)I) + ws_region(4 * P * (size_t)(I / 128)));
     }
     ck_assert_uint_eq(ws_of(WGMMA_FP8, 0, 2048, 768, 128, 8), 0);
 }
@@ -1546,7 +1552,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, a_tuning_table_entry_flips_the_auto_path_only);
     tcase_add_test(tc, wgmma_fp8_runs_its_gemms_on_every_path_with_byte_maps);
     tcase_add_test(tc, wgmma_fp8_arguments_are_checked_naming_the_field);
-    tcase_add_test(tc, wgmma_fp8_workspace_adds_the_amax_words);
+    tcase_add_test(tc, wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,9 @@
  * holding every kernel without spills or stack and without ptxas' wgmma serialisation notes;
  * with a disassembler ($MOEJIT_NVDISASM, as check_wgmma_emit.c), the SASS of each of the eight
  * prefill GEMMs shows the fp8 warpgroup MMA (QGMMA: 8 per stage, 12 in the tall tiles), no
- * 16-bit one (HGMMA), TMA weight loads and no local memory. The launch side (workspace, checks,
+ * 16-bit one (HGMMA), TMA weight loads and no local memory, and the activations are quantized
+ * where the design says (cp.async gathers of e4m3 rows, e4m3 conversions in the route kernel
+ * and GEMM1's epilogue). The launch side (workspace, checks,
  * plan, tensor maps) is tested through the fake driver in check_launch.c.
  */
 #include <check.h>
@@ -132,6 +134,29 @@ static const char *const gemms[] = {"mj_gemm1_act",      "mj_gemm2",          "m
                                     "mj_gemm1_act_short", "mj_gemm2_short"};
 #define N_GEMMS ((int)(sizeof gemms / sizeof gemms[0]))
 
+/* Where the activations are quantized (templates/wgmma_fp8.cuh, tc_fp8_quant.cuh): x copied
+ * by the GEMM1 producers' cp.async (LDGSTS) for fp8_block, fp8_act=token and static x, else
+ * quantized there; the route kernel converts to e4m3 (F2FP.SATFINITE.E4M3) for fp8_block and
+ * fp8_act=token; fp8_block's GEMM2 producers copy the intermediate but in the tall tiles of a
+ * gated layer (64 columns of a group per GEMM1 tile), where they quantize it. */
+static void check_quantization_sites(const char *text, const mj_program *prog)
+{
+    const int block = strstr(text, "fp8_block") != NULL, token = strstr(text, "fp8_act=token") != NULL;
+    const int copies_x = block || token || strstr(text, "fp8_act=static") != NULL;
+    static const char *const names[] = {"mj_gemm1_act", "mj_gemm1_act_tall", "mj_gemm2", "mj_gemm2_tall", "mj_route"};
+    int lines[5], ldgsts[5], local[5], clines[5], cvt[5], clocal[5];
+    if (mj_test_sass_scan_op(prog, names, 5, "LDGSTS", lines, ldgsts, local) != 0 ||
+        mj_test_sass_scan_op(prog, names, 5, "F2FP.SATFINITE.E4M3", clines, cvt, clocal) != 0)
+        return;
+    const int gated = strstr(text, "act=swiglu") || strstr(text, "act=geglu") || strstr(text, "act=situ");
+    ck_assert_msg(copies_x ? ldgsts[0] >= 8 && ldgsts[1] >= 8 : ldgsts[0] == 0 && ldgsts[1] == 0,
+                  "%s: GEMM1 LDGSTS %d (tall %d)", text, ldgsts[0], ldgsts[1]);
+    ck_assert_msg(block ? ldgsts[2] >= 8 && (gated ? ldgsts[3] == 0 : ldgsts[3] >= 8) : ldgsts[2] == 0 && ldgsts[3] == 0,
+                  "%s: GEMM2 LDGSTS %d (tall %d)", text, ldgsts[2], ldgsts[3]);
+    ck_assert_msg((block || token) == (cvt[4] > 0), "%s: mj_route has %d e4m3 conversions", text, cvt[4]);
+    ck_assert_msg(!block || cvt[0] > 0, "%s: fp8_block GEMM1 epilogue without e4m3 conversions", text);
+}
+
 /* QGMMA in every GEMM (a stage: two n128 halves x 4 k32 steps, or the tall tiles' two m64
  * blocks and a second copy of the loop body), no HGMMA, TMA loads, no local memory. */
 static void check_sass(const char *text, const mj_program *prog)
@@ -153,6 +178,7 @@ static void check_sass(const char *text, const mj_program *prog)
         ck_assert_msg(tma[g] >= 1, "%s: %s has no TMA load", text, gemms[g]);
         ck_assert_msg(local[g] == 0, "%s: %s has %d local-memory instructions", text, gemms[g], local[g]);
     }
+    check_quantization_sites(text, prog);
     fflush(stdout);
 }
 
