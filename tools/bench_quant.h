@@ -45,8 +45,9 @@ void bench_quant_free(const mj_gpu *g, bench_quant_bufs *b);
 void bench_quant_args(const bench_quant *q, const bench_quant_bufs *b, moejit_moe_args *a);
 
 /* The float64 cases of q on backend: small layers (q's check_h x check_i, 8 experts, k = 2)
- * of a gated and an ungated activation at T = 1, 5, 37, 300 (tile=auto), 640 (tile=tall) and
- * 300, 1024 (tile=pair; wgmma only), with x on the e4m3 grid (each group's amax exactly 448 ·
+ * of a gated and an ungated activation at T = 1, 5, 37, 300 (tile=auto; and T = 1, 3 on an
+ * expert-parallel rank owning 4 of the 8 experts), 640 (tile=tall) and 300, 1024 (tile=pair;
+ * wgmma only), with x on the e4m3 grid (each group's amax exactly 448 ·
  * 2^-6, so the kernel's quantization of x is exact) and against the float64 reference: ideal
  * (bar 0.15 of max |ref|) and the replay of the layer's rounding and quantization (0.04),
  * finite, rerun bit-identical on a poisoned workspace and after a forward with other routing.
