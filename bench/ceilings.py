@@ -13,6 +13,9 @@ gives at that size rather than against the 4.48 TB/s of a 4 GiB stream alone.
   then [M, I] x [I, H]), the same FLOPs with each weight matrix shared by all M rows: no routing,
   no gather, no per-expert tiles. Where the floor is the FLOPs.
 - peak: one dense 8192^3 bf16 torch.mm, the matmul ceiling docs/PERFORMANCE.md quotes, in the same run.
+- fp8 (dense_fp8_*): the dense and peak GEMMs again on e4m3 operands with per-tensor scales
+  (torch._scaled_mm, bf16 out), the ceiling of `moejit bench layer --quant fp8_*`; left out
+  where torch or the device has no fp8 matmul.
 
 It prints one JSON object per (shape, batch) on stdout (and --json FILE), which bench/merge.py
 joins with the moejit rows (--ceilings).
@@ -113,6 +116,31 @@ def dense_time(M, H, rows, I):
     return us
 
 
+def dense_fp8_time(M, H, rows, I):
+    """The dense_time of e4m3 operands with per-tensor scales (torch._scaled_mm, bf16 out): the
+    fp8 layers' dense ceiling; None where this torch or device has no fp8 matmul."""
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        return None
+    f8 = torch.float8_e4m3fn
+    x = torch.rand(M, H, device="cuda").to(f8)
+    a = torch.rand(M, I, device="cuda").to(f8)
+    w1t = torch.rand(rows, H, device="cuda").to(f8).t()  # column-major, as _scaled_mm wants B
+    w2t = torch.rand(H, I, device="cuda").to(f8).t()
+    one = torch.ones((), device="cuda")
+
+    def launch(_):
+        torch._scaled_mm(x, w1t, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        torch._scaled_mm(a, w2t, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    try:
+        us = graph_time(launch, 1)
+    except RuntimeError as e:  # no fp8 matmul on this device
+        print(f"ceilings: no fp8 dense ceiling: {e}", file=sys.stderr)
+        us = None
+    del x, a, w1t, w2t
+    return us
+
+
 def main():
     names, batches, rotate, json_path = parse_args(__doc__.splitlines()[0])
     if triton is None:
@@ -123,6 +151,9 @@ def main():
     peak_us = dense_time(m, m, m, m) / 2.0  # two 8192^3 GEMMs in one graph: one's time
     peak = {"source": "ceiling", "device": dev, "shape": "dense-8192", "batch": 0,
             "dense_us": round(peak_us, 3), "dense_tflops": round(2 * m ** 3 / peak_us / 1e6, 1)}
+    fp8_us = dense_fp8_time(m, m, m, m)
+    if fp8_us:
+        peak.update(dense_fp8_us=round(fp8_us / 2.0, 3), dense_fp8_tflops=round(4 * m ** 3 / fp8_us / 1e6, 1))
     print(json.dumps(peak), flush=True)
     rows_out.append(peak)
     for name in names:
@@ -144,6 +175,10 @@ def main():
                 us = dense_time(B * k, H, rows, I)
                 row.update(dense_us=round(us, 3),
                            dense_tflops=round(2.0 * B * k * (rows + I) * H / us / 1e6, 1))
+                us8 = dense_fp8_time(B * k, H, rows, I)  # the fp8 layers' ceiling (--quant fp8_*)
+                if us8:
+                    row.update(dense_fp8_us=round(us8, 3),
+                               dense_fp8_tflops=round(2.0 * B * k * (rows + I) * H / us8 / 1e6, 1))
             print(json.dumps(row), flush=True)
             rows_out.append(row)
             torch.cuda.empty_cache()

@@ -15,6 +15,7 @@ SHAPES = {
     "deepseek-v3": (7168, 2048, 256, 8, "swiglu"),
     "nemotron": (2688, 1856, 128, 6, "relu2"),
     "gpt-oss-bf16": (2880, 2880, 128, 4, "swiglu_oss"),
+    "kimi-k2": (7168, 2048, 384, 8, "swiglu"),
 }
 DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
 

@@ -33,6 +33,7 @@ typedef struct mj_mma_flavour {
     const char *const *kernel_names; /* the layer's kernels, in launch-table order */
     int n_kernels;
     int has_tall_and_pair;    /* the tile=tall and tile=pair paths exist (wgmma) */
+    int has_fp8;              /* quant=fp8_tensor and fp8_block build (wgmma: templates/wgmma_fp8.cuh) */
 } mj_mma_flavour;
 
 /* mj_emit_mma's contract and refusals for the flavour's backend (and arch, if sm90a_only). */

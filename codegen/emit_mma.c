@@ -29,6 +29,49 @@
 static const char *const kernel_names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
 _Static_assert(MJ_MMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the mma layer must fit in mj_program.kernels");
 
+/* The quantizations of the flavour: 16-bit everywhere, fp8 (e4m3 weights) where it has the fp8
+ * GEMMs; the dtype (x, out) is the 16-bit quant's own, or either for fp8. */
+static moejit_status check_quant(const moejit_spec *s, const mj_mma_flavour *f)
+{
+    const char *be = mj_backend_names[f->backend];
+    const int fp8 = s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK;
+    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16 && !(fp8 && f->has_fp8))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports %s; got %s", be,
+                       f->has_fp8 ? "bf16, fp16, fp8_tensor, fp8_block" : "bf16, fp16",
+                       mj_emit_name_or(mj_quant_names, MJ_QUANT_COUNT, (int)s->quant));
+    if (fp8) {
+        if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
+            return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype bf16 or fp16, got %s",
+                           mj_quant_names[s->quant], mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
+        if (s->quant == MJ_QUANT_FP8_BLOCK && s->fp8_act != MJ_FP8_ACT_TENSOR)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "fp8_act: only quant=fp8_tensor chooses it (tensor, token, static)");
+        /* the fp8 GEMMs' epilogues (templates/wgmma_fp8.cuh) know none of weight_layout.cuh's options */
+        if (s->w1_layout != MJ_W1_UP_GATE || s->bias != MJ_BIAS_NONE || s->act_overrides != MJ_OVERRIDES_NONE)
+            return mj_fail(MOEJIT_ERR_UNSUPPORTED, "%s: backend %s's fp8 layers take w1_layout=up_gate, bias=none, "
+                           "act_overrides=none; got %s",
+                           s->w1_layout != MJ_W1_UP_GATE ? "w1_layout" : s->bias != MJ_BIAS_NONE ? "bias" : "act_overrides",
+                           be,
+                           s->w1_layout != MJ_W1_UP_GATE ? mj_w1_layout_names[s->w1_layout]
+                           : s->bias != MJ_BIAS_NONE    ? mj_bias_names[s->bias]
+                                                        : mj_act_overrides_names[s->act_overrides]);
+        return MOEJIT_OK;
+    }
+    mj_dtype want = s->quant == MJ_QUANT_BF16 ? MJ_DTYPE_BF16 : MJ_DTYPE_FP16;
+    if (s->dtype != want)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
+                       mj_quant_names[s->quant], mj_dtype_names[want],
+                       mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
+    return MOEJIT_OK;
+}
+
+/* The multiple a pinned H or I must be of: 8, 16 for fp8_tensor (1-byte rows of the TMA boxes
+ * and the 16-value groups the producer quantizes), 128 for fp8_block (its scale blocks). */
+static int mj_tc_dim_multiple(mj_quant q)
+{
+    return q == MJ_QUANT_FP8_BLOCK ? MJ_FP8_BLOCK : q == MJ_QUANT_FP8_TENSOR ? 16 : 8;
+}
+
 /* The last line before NVRTC: each refusal names the field and what is allowed. */
 static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour *f)
 {
@@ -40,17 +83,11 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
         return mj_fail(MOEJIT_ERR_UNSUPPORTED,
                        "arch: backend %s needs sm_90a (wgmma.mma_async, setmaxnreg); got %s", be,
                        mj_emit_name_or(mj_arch_names, MJ_ARCH_COUNT, (int)s->arch));
-    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports bf16, fp16; got %s", be,
-                       mj_emit_name_or(mj_quant_names, MJ_QUANT_COUNT, (int)s->quant));
-    mj_dtype want = s->quant == MJ_QUANT_BF16 ? MJ_DTYPE_BF16 : MJ_DTYPE_FP16;
-    if (s->dtype != want)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
-                       mj_quant_names[s->quant], mj_dtype_names[want],
-                       mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
+    moejit_status st = check_quant(s, f);
+    if (st != MOEJIT_OK) return st;
     /* every routing method: route.cuh serves the route kernel, the fused decode routing, the
      * GEMM1 blocks that route for themselves and the persistent decode layer alike */
-    moejit_status st = mj_emit_check_routing(s);
+    st = mj_emit_check_routing(s);
     if (st != MOEJIT_OK) return st;
     if ((unsigned)s->w1_layout >= MJ_W1_LAYOUT_COUNT)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "w1_layout: %d is no layout; allowed: up_gate, gate_up, interleaved",
@@ -61,18 +98,23 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
     if (!mj_act_desc_of(s->act.kind))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "act: kind %d is no activation of the contract",
                        (int)s->act.kind);
-    if (s->hidden < 0 || s->hidden % 8 || s->hidden > MJ_SIMT_MAX_DIM)
+    const int m = mj_tc_dim_multiple(s->quant);
+    if (s->hidden < 0 || s->hidden % m || s->hidden > MJ_SIMT_MAX_DIM)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "hidden: a pinned H must be 0 (runtime) or a multiple of 8 up to %d, got %d",
-                       MJ_SIMT_MAX_DIM, s->hidden);
-    if (s->inter < 0 || s->inter % 8 || s->inter > MJ_SIMT_MAX_DIM)
+                       "hidden: a pinned H must be 0 (runtime) or a multiple of %d up to %d (quant=%s), got %d", m,
+                       MJ_SIMT_MAX_DIM, mj_quant_names[s->quant], s->hidden);
+    if (s->inter < 0 || s->inter % m || s->inter > MJ_SIMT_MAX_DIM)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "inter: a pinned I must be 0 (runtime) or a multiple of 8 up to %d, got %d",
-                       MJ_SIMT_MAX_DIM, s->inter);
+                       "inter: a pinned I must be 0 (runtime) or a multiple of %d up to %d (quant=%s), got %d", m,
+                       MJ_SIMT_MAX_DIM, mj_quant_names[s->quant], s->inter);
     const int path = mj_mma_path_of(s->tile);
     if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !f->has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
                        f->has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
+    if (path == MJ_MMA_PATH_SMALL && s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
+                       "tile: an fp8 %s layer has no small path (decode runs its fp8 GEMMs' short tiles); "
+                       "use auto, large, tall or pair; got %s", be, s->tile);
     return MOEJIT_OK;
 }
 
@@ -91,6 +133,18 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     mj_buf b = MJ_BUF_INIT;
     mj_emit_header(&b, canonical, be, "// kernels, in launch-table order:", f->kernel_names, f->n_kernels);
     mj_emit_dtypes(&b, spec, "// element type of x, W1, W2, the intermediate and out\n");
+    if (spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK) {
+        /* only fp8 writes these lines, so a 16-bit layer's source is what it was */
+        mj_buf_puts(&b, "// e4m3 weights with fp32 scales (W1, W2 e4m3; x, the intermediate and out in the dtype); "
+                        "fp8 activation scaling\n");
+        mj_buf_puts(&b, "#define MJ_TC_QUANT_FP8 1\n");
+        mj_buf_printf(&b, "constexpr Quant kQuant = %s;\n",
+                      spec->quant == MJ_QUANT_FP8_BLOCK ? "Quant::fp8_block" : "Quant::fp8_tensor");
+        mj_buf_printf(&b, "constexpr Fp8Act kFp8Act = %s;\n\n",
+                      spec->fp8_act == MJ_FP8_ACT_TOKEN    ? "Fp8Act::token"
+                      : spec->fp8_act == MJ_FP8_ACT_STATIC ? "Fp8Act::static_scale"
+                                                           : "Fp8Act::tensor");
+    }
     mj_emit_activation(&b, &spec->act, 0);
     /* the grouping comment only with deepseek_v3, so the other methods' source stays as it was */
     mj_emit_routing(&b, spec,
@@ -115,6 +169,7 @@ moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out)
                                        "mma_layer.cuh",
                                        kernel_names,
                                        MJ_MMA_NUM_KERNELS,
+                                       0,
                                        0};
     return mj_emit_mma_flavour(spec, &mma, out);
 }

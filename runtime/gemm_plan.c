@@ -64,6 +64,13 @@ int mj_gemm_plan_persistent_shape(long long tokens, long long hidden, long long 
     return hidden <= MJ_MMA_PERSISTENT_MAX_K_RATIO * MJ_MMA_GEMM2_SPLIT_K(inter, splits);
 }
 
+/* e4m3 weights: no small path (mma's small tiles read 16-bit weights); decode takes the
+ * large path, in its short tiles where gated (templates/wgmma_fp8.cuh). */
+static int fp8_weights(const moejit_spec *spec)
+{
+    return spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
+}
+
 /* The built-in rule: small up to the backend's rows per local expert, wgmma's pair from
  * MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT, else large (tall only when forced or tuned). */
 static int rule_path(const moejit_spec *spec, const moejit_moe_args *args)
@@ -71,7 +78,7 @@ static int rule_path(const moejit_spec *spec, const moejit_moe_args *args)
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
     const int64_t small_max = spec->backend == MJ_BACKEND_WGMMA ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
                                                                 : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
-    if (pairs <= small_max * e_local) return MJ_MMA_PATH_SMALL;
+    if (pairs <= small_max * e_local && !fp8_weights(spec)) return MJ_MMA_PATH_SMALL;
     if (mj_backend_has_tall_and_pair_paths(spec->backend) &&
         pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
         return MJ_MMA_PATH_PAIR;
@@ -85,7 +92,7 @@ static int chosen_path(const moejit_spec *spec, const moejit_moe_args *args, int
     const int forced = mj_mma_path_of(spec->tile);
     if (forced > MJ_MMA_PATH_AUTO) return forced;
     const int tuned = mj_tune_path(spec, args);
-    return tuned != MJ_MMA_PATH_AUTO ? tuned : rule;
+    return tuned != MJ_MMA_PATH_AUTO && !(tuned == MJ_MMA_PATH_SMALL && fp8_weights(spec)) ? tuned : rule;
 }
 
 /* Batch 1's one-kernel GEMM2 + finalize after the routed GEMM1 (MJ_MMA_T1_GEMM2_FINALIZE, which

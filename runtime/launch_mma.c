@@ -61,6 +61,7 @@
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
+#include "runtime/launch_tc_fp8.h"
 #include "core/status.h"
 
 static const mj_mma_launcher mma_launcher = {MJ_BACKEND_MMA, 0, "16-byte cp.async loads"};
@@ -78,6 +79,13 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
                        has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
+    /* e4m3 weights: wgmma's fp8 GEMMs, on every path but mma's 16-bit small tiles */
+    if (mj_tc_is_fp8(spec) && l->backend != MJ_BACKEND_WGMMA)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports bf16, fp16; got %s", be,
+                       mj_quant_names[spec->quant]);
+    if (mj_tc_is_fp8(spec) && path == MJ_MMA_PATH_SMALL)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
+                       "tile: an fp8 %s layer has no small path; use auto, large, tall or pair; got %s", be, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -104,6 +112,7 @@ static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, cons
     }
     if (splits > 1) mj_launch_layout(spec, args, extra, splits, 4, w);
     else mj_launch_layout(spec, args, extra, 1, 2, w);
+    mj_tc_fp8_layout(spec, args, w);
 }
 
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
@@ -145,6 +154,8 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
         {a->topk_weights, "topk_weights", tokens && pre, 4, "fp32 elements"},
         {a->routing_bias, "routing_bias", dsv3 ? -1 : 0, 4, "fp32 elements"},
     };
+    moejit_status st = mj_tc_fp8_check_args(spec, a);
+    if (st != MOEJIT_OK) return st;
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
         if (!ptrs[i].needed || (ptrs[i].needed < 0 && !ptrs[i].p)) continue;
         if (!ptrs[i].p)
@@ -156,7 +167,7 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
     }
     /* scales, zero points (none: 16-bit weights), b1, b2 and the overrides, as every backend
      * checks them; the overrides only in a layer built for them */
-    moejit_status st = mj_launch_check_format_inputs(spec, a);
+    st = mj_launch_check_format_inputs(spec, a);
     if (st != MOEJIT_OK) return st;
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
         if (a->act_param[i] && spec->act_overrides != MJ_OVERRIDES_PER_EXPERT)

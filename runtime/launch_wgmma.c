@@ -37,6 +37,7 @@
 #include "templates/common/mma_params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/launch_backends.h"
+#include "runtime/launch_tc_fp8.h"
 #include "core/status.h"
 
 static const mj_mma_launcher wgmma_launcher = {MJ_BACKEND_WGMMA, 1, "TMA tensor maps and 16-byte cp.async loads"};
@@ -52,9 +53,9 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* How many clusters of MJ_WGMMA_PAIR_CTAS CTAs of the pair path's GEMM `kernel` the device
  * keeps resident at once (its shared-memory opt-in set first, as the launch will). */
 static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module *m, int kernel, CUdevice dev,
-                                            CUstream stream, int *clusters)
+                                            CUstream stream, int smem, int *clusters)
 {
-    CUresult r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MJ_WGMMA_SMEM,
+    CUresult r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem,
                                          m->kernels[kernel], dev);
     if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
     CUfunction fn;
@@ -68,7 +69,7 @@ static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module 
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = MJ_WGMMA_PAIR_CTAS, cfg.gridDimY = 1, cfg.gridDimZ = 1;
     cfg.blockDimX = MJ_WGMMA_THREADS, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = MJ_WGMMA_SMEM;
+    cfg.sharedMemBytes = (unsigned)smem;
     cfg.hStream = stream;
     cfg.attrs = &attr, cfg.numAttrs = 1;
     *clusters = 0;
@@ -78,12 +79,13 @@ static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module 
         return mj_fail(MOEJIT_ERR_CUDA,
                        "tile: this device cannot keep one cluster of %d CTAs of %d bytes of shared memory "
                        "resident (cuOccupancyMaxActiveClusters: %d); use tile=large or tall",
-                       MJ_WGMMA_PAIR_CTAS, MJ_WGMMA_SMEM, *clusters);
+                       MJ_WGMMA_PAIR_CTAS, smem, *clusters);
     return MOEJIT_OK;
 }
 
-/* A 3-D tensor map over 16-bit rows of length k_len: dims (k_len, rows, planes), row stride
- * row_stride elements, plane stride plane_stride elements; boxes of MJ_WGMMA_BK x box_rows x 1. */
+/* A 3-D tensor map over rows of length k_len: dims (k_len, rows, planes), row stride row_stride
+ * elements, plane stride plane_stride elements; boxes of one 128-byte swizzle row (MJ_WGMMA_BK
+ * 16-bit elements, or MJ_WGMMA_FP8_BK e4m3 bytes) x box_rows x 1. */
 typedef struct map_shape {
     int64_t k_len, row_stride, rows, plane_stride, planes;
 } map_shape;
@@ -91,12 +93,15 @@ typedef struct map_shape {
 static moejit_status encode_map(const mj_driver *d, const moejit_spec *spec, CUtensorMap *map, const void *base,
                                 map_shape m, unsigned box_rows, const char *what)
 {
+    const int fp8 = mj_tc_is_fp8(spec);
+    const cuuint64_t elem = fp8 ? 1 : 2;
     const cuuint64_t dims[3] = {(cuuint64_t)m.k_len, (cuuint64_t)m.rows, (cuuint64_t)m.planes};
-    const cuuint64_t strides[2] = {(cuuint64_t)m.row_stride * 2, (cuuint64_t)m.plane_stride * 2};
-    const cuuint32_t box[3] = {MJ_WGMMA_BK, box_rows, 1};
+    const cuuint64_t strides[2] = {(cuuint64_t)m.row_stride * elem, (cuuint64_t)m.plane_stride * elem};
+    const cuuint32_t box[3] = {fp8 ? MJ_WGMMA_FP8_BK : MJ_WGMMA_BK, box_rows, 1};
     const cuuint32_t elem_strides[3] = {1, 1, 1};
-    const CUtensorMapDataType type =
-        spec->dtype == MJ_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUtensorMapDataType type = fp8                          ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                     : spec->dtype == MJ_DTYPE_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     if (!d->cuTensorMapEncodeTiled)
         return mj_fail(MOEJIT_ERR_NO_DRIVER, "%s: the driver has no cuTensorMapEncodeTiled (CUDA 12.0+)", what);
     CUresult r = d->cuTensorMapEncodeTiled(map, type, 3, (void *)base, dims, strides, box, elem_strides,
@@ -160,8 +165,9 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
             g1 = ceil_div(I, cols1) * ceil_div(max_tiles, MJ_WGMMA_PAIR_CTAS);
             g2 = ceil_div(H, bn) * ceil_div(max_tiles, MJ_WGMMA_PAIR_CTAS);
             int c1 = 0, c2 = 0;
-            st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM1_ACT_PAIR, dev, stream, &c1);
-            if (st == MOEJIT_OK) st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM2_PAIR, dev, stream, &c2);
+            const int smem = mj_tc_is_fp8(spec) ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM;
+            st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM1_ACT_PAIR, dev, stream, smem, &c1);
+            if (st == MOEJIT_OK) st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM2_PAIR, dev, stream, smem, &c2);
             if (st != MOEJIT_OK) return st;
             g1 = MJ_WGMMA_PAIR_CTAS * (g1 < c1 ? g1 : c1);
             g2 = MJ_WGMMA_PAIR_CTAS * (g2 < c2 ? g2 : c2);
@@ -192,10 +198,11 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
 
     void *params1[] = {&f.p, &w1_map};
     void *params2[] = {&f.p, &w2_map};
-    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS,
-                            small           ? MJ_MMA_SMALL_SMEM
-                            : f.plan.short_tiles ? MJ_WGMMA_SHORT_SMEM
-                                            : MJ_WGMMA_SMEM,
+    /* the fp8 GEMMs keep each stage's A row scales after the barriers */
+    const int fp8 = mj_tc_is_fp8(spec);
+    const int big_smem = f.plan.short_tiles ? (fp8 ? MJ_WGMMA_FP8_SHORT_SMEM : MJ_WGMMA_SHORT_SMEM)
+                                            : (fp8 ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM);
+    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS, small ? MJ_MMA_SMALL_SMEM : big_smem,
                             small ? NULL : params1, small ? NULL : params2};
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
 }

@@ -10,8 +10,10 @@
 // The generated source defines namespace mj::cfg before including the layer (the same names
 // as for simt_layer.cuh): kDtype, kLogitsDtype, kActKind, kGated, kActParam0..2,
 // kActPresent0..2, kRouting, kNGroup, kTopkGroup, kRoutedScaling (route.cuh's grouping),
-// kPinnedHidden/Inter/Experts/Topk (0 = runtime); and, only where they differ from up_gate
-// without biases or overrides, kW1Layout, kHasB1, kHasB2, kActOverrides (tc_defaults below).
+// kPinnedHidden/Inter/Experts/Topk (0 = runtime); only where they differ from up_gate without
+// biases or overrides, kW1Layout, kHasB1, kHasB2, kActOverrides (tc_defaults below); an fp8
+// layer (wgmma only) also kQuant and kFp8Act, announced by MJ_TC_QUANT_FP8 (a 16-bit layer's
+// source stays as it was).
 #pragma once
 
 #include "act.cuh"
@@ -27,6 +29,7 @@
 #include "mma_gemm2.cuh"
 #include "permute.cuh"
 #include "route.cuh"
+#include "tc_fp8_quant.cuh"
 #include "weight_layout.cuh"
 
 #ifndef MJ_TC_LARGE_BM
@@ -57,6 +60,18 @@ using namespace mj::layer_cfg;
 // The epilogue options of every GEMM of this layer (weight_layout.cuh).
 using Extras = LayerExtras<cfg::kW1Layout, cfg::kHasB1, cfg::kHasB2, cfg::kActOverrides>;
 
+#ifdef MJ_TC_QUANT_FP8
+constexpr Quant kTcQuant = kQuant;
+constexpr Fp8Act kTcFp8Act = kFp8Act;
+#else
+constexpr Quant kTcQuant = kDtype == Dtype::bf16 ? Quant::bf16 : Quant::fp16;
+constexpr Fp8Act kTcFp8Act = Fp8Act::tensor;
+#endif
+// e4m3 weights: the layer runs the fp8 GEMMs of wgmma_fp8.cuh on every path, and its decode
+// kernels (mma's 16-bit small tiles) are compiled empty and never launched (runtime/gemm_plan.c)
+constexpr bool kTcFp8 = quant_fp8(kTcQuant);
+static_assert(!kTcFp8 || kTcQuant == Quant::fp8_block || kTcQuant == Quant::fp8_tensor, "fp8: tensor or block");
+
 } // namespace tc_layer
 } // namespace mj
 
@@ -81,12 +96,20 @@ mj_route(const __grid_constant__ mj_layer_params p)
         __syncthreads(); // the zeros before any warp of the block counts into them
     }
     const int lane = threadIdx.x % mj::kWarp;
+    // fp8_block: the block's tokens' x quantized by all of its warps (tc_fp8_quant.cuh)
+    if constexpr (kTcQuant == mj::Quant::fp8_block)
+        mj::route_quantize_x_blocks<kDtype>(p, dim<kPinnedHidden>(p.hidden), threadIdx.x / mj::kWarp, lane);
     const long long t = static_cast<long long>(blockIdx.x) * mj::kRouteWarpsPerBlock + threadIdx.x / mj::kWarp;
     if (t >= p.num_tokens) return;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::route_token<kRouting, kLogitsDtype, kMaxE>(p, t, dim<kPinnedExperts>(p.num_experts),
                                                    dim<kPinnedTopk>(p.topk), lane, gr,
                                                    mj::route_counts_copy(p, blockIdx.x));
+    if constexpr (kTcQuant == mj::Quant::fp8_tensor) { // x's amax or codes, the intermediate's amax words
+        if constexpr (kTcFp8Act != mj::Fp8Act::static_scale)
+            mj::route_quantize_x_row<kDtype, kTcFp8Act>(p, dim<kPinnedHidden>(p.hidden), t, lane);
+        mj::route_zero_inter_amax<kTcFp8Act>(p, t, dim<kPinnedTopk>(p.topk), lane);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
@@ -127,6 +150,7 @@ mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::grid_dep_wait(); // and grid_dep_launch after its mainloop (mma_gemm1_act.cuh)
     using namespace mj::tc_layer;
     const int bid = static_cast<int>(blockIdx.x);
@@ -144,6 +168,7 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedHidden>(p.hidden));
@@ -172,6 +197,7 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
     mj::gemm2_small<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
@@ -183,6 +209,7 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE, Extras>(
@@ -193,6 +220,7 @@ mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE, Extras>(
@@ -207,6 +235,7 @@ mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::prefetch_decode_inputs<kRouting, kLogitsDtype>(p, dim<kPinnedExperts>(p.num_experts),
                                                        dim<kPinnedHidden>(p.hidden));
@@ -238,6 +267,7 @@ mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_DECODE_RESET_THREADS)
 mj_decode_reset(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::decode_reset(p, dim<kPinnedHidden>(p.hidden));
 }
@@ -258,6 +288,7 @@ __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
 }
 
@@ -266,5 +297,6 @@ mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
 {
+    if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_SHALLOW_STAGES>(p);
 }

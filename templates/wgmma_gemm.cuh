@@ -76,9 +76,11 @@ enum class WgGemm : int { gemm1_gated = 0, gemm1, gemm2 };
 
 // A tile shape: BM token rows x BN weight rows, kStagesT stages of BK. BM 64 (the short
 // tiles): consumer 0 owns the one m64 block and consumer 1 none (its rows start at 64).
-template <int kBM, int kBN, int kStagesT, int kSmem>
+// kElemBytes 1 (the fp8 GEMMs, wgmma_fp8.cuh): BK 128 codes per 128-byte row, and a row scale
+// per stage after the barriers.
+template <int kBM, int kBN, int kStagesT, int kSmem, int kElemBytes = 2>
 struct WgShape {
-    static constexpr int BM = kBM, BN = kBN, BK = MJ_WGMMA_BK;
+    static constexpr int BM = kBM, BN = kBN, BK = 128 / kElemBytes;
     static constexpr int kStages = kStagesT;
     static constexpr int kProducerThreads = 128;
     static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
@@ -86,7 +88,7 @@ struct WgShape {
     static constexpr int kBlocks = kRowsPerConsumer / 64; // m64 blocks per consumer
     static constexpr int kAcc = BN / 2;                   // fp32 accumulators of one m64 x BN block per thread
     static constexpr int kAcc1 = kBlocks == 2 ? kAcc : 1; // block 1's (tall); a placeholder of one otherwise
-    static constexpr int kRowBytes = BK * 2;
+    static constexpr int kRowBytes = BK * kElemBytes;
     static constexpr u32 kABytes = BM * kRowBytes;
     static constexpr u32 kBBytes = BN * kRowBytes;
     static constexpr u32 kStageBytes = kABytes + kBBytes;
@@ -100,8 +102,9 @@ struct WgShape {
     static constexpr int kRowsPerPass = kProducerThreads / kLanesPerRow;
     static constexpr int kRowsA = BM / kRowsPerPass; // rows per producer thread: 8
 
-    static_assert(BK * 2 == 128, "a stage row must be exactly one 128-byte swizzle row");
-    static_assert(BK / 8 == 8 && kLanesPerRow * kChunks == 8, "a row is 8 chunks: lanes x chunks per lane");
+    static_assert(kRowBytes == 128 && (kElemBytes == 2 || BK == MJ_FP8_BLOCK),
+                  "a stage row must be exactly one 128-byte swizzle row (fp8: one 128-wide scale block)");
+    static_assert(kRowBytes / 16 == 8 && kLanesPerRow * kChunks == 8, "a row is 8 chunks: lanes x chunks per lane");
     static_assert(kRowsA == 8 || (BM == 64 && kRowsA == 4), "a producer thread keeps 8 row pointers (short: 4)");
     static_assert(kBlocks == 1 || kBlocks == 2, "a consumer owns one or two m64 blocks of rows");
     static_assert(BN == 128 || BN == 256, "one wgmma.m64n128k16 or m64n256k16 spans the weight rows");
@@ -109,8 +112,10 @@ struct WgShape {
     static_assert(kRowsPerPass % 8 == 0, "a producer thread's rows must keep one swizzle phase");
     static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0 && (BN / 2 * kRowBytes) % 1024 == 0,
                   "every operand (and the gate half of B) must start on the 1024-byte repeat of the swizzle");
-    static_assert(kSmem >= kStages * kStageBytes + 1024 + 16 * kStages,
-                  "host and device must agree on shared memory: stages, alignment slack, barriers");
+    static_assert(kSmem >= kStages * kStageBytes + 1024 + (kElemBytes == 2 ? 16 * kStages : 256 + kStages * BM * 4),
+                  "host and device must agree on shared memory: stages, alignment slack, barriers (fp8: and the "
+                  "A row scales of each stage)");
+    static_assert(16 * kStages <= 256, "the barriers fit the 256 bytes before the fp8 row scales");
 };
 static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_WGMMA_CONSUMERS <= 65536,
               "the warpgroups' register budgets must fit the SM's 64K registers");
@@ -184,6 +189,8 @@ struct WgStages {
     __device__ __forceinline__ u32 a(int s) const { return base + static_cast<u32>(s) * S::kStageBytes; }
     __device__ __forceinline__ u32 full_bar(int s) const { return bars + 8u * static_cast<u32>(s); }
     __device__ __forceinline__ u32 empty_bar(int s) const { return bars + 8u * static_cast<u32>(S::kStages + s); }
+    // fp8: the BM fp32 dequant scales of stage s's A rows (one per row: the stage is one K block)
+    __device__ __forceinline__ u32 row_scales(int s) const { return bars + 256u + static_cast<u32>(s * S::BM) * 4u; }
 };
 
 // The persistent schedule of one CTA (pair: of its cluster, both CTAs running the same tiles)
@@ -444,10 +451,12 @@ __device__ __forceinline__ void wg_store_y_b2(const mj_layer_params &p, int H, c
 // from its accumulators (by reference: a pointer picking acc0 or acc1 would put them in local
 // memory). GEMM2: y[pair, h] rounded once, 8 bytes per thread; GEMM1: the activation (gated:
 // column n with its gate, register block n/8 + BN/16), rounded once, into the intermediate.
-template <class S, Dtype D, WgGemm kKind, int kAct, class X = PlainLayer>
+// kAmax (fp8 per-tensor or per-row intermediate scales): amax[h] gathers the bits of the
+// largest |stored value| of the thread's row h.
+template <class S, Dtype D, WgGemm kKind, int kAct, class X = PlainLayer, bool kAmax = false>
 __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const ActParams &act, int H, int I,
                                                const RowTile &rt, int col, int r0, int wq, int lane,
-                                               const float (&acc)[S::kAcc], int b)
+                                               const float (&acc)[S::kAcc], int b, u32 *amax = nullptr)
 {
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
@@ -501,7 +510,14 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
                     v0 = fc1_act<D, kAct, X>(p, act, rt.expert, I, c, acc[4 * j + 2 * h], 0.0f);
                     v1 = fc1_act<D, kAct, X>(p, act, rt.expert, I, c + 1, acc[4 * j + 2 * h + 1], 0.0f);
                 }
-                *reinterpret_cast<u32 *>(dst + c) = pack2(from_float<D>(v0), from_float<D>(v1));
+                const u16 q0 = from_float<D>(v0), q1 = from_float<D>(v1);
+                *reinterpret_cast<u32 *>(dst + c) = pack2(q0, q1);
+                if constexpr (kAmax) {
+                    const u32 a0 = __float_as_uint(to_float<D>(q0)) & 0x7fffffffu;
+                    const u32 a1 = __float_as_uint(to_float<D>(q1)) & 0x7fffffffu;
+                    amax[h] = a0 > amax[h] ? a0 : amax[h];
+                    amax[h] = a1 > amax[h] ? a1 : amax[h];
+                }
             }
         }
     }

@@ -31,6 +31,7 @@
 #include "common/wgmma_params.h"
 #define MJ_TC_LARGE_BM MJ_WGMMA_BM /* mj_expert_offsets tiles rows for this layer's large GEMMs */
 #include "tc_layer_stages.cuh"
+#include "wgmma_fp8.cuh"
 #include "wgmma_gemm.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -42,15 +43,21 @@ namespace tc_layer {
 
 constexpr WgGemm kGemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 
-// The body of every GEMM entry point below: tile shape S, GEMM kKind, kPair (clusters of two),
-// with this layer's dtype, activation and pinned dimensions.
-template <class S, WgGemm kKind, bool kPair = false>
+// The body of every GEMM entry point below: tile shape S (S8 for an fp8 layer), GEMM kKind,
+// kPair (clusters of two), with this layer's dtype, activation and pinned dimensions.
+template <class S, class S8, WgGemm kKind, bool kPair = false>
 __device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDesc &map)
 {
     // griddepcontrol.wait and launch_dependents are inside (wgmma_gemm.cuh, pre_wait: the
     // producer may request its first weight stages before it waits)
-    wgmma_gemm<S, kDtype, kKind, kActKind, kPair, Extras>(p, map, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                  dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+    if constexpr (kTcFp8)
+        wgmma_gemm_fp8<S8, kDtype, kKind, kActKind, kPair, kTcQuant, kTcFp8Act, kGated>(
+            p, map, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+            mj_tc_smem);
+    else
+        wgmma_gemm<S, kDtype, kKind, kActKind, kPair, Extras>(p, map, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                              dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+                                                              mj_tc_smem);
 }
 
 } // namespace tc_layer
@@ -61,13 +68,13 @@ __device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDe
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgLarge, mj::tc_layer::kGemm1>(p, w1_map);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::tc_layer::kGemm1>(p, w1_map);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgGemm::gemm2>(p, w2_map);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::WgGemm::gemm2>(p, w2_map);
 }
 
 // ---- the tall path (256 x 128 tiles), after the mma table: MJ_WGMMA_K_* ------------------------
@@ -83,26 +90,26 @@ mj_expert_offsets_tall(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgTall, mj::tc_layer::kGemm1>(p, w1_map);
+    mj::tc_layer::layer_gemm<mj::WgTall, mj::WgTall8, mj::tc_layer::kGemm1>(p, w1_map);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgTall, mj::WgGemm::gemm2>(p, w2_map);
+    mj::tc_layer::layer_gemm<mj::WgTall, mj::WgTall8, mj::WgGemm::gemm2>(p, w2_map);
 }
 
 // ---- the pair path (clusters of two sharing each weight tile): MJ_WGMMA_K_*_PAIR -------------
 extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgLarge, mj::tc_layer::kGemm1, true>(p, w1_map);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::tc_layer::kGemm1, true>(p, w1_map);
 }
 
 extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgGemm::gemm2, true>(p, w2_map);
+    mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::WgGemm::gemm2, true>(p, w2_map);
 }
 // The pair path's offsets: the large row tiles, listed so that clusters pair an expert's own
 // tiles wherever it has two (permute.cuh, expert_offsets).
@@ -124,11 +131,11 @@ mj_expert_offsets_short(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgShort, mj::tc_layer::kGemm1>(p, w1_map);
+    mj::tc_layer::layer_gemm<mj::WgShort, mj::WgShort8, mj::tc_layer::kGemm1>(p, w1_map);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    mj::tc_layer::layer_gemm<mj::WgShort, mj::WgGemm::gemm2>(p, w2_map);
+    mj::tc_layer::layer_gemm<mj::WgShort, mj::WgShort8, mj::WgGemm::gemm2>(p, w2_map);
 }

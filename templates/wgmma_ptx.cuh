@@ -111,6 +111,23 @@ __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], u64 desc_a, u6
     else wgmma_m64n128k16<D>(d, desc_a, desc_b, accumulate);
 }
 
+// The fp8 GEMMs' MMA (wgmma_fp8.cuh): d[64 x 128] = A[64 x 32] · B[128 x 32]ᵀ (+ d when
+// accumulate != 0), e4m3 x e4m3 with fp32 accumulation, both K-major in shared memory as
+// 128-byte swizzled rows of 128 codes; the register layout is m64n128k16's.
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], u64 desc_a, u64 desc_b, u32 accumulate)
+{
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1;\n"
+                 "}\n"
+                 : MJ_F16(0), MJ_F16(16), MJ_F16(32), MJ_F16(48)
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
 #undef MJ_F16
 #undef MJ_F4
 

@@ -409,6 +409,42 @@ START_TEST(bench_layer_list_specs_lists_warmable_layers_without_a_device)
 }
 END_TEST
 
+/* --quant: the fp8 formats' layers on wgmma only (mma has no fp8 layer), their float64 cases,
+ * and with --check the simt layer of the same format; warm plans them all. */
+START_TEST(bench_layer_list_specs_lists_the_fp8_layers_asked_for)
+{
+    static const char *const env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--check", "--backend", "mma,wgmma", "--quant", "fp8_block,fp8_static",
+                    "--shapes", "deepseek-v3,kimi-k2", "--list-specs", (const char *)NULL);
+    ASSERT_RC(0);
+    char *list = strdup(r.out);
+    ck_assert_ptr_nonnull(list);
+    int n = 0, block = 0, stat = 0, simt = 0, kimi = 0;
+    const char *argv[80];
+    argv[n++] = "warm", argv[n++] = "--dry-run", argv[n++] = "--arch", argv[n++] = "sm_90a";
+    for (char *save = NULL, *l = strtok_r(list, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        ck_assert_msg(strncmp(l, "backend=wgmma,", 14) == 0 || strncmp(l, "backend=simt,", 13) == 0, "line: %s", l);
+        block += strstr(l, "quant=fp8_block") != NULL;
+        stat += strstr(l, "quant=fp8_tensor,fp8_act=static") != NULL;
+        simt += strncmp(l, "backend=simt,", 13) == 0;
+        kimi += strstr(l, "hidden=7168,inter=2048,experts=384,topk=8") != NULL;
+        ck_assert_int_lt(n, 79);
+        argv[n++] = l;
+    }
+    argv[n] = NULL;
+    /* float64 cases: 2 activations x 3 tiles per format; shapes: 2 x (wgmma + simt) per format */
+    ck_assert_msg(block == 10 && stat == 10 && simt == 4 && kimi == 4, "%d fp8_block, %d static, %d simt, %d kimi:\n%s",
+                  block, stat, simt, kimi, r.out);
+    mj_test_cli_result_free(&r);
+    mj_test_cli_runv(&t, env, &r, argv);
+    ASSERT_RC(0);
+    char want[80];
+    snprintf(want, sizeof want, "%d to compile, 0 already present, 0 unsupported", n - 4);
+    ck_assert_msg(strstr(r.out, want), "wanted '%s':\n%s", want, r.out);
+    free(list);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -442,6 +478,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, tune_bad_options_exit_2_with_one_line);
     tcase_add_test(tc, tune_without_a_device_exits_1_and_writes_nothing);
     tcase_add_test(tc, bench_layer_list_specs_lists_warmable_layers_without_a_device);
+    tcase_add_test(tc, bench_layer_list_specs_lists_the_fp8_layers_asked_for);
     suite_add_tcase(s, tc);
     return s;
 }

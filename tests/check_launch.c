@@ -21,6 +21,7 @@
 #include "runtime/launch.h"
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
+#include "runtime/launch_common.h"
 #include "lib/check_main.h"
 #include "runtime/loader.h"
 #include "moejit.h"
@@ -519,6 +520,9 @@ static int tc_splits; /* gemm2_splits of the parameter block the last launch got
 static unsigned tc_box_rows[4]; /* the row extent of each encoded map's box, in order */
 static cuuint64_t tc_map_dims[4][3], tc_map_strides[4][2]; /* each encoded map's dims and byte strides */
 static unsigned long long tc_b1, tc_b2, tc_act_param[3]; /* the last launch's parameter block's */
+static unsigned tc_box_k[4];    /* ... its K extent (elements) */
+static int tc_map_type[4];      /* ... its element type */
+static unsigned long long tc_row_stride[4]; /* ... the byte stride between rows */
 
 static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned smem, void **params, int pdl)
 {
@@ -574,6 +578,7 @@ static CUresult tc_sm_count(int *v, CUdevice_attribute a, CUdevice d)
 /* The pair path's residency query: kernel k's function is k's handle; the answer is
  * tc_clusters (0 or a negative result: the refusals), and the config must be the launch's. */
 static int tc_clusters = 66, n_tc_cluster_queries;
+static unsigned tc_cluster_smem; /* the shared memory of the last cluster query */
 static CUresult tc_get_function(CUfunction *f, CUkernel k)
 {
     *f = (CUfunction)k;
@@ -584,7 +589,8 @@ static CUresult tc_max_clusters(int *n, CUfunction f, const CUlaunchConfig *c)
     const int k = (int)((uintptr_t)f - 1);
     ck_assert(k == MJ_WGMMA_K_GEMM1_ACT_PAIR || k == MJ_WGMMA_K_GEMM2_PAIR);
     ck_assert_uint_eq(c->blockDimX, 384);
-    ck_assert_uint_eq(c->sharedMemBytes, 197888);
+    ck_assert(c->sharedMemBytes == MJ_WGMMA_SMEM || c->sharedMemBytes == MJ_WGMMA_FP8_SMEM); /* fp8: row scales */
+    tc_cluster_smem = c->sharedMemBytes;
     ck_assert_uint_eq(c->numAttrs, 1);
     ck_assert_int_eq(c->attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
     ck_assert_uint_eq(c->attrs[0].value.clusterDim.x, 2);
@@ -606,6 +612,9 @@ static CUresult tc_encode(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank
         tc_box_rows[n_tc_maps] = box[1];
         memcpy(tc_map_dims[n_tc_maps], dims, sizeof tc_map_dims[0]);
         memcpy(tc_map_strides[n_tc_maps], strides, sizeof tc_map_strides[0]);
+        tc_box_k[n_tc_maps] = box[0];
+        tc_map_type[n_tc_maps] = (int)t;
+        tc_row_stride[n_tc_maps] = strides[0];
     }
     memset(m, ++n_tc_maps, sizeof *m);
     return CUDA_SUCCESS;
@@ -1454,6 +1463,122 @@ START_TEST(mma_and_wgmma_workspace_sizes_are_pinned)
 }
 END_TEST
 
+/* ---- fp8 on wgmma (launch_tc_fp8.c, templates/wgmma_fp8.cuh) -------------------------------- */
+
+#define WGMMA_FP8 "backend=wgmma,quant=fp8_block,act=swiglu,routing=renormalize,arch=sm_90a"
+
+/* fp8 runs the wgmma GEMMs on every path, their stages' A row scales in more shared memory,
+ * the weights through byte maps of 128 codes per row; never mma's 16-bit small path: decode
+ * is the large path's short tiles (gated) or 128-row tiles, after the route kernel. */
+START_TEST(wgmma_fp8_runs_its_gemms_on_every_path_with_byte_maps)
+{
+    tc_forward(WGMMA_FP8 ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_uint_eq(tc_gemm(0)->smem, MJ_WGMMA_FP8_SMEM);
+    ck_assert_uint_eq(tc_gemm(1)->smem, MJ_WGMMA_FP8_SMEM);
+    ck_assert_int_eq(tc_attr_smem, MJ_WGMMA_FP8_SMEM);
+    ck_assert_int_eq(n_tc_maps, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(tc_map_type[i], CU_TENSOR_MAP_DATA_TYPE_UINT8);
+        ck_assert_uint_eq(tc_box_k[i], MJ_WGMMA_FP8_BK);
+    }
+    ck_assert_uint_eq(tc_row_stride[0], 2048); /* W1 rows: H bytes */
+    ck_assert_uint_eq(tc_row_stride[1], 768);  /* W2 rows: I bytes */
+    ck_assert_uint_eq(tc_box_rows[0], 128);
+    ck_assert_uint_eq(tc_box_rows[1], 256);
+    /* a 16-bit layer keeps its maps */
+    tc_forward(WGMMA ",tile=large", 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_map_type[0], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    ck_assert_uint_eq(tc_box_k[0], MJ_WGMMA_BK);
+    ck_assert_uint_eq(tc_row_stride[0], 2 * 2048);
+    /* batch 1: route, offsets (scattering), then the short tiles' GEMMs and finalize */
+    for (int pre = 0; pre < 2; pre++) {
+        tc_forward(pre ? "backend=wgmma,quant=fp8_block,act=swiglu,routing=precomputed,arch=sm_90a" : WGMMA_FP8, 1,
+                   2048, 768, 128, 8, 0, 0, 0);
+        ck_assert_int_eq(n_tc_recs, 5);
+        ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE);
+        ck_assert_int_eq(tc_recs[1].kernel, MJ_WGMMA_K_EXPERT_OFFSETS_SHORT);
+        ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_SHORT);
+        ck_assert_int_eq(tc_gemm(1)->kernel, MJ_WGMMA_K_GEMM2_SHORT);
+        ck_assert_uint_eq(tc_gemm(0)->smem, MJ_WGMMA_FP8_SHORT_SMEM);
+        ck_assert_int_eq(tc_gemm(2)->kernel, MJ_MMA_K_FINALIZE);
+    }
+    /* ungated fp8_tensor at 4 tokens: the 128-row tiles; tall and pair when asked */
+    tc_forward("backend=wgmma,quant=fp8_tensor,fp8_act=token,act=relu2,arch=sm_90a", 4, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
+    ck_assert_uint_eq(tc_gemm(0)->smem, MJ_WGMMA_FP8_SMEM);
+    tc_forward(WGMMA_FP8 ",tile=tall", 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
+    ck_assert_uint_eq(tc_gemm(1)->smem, MJ_WGMMA_FP8_SMEM);
+    tc_forward(WGMMA_FP8, 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_uint_eq(tc_gemm(0)->smem, MJ_WGMMA_FP8_SMEM);
+    ck_assert_uint_eq(tc_cluster_smem, MJ_WGMMA_FP8_SMEM); /* the residency query asks with the same */
+    /* the plan agrees: no small path, no persistent layer, whatever T */
+    moejit_spec *s = spec_of(WGMMA_FP8);
+    for (int64_t T = 1; T <= 64; T *= 2) {
+        moejit_moe_args a = args_for(s, T, 2048, 768, 128, 8);
+        const mj_gemm_plan p = plan_of(s, &a, 132, MJ_DECODE_AUTO);
+        ck_assert_int_ne(p.path, MJ_MMA_PATH_SMALL);
+        ck_assert(!p.persistent_candidate && !p.persistent_splits && !p.fused_route && !p.routed_gemm1);
+    }
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+/* An fp8 wgmma forward's scales and shapes, each refusal naming the field. */
+START_TEST(wgmma_fp8_arguments_are_checked_naming_the_field)
+{
+    const char *tensor = "backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a";
+    forward_fails(tensor, 2, 64, 32, 4, 2, drop_w1_scale,
+                  "args.w1_scale: must not be NULL: quant=fp8_tensor has fp32 [E_local] weight scales");
+    forward_fails(WGMMA_FP8, 2, 128, 128, 4, 2, drop_w2_scale,
+                  "args.w2_scale: must not be NULL: quant=fp8_block has fp32 [E_local, N/128, K/128]");
+    forward_fails(WGMMA_FP8, 2, 128, 128, 4, 2, odd_w1_scale, "args.w1_scale: must be 4-byte aligned");
+    forward_fails(tensor, 2, 64, 32, 4, 2, add_x_scale, "args.x_scale: must be NULL: only quant=fp8_tensor with");
+    forward_fails("backend=wgmma,quant=fp8_tensor,fp8_act=static,act=swiglu,arch=sm_90a", 2, 64, 32, 4, 2,
+                  drop_x_scale, "args.x_scale: must not be NULL: quant=fp8_tensor with fp8_act=static");
+    forward_fails(WGMMA, 2, 64, 32, 4, 2, add_x_scale, "args.x_scale: must be NULL");
+    forward_fails(WGMMA, 2, 64, 32, 4, 2, add_w1_scale, "args.w1_scale: must be NULL");
+    forward_fails(tensor, 2, 72, 32, 4, 2, NULL, "args.hidden: must be a multiple of 16 for quant=fp8_tensor");
+    forward_fails(tensor, 2, 64, 40, 4, 2, NULL, "args.inter: must be a multiple of 16 for quant=fp8_tensor");
+    forward_fails(WGMMA_FP8, 2, 64, 128, 4, 2, NULL, "args.hidden: must be a multiple of 128");
+    moejit_spec *s = spec_of(WGMMA_FP8 ",tile=small");
+    moejit_moe_args a = args_for(s, 2, 128, 128, 4, 2);
+    ck_assert_int_eq(forward(s, &a), MOEJIT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moejit_last_error(), "tile: an fp8 wgmma layer has no small path"));
+    moejit_spec_destroy(s);
+}
+END_TEST
+
+/* The bytes of n, rounded up to the workspace's region alignment. */
+static size_t ws_region(size_t n) { return (n + MJ_WS_ALIGN - 1) / MJ_WS_ALIGN * MJ_WS_ALIGN; }
+
+/* fp8 on wgmma adds its regions to the 16-bit layout of the same path (tile=large: no
+ * persistent layer's K splits; launch_tc_fp8.h): fp8_block x's and the intermediate's codes
+ * and 1 x 128 scales; fp8_act=token x's codes and scales and the intermediate's amax per
+ * (token, slot); fp8_act=tensor x's amax per token and one word; static x one word. */
+START_TEST(wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales)
+{
+    static const struct { int64_t T, k; } shapes[] = {{1, 8}, {3, 2}, {1000, 8}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t T = shapes[i].T, k = shapes[i].k, H = 2048, I = 768, E = 128;
+        const size_t P = (size_t)(T * k), base = ws_of(WGMMA ",tile=large", T, H, I, E, k);
+        const size_t x_amax = ws_region(4 * (size_t)T), one = ws_region(4);
+        ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a", T, H, I, E, k),
+                          base + x_amax + one);
+        ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,fp8_act=token,act=swiglu,arch=sm_90a", T, H, I, E, k),
+                          base + ws_region((size_t)(T * H)) + x_amax + ws_region(4 * P));
+        ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,fp8_act=static,act=swiglu,arch=sm_90a", T, H, I, E, k),
+                          base + one);
+        ck_assert_uint_eq(ws_of(WGMMA_FP8, T, H, I, E, k), base + ws_region((size_t)(T * H)) +
+                                                               ws_region(4 * (size_t)T * (size_t)(H / 128)) +
+                                                               ws_region(P * (size_t)I) + ws_region(4 * P * (size_t)(I / 128)));
+    }
+    ck_assert_uint_eq(ws_of(WGMMA_FP8, 0, 2048, 768, 128, 8), 0);
+}
+END_TEST
+
 /* A table entry for the shape (tune_table.h, installed through its test hook) decides the
  * path of tile=auto inside its bucket only, for its backend only; tile=large|small still
  * force theirs; without the table the heuristic is back. */
@@ -1530,6 +1655,9 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, pdl_inner_launches_a_forwards_first_kernel_plainly);
     tcase_add_test(tc, mma_and_wgmma_workspace_sizes_are_pinned);
     tcase_add_test(tc, a_tuning_table_entry_flips_the_auto_path_only);
+    tcase_add_test(tc, wgmma_fp8_runs_its_gemms_on_every_path_with_byte_maps);
+    tcase_add_test(tc, wgmma_fp8_arguments_are_checked_naming_the_field);
+    tcase_add_test(tc, wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales);
     suite_add_tcase(s, tc);
     return s;
 }

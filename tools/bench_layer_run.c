@@ -119,6 +119,37 @@ static const char fill_source[] =
     "    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
     "         i += step)\n"
     "        dst[i] = mj_u(seed, i) * scale;\n"
+    "}\n"
+    /* e4m3fn of 448 · u (round to nearest even), the full range of the format without NaN */
+    "extern \"C\" __global__ void mj_bench_fill8(unsigned char *dst, unsigned long long n,\n"
+    "                                           unsigned long long seed)\n"
+    "{\n"
+    "    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+    "         i += step) {\n"
+    "        const float v = mj_u(seed, i) * 448.0f, a = fabsf(v);\n"
+    "        const unsigned s = v < 0.0f ? 0x80u : 0u;\n"
+    "        unsigned code;\n"
+    "        if (a < 0.015625f) {\n"
+    "            code = (unsigned)__float2int_rn(a * 512.0f);\n"
+    "        } else {\n"
+    "            int e;\n"
+    "            const float f = frexpf(a, &e);\n"
+    "            int m = __float2int_rn((f * 2.0f - 1.0f) * 8.0f), E = e + 6;\n"
+    "            if (m == 8) m = 0, E++;\n"
+    "            code = E > 15 || (E == 15 && m > 6) ? 0x7eu : (unsigned)(E << 3 | m);\n"
+    "        }\n"
+    "        dst[i] = (unsigned char)(s | code);\n"
+    "    }\n"
+    "}\n"
+    /* scale · (1.5 + 0.5 u): positive scales in [scale, 2 scale) */
+    "extern \"C\" __global__ void mj_bench_fill_scales(float *dst, unsigned long long n,\n"
+    "                                                 unsigned long long seed, float scale)\n"
+    "{\n"
+    "    const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+    "         i += step)\n"
+    "        dst[i] = (1.5f + 0.5f * mj_u(seed, i)) * scale;\n"
     "}\n";
 
 moejit_status bench_fill_init(bench_fill *f)
@@ -129,9 +160,11 @@ moejit_status bench_fill_init(bench_fill *f)
     src.text = (char *)fill_source;
     src.len = sizeof fill_source - 1;
     src.name = "moejit_bench_fill.cu";
-    src.n_kernels = 2;
+    src.n_kernels = 4;
     src.kernel_names[0] = "mj_bench_fill16";
     src.kernel_names[1] = "mj_bench_fill32";
+    src.kernel_names[2] = "mj_bench_fill8";
+    src.kernel_names[3] = "mj_bench_fill_scales";
     int major = 0, minor = 0;
     moejit_status st = mj_driver_device_cc(0, &major, &minor);
     if (st != MOEJIT_OK) return st;
@@ -158,6 +191,32 @@ moejit_status bench_fill_run(const mj_gpu *g, const bench_fill *f, CUdeviceptr d
     CUresult r = g->d->cuLaunchKernel((CUfunction)f->module.kernels[k], (unsigned)blocks, 1, 1, 256, 1, 1, 0,
                                       stream, k ? p32 : p16, NULL);
     return r == CUDA_SUCCESS ? MOEJIT_OK : mj_cuda_fail(g->d, r, "cuLaunchKernel(fill)");
+}
+
+moejit_status bench_fill_e4m3(const mj_gpu *g, const bench_fill *f, CUdeviceptr dst, size_t n, uint64_t seed,
+                             CUstream stream)
+{
+    if (n == 0) return MOEJIT_OK;
+    unsigned long long count = n, s = seed;
+    size_t blocks = (n + 255) / 256;
+    if (blocks > 132 * 32) blocks = 132 * 32;
+    void *p[] = {&dst, &count, &s};
+    CUresult r = g->d->cuLaunchKernel((CUfunction)f->module.kernels[2], (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream,
+                                      p, NULL);
+    return r == CUDA_SUCCESS ? MOEJIT_OK : mj_cuda_fail(g->d, r, "cuLaunchKernel(fill e4m3)");
+}
+
+moejit_status bench_fill_scales(const mj_gpu *g, const bench_fill *f, CUdeviceptr dst, size_t n, uint64_t seed,
+                                float scale, CUstream stream)
+{
+    if (n == 0) return MOEJIT_OK;
+    unsigned long long count = n, s = seed;
+    size_t blocks = (n + 255) / 256;
+    if (blocks > 132 * 32) blocks = 132 * 32;
+    void *p[] = {&dst, &count, &s, &scale};
+    CUresult r = g->d->cuLaunchKernel((CUfunction)f->module.kernels[3], (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream,
+                                      p, NULL);
+    return r == CUDA_SUCCESS ? MOEJIT_OK : mj_cuda_fail(g->d, r, "cuLaunchKernel(fill scales)");
 }
 
 void bench_fill_free(bench_fill *f)

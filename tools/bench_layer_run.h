@@ -53,6 +53,12 @@ typedef struct bench_fill {
 moejit_status bench_fill_init(bench_fill *f);
 moejit_status bench_fill_run(const mj_gpu *g, const bench_fill *f, CUdeviceptr dst, size_t n,
                              mj_dtype dt, uint64_t seed, float scale, CUstream stream);
+/* fp8 inputs: n e4m3fn bytes, each the code of 448 · u(seed, i) (round to nearest even; never
+ * NaN); n fp32 scales scale · (1.5 + 0.5 · u), in [scale, 2 · scale). */
+moejit_status bench_fill_e4m3(const mj_gpu *g, const bench_fill *f, CUdeviceptr dst, size_t n, uint64_t seed,
+                             CUstream stream);
+moejit_status bench_fill_scales(const mj_gpu *g, const bench_fill *f, CUdeviceptr dst, size_t n, uint64_t seed,
+                                float scale, CUstream stream);
 void bench_fill_free(bench_fill *f);
 
 /* Captures `forwards` forward calls (input set i of each is the caller's business: the

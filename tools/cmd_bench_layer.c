@@ -33,6 +33,7 @@
 #include "templates/common/mma_params.h"
 #include "reference/reference.h"
 #include "core/spec.h"
+#include "tools/bench_quant.h"
 
 typedef bench_model_shape model_shape;
 
@@ -43,6 +44,7 @@ static const model_shape shapes[] = {
     {"deepseek-v3", 7168, 2048, 256, 8, "swiglu"},
     {"nemotron", 2688, 1856, 128, 6, "relu2"},
     {"gpt-oss-bf16", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)"},
+    {"kimi-k2", 7168, 2048, 384, 8, "swiglu"},
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 #define DEFAULT_SHAPES "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
@@ -50,7 +52,7 @@ static const model_shape shapes[] = {
 const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPES ? &shapes[i] : NULL; }
 
 static const char usage[] =
-    "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
+    "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST] [--quant LIST]\n"
     "                          [--check [--no-reference] [--extras]] [--no-time] [--json FILE] [--append FILE]\n"
     "                          [--list-specs]\n"
     "                          [--commit SHA]\n"
@@ -61,11 +63,18 @@ static const char usage[] =
     "time, effective TB/s on the weight bytes the batch touches, TFLOP/s and the fraction of the\n"
     "roofline floor max(W / bw, F / peak).\n"
     "\n"
-    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, or all\n"
+    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, kimi-k2, or all\n"
     "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
     "  --backend LIST   simt, mma, wgmma (default mma)\n"
     "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small,\n"
     "                   tall, pair (wgmma only; skipped for mma)\n"
+    "  --quant LIST     weight formats: bf16 (default), fp8_tensor, fp8_token, fp8_static (fp8_tensor\n"
+    "                   with fp8_act=tensor, token, static), fp8_block; each shape runs in each (fp8:\n"
+    "                   e4m3 weights with fp32 scales, skipped for mma); with --check, the float64\n"
+    "                   cases of each fp8 format on wgmma (gated and ungated, every GEMM path; x on\n"
+    "                   the e4m3 grid; bars: 0.15 of max |ref| against the ideal layer, 0.04\n"
+    "                   against the replay of its rounding and quantization) and the shapes\n"
+    "                   against simt in the same format (MOEJIT_ALLOW_UNVALIDATED=1 for wgmma's fp8)\n"
     "  --check          first compare each backend with simt on the same inputs (poisoned\n"
     "                   output, bit-identical rerun), and with the float64 CPU reference on\n"
     "                   small shapes for every activation and both mma GEMM paths\n"
@@ -92,6 +101,7 @@ static const char usage[] =
     "\n"
     "Examples:\n"
     "  moejit bench layer --check\n"
+    "  moejit bench layer --backend wgmma --quant fp8_block --shapes deepseek-v3,kimi-k2,qwen3-235b-a22b\n"
     "  moejit bench layer --shapes qwen3-30b-a3b --batches 1,64 --tile small,large --backend mma,simt\n";
 
 typedef struct options {
@@ -102,6 +112,8 @@ typedef struct options {
     int n_backends;
     const char *tile[5];
     int n_tiles;
+    const bench_quant *quant[5]; /* --quant */
+    int n_quants;
     int check, reference, time, list_specs, extras;
     const char *routing[8]; /* --routing: the float64 cases' routing methods */
     int n_routings;
@@ -173,6 +185,23 @@ static int parse_word_list(const char *opt, const char *value, const char **out,
     return 0;
 }
 
+static int parse_quants(const char *value, options *o)
+{
+    char items[6][32];
+    int n = split(value, items, 6);
+    o->n_quants = 0;
+    for (int i = 0; i < n && n <= 5; i++) {
+        const bench_quant *q = bench_quant_find(items[i]);
+        if (!q) n = -1;
+        else o->quant[o->n_quants++] = q;
+    }
+    if (n <= 0 || n > 5) {
+        cli_error("bench layer: --quant: bad list '%s'; allowed: " BENCH_QUANT_NAMES, value);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the floor ------------------------------------------------------------------------------- */
 
 static bench_floor floor_of(const model_shape *s, int gated, long long B, double e_read, const options *o)
@@ -185,7 +214,10 @@ static bench_floor floor_of(const model_shape *s, int gated, long long B, double
 typedef struct shape_bufs {
     CUdeviceptr w1, w2, x, logits, out, out2, ws;
     size_t ws_bytes, x_set, logits_set; /* elements per input set (at the largest batch) */
+    size_t x_elem;                      /* bytes per x element: 2, or 1 (static fp8 x) */
     int sets;
+    const bench_quant *quant;
+    bench_quant_bufs scales; /* fp8: the weight scales and the static x scale */
 } shape_bufs;
 
 typedef struct enqueue_ctx {
@@ -202,7 +234,7 @@ static moejit_status enqueue_forward(void *vctx, int i, CUstream stream)
     enqueue_ctx *c = vctx;
     moejit_moe_args a = c->args;
     int set = i % c->b->sets;
-    a.x = (void *)(c->b->x + (size_t)set * c->b->x_set * 2);
+    a.x = (void *)(c->b->x + (size_t)set * c->b->x_set * c->b->x_elem);
     a.router_logits = (void *)(c->b->logits + (size_t)set * c->b->logits_set * 4);
     return bench_layer_forward(c->g, c->layer, &a, c->b->ws, c->b->ws_bytes, stream);
 }
@@ -215,6 +247,7 @@ static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUde
     a->num_experts = s->experts, a->topk = s->topk;
     a->x = (void *)b->x, a->router_logits = (void *)b->logits;
     a->w1 = (void *)b->w1, a->w2 = (void *)b->w2, a->out = (void *)out;
+    if (b->quant) bench_quant_args(b->quant, &b->scales, a);
 }
 
 /* Runs one forward of set 0 into out (poisoned first) and downloads it as floats. */
@@ -707,8 +740,21 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
     static const char *const acts[] = {
         "gelu", "relu", "silu", "swiglu", "geglu", "relu2", "swiglu_step", "geglu_tanh", "identity",
         "situ", "swiglu(alpha=1.702,beta=1,limit=7)", "situ(gate_scale=4,linear_scale=25,clamp_limit=6)"};
-    int n = 0;
-    for (int b = 0; b < o->n_backends; b++) {
+    int n = 0, bf16 = 0;
+    for (int q = 0; q < o->n_quants; q++) {
+        bf16 |= !o->quant[q]->fp8;
+        if (!o->quant[q]->fp8) continue;
+        /* fp8's float64 cases on wgmma (mma has no fp8 layer), each --routing method */
+        for (int b = 0; b < o->n_backends; b++)
+            for (int r = 0; r < o->n_routings && !strcmp(o->backend[b], "wgmma"); r++) {
+                char routing[160];
+                set_ref_routing(o->routing[r], ref_K, 0);
+                snprintf(routing, sizeof routing, "%s", ref_routing);
+                *failed += bench_quant_reference(g, ctx, o->backend[b], o->quant[q], routing, stdout, &n);
+            }
+        set_ref_routing("renormalize", ref_K, 0);
+    }
+    for (int b = 0; b < o->n_backends && bf16; b++) {
         const char *be = o->backend[b];
         if (!strcmp(be, "simt")) continue;
         if (o->extras) {
@@ -753,14 +799,14 @@ static const char *clock_text(const gpu_clocks *c, char *buf, int size)
 typedef struct row {
     const model_shape *shape;
     long long batch;
-    char backend[16], path[24], check[48], note[64];
+    char backend[32], path[24], check[48], note[64];
     double us, spread;
     bench_floor m;
     gpu_clocks clocks; /* the GPU over the timed replays (no samples: no NVML) */
 } row;
 
 typedef struct variant {
-    char label[16]; /* "mma", "mma/small", "simt" */
+    char label[32]; /* "mma", "mma/small", "simt", "wgmma fp8_block" */
     char text[512];
     bench_layer layer;
     int built;
@@ -769,7 +815,7 @@ typedef struct variant {
 static int write_cubin(const options *o, const model_shape *s, const variant *v)
 {
     if (!o->cubin_dir) return 0;
-    char path[512], label[16];
+    char path[512], label[32];
     memcpy(label, v->label, sizeof label);
     label[sizeof label - 1] = '\0';
     for (char *c = label; *c; c++)
@@ -801,61 +847,101 @@ static void free_bufs(const mj_gpu *g, shape_bufs *b)
 {
     mj_gpu_free(g, b->w1), mj_gpu_free(g, b->w2), mj_gpu_free(g, b->x), mj_gpu_free(g, b->logits);
     mj_gpu_free(g, b->out), mj_gpu_free(g, b->out2), mj_gpu_free(g, b->ws);
+    bench_quant_free(g, &b->scales);
     memset(b, 0, sizeof *b);
 }
 
 /* The layers of shape s: every backend x tile (tiles apply to mma and wgmma; tall and pair to
  * wgmma only), then simt for --check when not asked for: at most 3 x 5 + 1 in v[16]. Returns
  * how many; *n_user: those asked for (timed). */
-static int shape_variants(const options *o, const model_shape *s, variant *v, int *n_user)
+static int shape_variants(const options *o, const model_shape *s, const bench_quant *q, variant *v, int *n_user)
 {
     int nv = 0;
     memset(v, 0, 16 * sizeof *v);
+    /* fp8: the label says so (bf16's stay as they were) */
+    const char *qlabel = q->fp8 ? q->name : "", *qsep = q->fp8 ? " " : "";
     for (int b = 0; b < o->n_backends; b++) {
+        if (q->fp8 && !strcmp(o->backend[b], "mma")) continue; /* mma has no fp8 layer */
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
             if (is_mma && (!strcmp(o->tile[t], "tall") || !strcmp(o->tile[t], "pair")) &&
                 strcmp(o->backend[b], "wgmma") != 0)
                 continue;
+            if (q->fp8 && is_mma && !strcmp(o->tile[t], "small")) continue; /* fp8: no small path */
             variant *x = &v[nv++];
             if (is_mma && strcmp(o->tile[t], "auto") != 0)
-                snprintf(x->label, sizeof x->label, "%s/%s", o->backend[b], o->tile[t]);
+                snprintf(x->label, sizeof x->label, "%s/%s%s%s", o->backend[b], o->tile[t], qsep, qlabel);
             else
-                snprintf(x->label, sizeof x->label, "%s", o->backend[b]);
+                snprintf(x->label, sizeof x->label, "%s%s%s", o->backend[b], qsep, qlabel);
             snprintf(x->text, sizeof x->text,
-                     "backend=%s,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,"
+                     "backend=%s,%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,"
                      "topk=%d,arch=native%s%s",
-                     o->backend[b], s->act, s->hidden, s->inter, s->experts, s->topk,
+                     o->backend[b], q->spec, s->act, s->hidden, s->inter, s->experts, s->topk,
                      is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
         }
     }
     *n_user = nv;
     int simt_ref = -1;
     for (int i = 0; i < nv; i++)
-        if (!strcmp(v[i].label, "simt")) simt_ref = i;
+        if (!strncmp(v[i].label, "simt", 4)) simt_ref = i;
     if (o->check && simt_ref < 0) {
-        snprintf(v[nv].label, sizeof v[nv].label, "simt");
+        snprintf(v[nv].label, sizeof v[nv].label, "simt%s%s", qsep, qlabel);
         snprintf(v[nv].text, sizeof v[nv].text,
-                 "backend=simt,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+                 "backend=simt,%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
                  "arch=native",
-                 s->act, s->hidden, s->inter, s->experts, s->topk);
+                 q->spec, s->act, s->hidden, s->inter, s->experts, s->topk);
         nv++;
     }
     return nv;
 }
 
+/* The shape's weights (1-byte e4m3 codes for fp8, with their scales) and input sets (x as e4m3
+ * codes for static fp8 x), filled on the device. */
+static moejit_status fill_shape(const mj_gpu *g, const bench_fill *fill, const model_shape *s, size_t nw1, size_t nw2,
+                                size_t rows1, shape_bufs *b, CUstream stream)
+{
+    const bench_quant *q = b->quant;
+    const uint64_t seed = 0x5eed0000ull + (uint64_t)(s - shapes) * 16;
+    moejit_status st = MOEJIT_OK;
+    if (q->fp8) {
+        st = bench_fill_e4m3(g, fill, b->w1, nw1, seed + 1, stream);
+        if (st == MOEJIT_OK) st = bench_fill_e4m3(g, fill, b->w2, nw2, seed + 2, stream);
+        if (st == MOEJIT_OK)
+            st = bench_quant_alloc(g, fill, q, s->experts, (int64_t)rows1, s->hidden, s->inter, seed, stream, &b->scales);
+    } else {
+        st = bench_fill_run(g, fill, b->w1, nw1, MJ_DTYPE_BF16, seed + 1, 1.0f / sqrtf((float)s->hidden), stream);
+        if (st == MOEJIT_OK)
+            st = bench_fill_run(g, fill, b->w2, nw2, MJ_DTYPE_BF16, seed + 2, 1.0f / sqrtf((float)s->inter), stream);
+    }
+    /* Each input set from its own seed, token-major, so that a batch of B reads the same B
+     * tokens of set i whatever the largest batch of the command (which sizes the sets): a row
+     * does not depend on the other batches it was run with. */
+    for (int set = 0; set < b->sets && st == MOEJIT_OK; set++) {
+        const uint64_t set_seed = seed + ((uint64_t)(set + 1) << 40);
+        const CUdeviceptr x = b->x + (size_t)set * b->x_set * b->x_elem;
+        st = q->static_x ? bench_fill_e4m3(g, fill, x, b->x_set, set_seed + 3, stream)
+                         : bench_fill_run(g, fill, x, b->x_set, MJ_DTYPE_BF16, set_seed + 3, 1.0f, stream);
+        if (st == MOEJIT_OK)
+            st = bench_fill_run(g, fill, b->logits + (size_t)set * b->logits_set * 4, b->logits_set, MJ_DTYPE_FP32,
+                                set_seed + 4, 2.0f, stream);
+    }
+    if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
+    return st;
+}
+
 static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench_fill *fill,
-                               const options *o, const model_shape *s, row *rows, int *n_rows,
+                               const options *o, const model_shape *s, const bench_quant *q, row *rows, int *n_rows,
                                int *failed, CUstream stream, gpu_telemetry *tel)
 {
     variant v[16];
     int n_user = 0;
-    const int nv = shape_variants(o, s, v, &n_user); /* the first n_user are timed; an extra simt only checks */
+    const int nv = shape_variants(o, s, q, v, &n_user); /* the first n_user are timed; an extra simt only checks */
+    if (nv == 0) return MOEJIT_OK; /* fp8 asked of mma alone */
     int simt_ref = -1;
     for (int i = 0; i < nv; i++)
-        if (!strcmp(v[i].label, "simt")) simt_ref = i;
-    printf("== %s: H %d, I %d, E %d, k %d, %s, bf16, renormalize routing\n", s->name, s->hidden, s->inter,
-           s->experts, s->topk, s->act);
+        if (!strncmp(v[i].label, "simt", 4)) simt_ref = i;
+    printf("== %s: H %d, I %d, E %d, k %d, %s, %s, renormalize routing\n", s->name, s->hidden, s->inter,
+           s->experts, s->topk, s->act, q->name);
     moejit_status st = MOEJIT_OK;
     for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
         st = bench_layer_build(ctx, v[i].text, &v[i].layer);
@@ -874,6 +960,9 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     for (int i = 0; i < o->n_batches; i++) bmax = o->batch[i] > bmax ? o->batch[i] : bmax;
     shape_bufs b;
     memset(&b, 0, sizeof b);
+    b.quant = q;
+    b.x_elem = q->static_x ? 1 : 2;
+    const size_t w_elem = q->fp8 ? 1 : 2;
     b.sets = o->rotate > 0 ? o->rotate : (bmax >= 1024 ? 4 : 8);
     b.x_set = (size_t)bmax * (size_t)s->hidden;
     b.logits_set = (size_t)bmax * (size_t)s->experts;
@@ -884,31 +973,20 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
         moejit_moe_args a;
         args_of(s, bmax, &b, 0, &a);
         a.x = a.router_logits = a.w1 = a.w2 = a.out = (void *)(uintptr_t)256; /* shape-only query */
+        if (q->fp8) a.w1_scale = a.w2_scale = (const void *)(uintptr_t)256;
+        if (q->static_x) a.x_scale = (const float *)(uintptr_t)256;
         size_t need = 0;
         st = bench_layer_workspace(&v[i].layer, &a, &need);
         if (need > b.ws_bytes) b.ws_bytes = need;
     }
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw1 * 2, &b.w1);
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw2 * 2, &b.w2);
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * (size_t)b.sets * 2, &b.x);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw1 * w_elem, &b.w1);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw2 * w_elem, &b.w2);
+    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * (size_t)b.sets * b.x_elem, &b.x);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.logits_set * (size_t)b.sets * 4, &b.logits);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out2);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.ws_bytes, &b.ws);
-    const uint64_t seed = 0x5eed0000ull + (uint64_t)(s - shapes) * 16;
-    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w1, nw1, MJ_DTYPE_BF16, seed + 1, 1.0f / sqrtf((float)s->hidden), stream);
-    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w2, nw2, MJ_DTYPE_BF16, seed + 2, 1.0f / sqrtf((float)s->inter), stream);
-    /* Each input set from its own seed, token-major, so that a batch of B reads the same B
-     * tokens of set i whatever the largest batch of the command (which sizes the sets): a row
-     * does not depend on the other batches it was run with. */
-    for (int set = 0; set < b.sets && st == MOEJIT_OK; set++) {
-        const uint64_t set_seed = seed + ((uint64_t)(set + 1) << 40);
-        st = bench_fill_run(g, fill, b.x + (size_t)set * b.x_set * 2, b.x_set, MJ_DTYPE_BF16, set_seed + 3, 1.0f, stream);
-        if (st == MOEJIT_OK)
-            st = bench_fill_run(g, fill, b.logits + (size_t)set * b.logits_set * 4, b.logits_set, MJ_DTYPE_FP32,
-                                set_seed + 4, 2.0f, stream);
-    }
-    if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
+    if (st == MOEJIT_OK) st = fill_shape(g, fill, s, nw1, nw2, rows1, &b, stream);
 
     float *h_ref = NULL, *h_got = NULL, *h_again = NULL;
     if (o->check && st == MOEJIT_OK) {
@@ -1066,7 +1144,8 @@ int cmd_bench_layer(int argc, char **argv)
         {"bw", required_argument, NULL, 'w'},      {"peak", required_argument, NULL, 'p'},
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
         {"list-specs", no_argument, NULL, 'L'},
-        {"routing", required_argument, NULL, 'o'}, {"extras", no_argument, NULL, 'X'},
+        {"routing", required_argument, NULL, 'o'}, {"quant", required_argument, NULL, 'q'},
+        {"extras", no_argument, NULL, 'X'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
@@ -1078,6 +1157,7 @@ int cmd_bench_layer(int argc, char **argv)
     for (int i = 0; i < 5; i++) o.batch[o.n_batches++] = default_batches[i];
     o.backend[o.n_backends++] = "mma";
     o.tile[o.n_tiles++] = "auto";
+    o.quant[o.n_quants++] = bench_quant_find("bf16");
     static const char *const routings[] = {"renormalize",    "softmax_topk", "sigmoid_topk",
                                            "sigmoid_renorm", "deepseek_v3",  "llama4"};
     o.routing[o.n_routings++] = "renormalize";
@@ -1111,6 +1191,9 @@ int cmd_bench_layer(int argc, char **argv)
         case 't':
             if (parse_word_list("--tile", optarg, o.tile, 5, &o.n_tiles, tiles, 5, "auto, large, small, tall, pair"))
                 return MJ_EXIT_USAGE;
+            break;
+        case 'q':
+            if (parse_quants(optarg, &o)) return MJ_EXIT_USAGE;
             break;
         case 'c': o.check = 1; break;
         case 'X': o.extras = 1; break;
@@ -1166,11 +1249,12 @@ int cmd_bench_layer(int argc, char **argv)
     if (o.list_specs) {
         int unused = 0;
         if (o.check && o.reference) reference_checks(NULL, NULL, &o, &unused);
-        for (int i = 0; i < o.n_shapes; i++) {
-            variant v[16];
-            const int nv = shape_variants(&o, &shapes[o.shape[i]], v, &unused);
-            for (int j = 0; j < nv; j++) printf("%s\n", v[j].text);
-        }
+        for (int q = 0; q < o.n_quants; q++)
+            for (int i = 0; i < o.n_shapes; i++) {
+                variant v[16];
+                const int nv = shape_variants(&o, &shapes[o.shape[i]], o.quant[q], v, &unused);
+                for (int j = 0; j < nv; j++) printf("%s\n", v[j].text);
+            }
         return fflush(stdout) == 0 ? MJ_EXIT_OK : MJ_EXIT_FAIL;
     }
 
@@ -1186,7 +1270,7 @@ int cmd_bench_layer(int argc, char **argv)
     memset(&fill, 0, sizeof fill);
     CUstream stream = NULL;
     int rc = MJ_EXIT_OK, failed = 0, n_rows = 0;
-    row *rows = calloc((size_t)o.n_shapes * (size_t)o.n_batches * 16, sizeof *rows);
+    row *rows = calloc((size_t)o.n_shapes * (size_t)o.n_batches * 16 * (size_t)o.n_quants, sizeof *rows);
     if (!rows) return cli_fail(MOEJIT_ERR_OUT_OF_MEMORY, "bench layer");
     if ((st = moejit_context_create(NULL, &ctx)) != MOEJIT_OK || (st = bench_fill_init(&fill)) != MOEJIT_OK) {
         rc = cli_fail(st, "bench layer: setup");
@@ -1201,13 +1285,14 @@ int cmd_bench_layer(int argc, char **argv)
         int n = reference_checks(&g, ctx, &o, &failed);
         printf("reference checks: %d run, %d failed\n", n, failed);
     }
-    for (int i = 0; i < o.n_shapes; i++) {
-        st = run_shape(&g, ctx, &fill, &o, &shapes[o.shape[i]], rows, &n_rows, &failed, stream, &tel);
-        if (st != MOEJIT_OK) {
-            rc = cli_fail(st, "bench layer");
-            failed++;
+    for (int q = 0; q < o.n_quants; q++)
+        for (int i = 0; i < o.n_shapes; i++) {
+            st = run_shape(&g, ctx, &fill, &o, &shapes[o.shape[i]], o.quant[q], rows, &n_rows, &failed, stream, &tel);
+            if (st != MOEJIT_OK) {
+                rc = cli_fail(st, "bench layer");
+                failed++;
+            }
         }
-    }
     if (o.time && n_rows) {
         printf("\n");
         print_table(stdout, rows, n_rows);

@@ -128,6 +128,16 @@ enum {
 /* The short tiles': 5 stages of 40 KiB, 206,080 bytes */
 #define MJ_WGMMA_SHORT_STAGE_BYTES ((MJ_WGMMA_SHORT_BM + MJ_WGMMA_SHORT_BN) * MJ_WGMMA_BK * 2)
 #define MJ_WGMMA_SHORT_SMEM (MJ_WGMMA_SHORT_STAGES * MJ_WGMMA_SHORT_STAGE_BYTES + 1024 + 256)
+/* The fp8 GEMMs (templates/wgmma_fp8.cuh: quant=fp8_tensor, fp8_block): the same tiles and
+ * stage bytes (a 128-byte row holds 128 e4m3 codes, so BK is 128: one K block of the 128x128
+ * weight scales per stage), and after the barriers the fp32 scale of every A row of every
+ * stage, written by the producer that quantizes the rows (up to 256 rows per stage: tall). */
+#define MJ_WGMMA_FP8_BK 128
+#define MJ_WGMMA_FP8_SMEM (MJ_WGMMA_SMEM + MJ_WGMMA_STAGES * MJ_WGMMA_TALL_BM * 4)
+#define MJ_WGMMA_FP8_SHORT_SMEM (MJ_WGMMA_SHORT_SMEM + MJ_WGMMA_SHORT_STAGES * MJ_WGMMA_SHORT_BM * 4)
+#if MJ_WGMMA_FP8_SMEM > 232448 || MJ_WGMMA_FP8_SHORT_SMEM > 232448
+#error "an fp8 wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
+#endif
 #if MJ_WGMMA_SMEM > 232448 || MJ_WGMMA_SHORT_SMEM > 232448
 #error "a wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
 #endif

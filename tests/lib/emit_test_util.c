@@ -48,9 +48,15 @@ const char *mj_test_check_mma_program(const char *text, const mj_program *p, int
 
 int mj_test_sass_scan(const mj_program *p, const char *const *names, int n, int *lines, int *hgmma, int *local)
 {
+    return mj_test_sass_scan_op(p, names, n, "HGMMA", lines, hgmma, local);
+}
+
+int mj_test_sass_scan_op(const mj_program *p, const char *const *names, int n, const char *op, int *lines, int *ops,
+                         int *local)
+{
     const char *tool = getenv("MOEJIT_NVDISASM");
     if (!tool || !*tool || access(tool, X_OK) != 0) return -1;
-    for (int i = 0; i < n; i++) lines[i] = hgmma[i] = local[i] = 0;
+    for (int i = 0; i < n; i++) lines[i] = ops[i] = local[i] = 0;
     char path[] = "/tmp/moejit-sass-XXXXXX";
     const int fd = mkstemp(path);
     if (fd < 0) return -1;
@@ -77,7 +83,7 @@ int mj_test_sass_scan(const mj_program *p, const char *const *names, int n, int 
         }
         if (in < 0) continue;
         lines[in]++;
-        if (strstr(line, "HGMMA")) hgmma[in]++;
+        if (strstr(line, op)) ops[in]++;
         if (strstr(line, " LDL") || strstr(line, " STL")) local[in]++;
     }
     pclose(f);

@@ -25,6 +25,10 @@ const char *mj_test_check_mma_program(const char *text, const mj_program *p, int
  * into hgmma[i] and local[i], and its listing lines into lines[i]. Returns 0, or -1 when no
  * disassembler is set (then nothing is counted). */
 int mj_test_sass_scan(const mj_program *p, const char *const *names, int n, int *lines, int *hgmma, int *local);
+/* The same with the instructions containing op (e.g. "QGMMA", the fp8 warpgroup MMA) counted
+ * into ops[i]. */
+int mj_test_sass_scan_op(const mj_program *p, const char *const *names, int n, const char *op, int *lines, int *ops,
+                         int *local);
 
 /* Every routing method (and bf16 logits) reaches the source of base (a spec without routing)
  * as the constants the templates read; source_of emits a spec's translation unit (malloc'd). */

@@ -1,0 +1,81 @@
+/*
+ * This file contains the launch side of the fp8 layers of the tensor-core family (backend=wgmma,
+ * templates/wgmma_fp8.cuh): the checks of their scales and shapes, and the amax words their
+ * kernels exchange in the workspace (launch_tc_fp8.h).
+ */
+#include "runtime/launch_tc_fp8.h"
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "templates/common/params.h"
+
+int mj_tc_is_fp8(const moejit_spec *spec)
+{
+    return spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
+}
+
+/* fp8_tensor's H and I: the weight rows are 1-byte TMA rows, whose stride must be a multiple
+ * of 16 bytes, and each producer lane quantizes 16 consecutive values. */
+#define MJ_TC_FP8_TENSOR_DIM 16
+
+moejit_status mj_tc_fp8_check_args(const moejit_spec *spec, const moejit_moe_args *a)
+{
+    if (!mj_tc_is_fp8(spec)) return MOEJIT_OK;
+    const char *q = mj_quant_names[spec->quant];
+    const int64_t dims[2] = {a->hidden, a->inter};
+    static const char *const dim_names[2] = {"hidden", "inter"};
+    for (int i = 0; i < 2; i++)
+        if (dims[i] % MJ_TC_FP8_TENSOR_DIM)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                           "args.%s: must be a multiple of %d for quant=%s on backend %s (1-byte weight rows "
+                           "loaded by TMA in 16-byte units), got %lld",
+                           dim_names[i], MJ_TC_FP8_TENSOR_DIM, q, mj_backend_names[spec->backend],
+                           (long long)dims[i]);
+    const char *why = spec->quant == MJ_QUANT_FP8_BLOCK ? "fp32 [E_local, N/128, K/128]" : "fp32 [E_local]";
+    const struct { const void *p; const char *name; } scales[2] = {{a->w1_scale, "w1_scale"}, {a->w2_scale, "w2_scale"}};
+    for (int i = 0; i < 2; i++) {
+        if (!scales[i].p)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL: quant=%s has %s weight scales",
+                           scales[i].name, q, why);
+        if ((uintptr_t)scales[i].p % 4)
+            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be 4-byte aligned (%s), got %p",
+                           scales[i].name, why, scales[i].p);
+    }
+    const int stat = spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
+    if (!stat && a->x_scale)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "args.x_scale: must be NULL: only quant=fp8_tensor with fp8_act=static takes a static x scale");
+    if (stat && a->num_tokens > 0 && !a->x_scale)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                       "args.x_scale: must not be NULL: quant=fp8_tensor with fp8_act=static reads x as e4m3 "
+                       "with its fp32 dequant scale x_scale [1]");
+    if (stat && a->x_scale && (uintptr_t)a->x_scale % 4)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.x_scale: must be 4-byte aligned (fp32 [1]), got %p",
+                       a->x_scale);
+    return MOEJIT_OK;
+}
+
+void mj_tc_fp8_layout(const moejit_spec *spec, const moejit_moe_args *a, mj_ws_layout *w)
+{
+    if (!mj_tc_is_fp8(spec) || a->num_tokens == 0) return;
+    const size_t T = (size_t)a->num_tokens, pairs = T * (size_t)a->topk, H = (size_t)a->hidden, I = (size_t)a->inter;
+    const int block = spec->quant == MJ_QUANT_FP8_BLOCK, token = !block && spec->fp8_act == MJ_FP8_ACT_TOKEN;
+    const int stat = !block && spec->fp8_act == MJ_FP8_ACT_STATIC;
+    size_t at = w->total;
+    if (block || token) { /* x quantized by the route kernel */
+        w->xq = at;
+        at = mj_launch_align_up(at + T * H);
+    }
+    if (!stat) { /* x's scales: per 128 of H, per token, or each token's amax */
+        w->xscale = at;
+        at = mj_launch_align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : T));
+    }
+    if (block) { /* the intermediate quantized by GEMM1's epilogue */
+        w->interq = at;
+        at = mj_launch_align_up(at + pairs * I);
+    }
+    w->interscale = at; /* its scales per 128 of I, or its amax words */
+    at = mj_launch_align_up(at + 4 * (block ? pairs * (I / MJ_FP8_BLOCK) : token ? pairs : 1));
+    w->total = at;
+}

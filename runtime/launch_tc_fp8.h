@@ -1,0 +1,30 @@
+/*
+ * launch_tc_fp8.h — what an fp8 layer of the tensor-core family (backend=wgmma: e4m3 weights,
+ * templates/wgmma_fp8.cuh) adds to the mma family's launch: its argument checks and its
+ * workspace regions.
+ */
+#ifndef MJ_LAUNCH_TC_FP8_H
+#define MJ_LAUNCH_TC_FP8_H
+
+#include "core/spec.h"
+#include "runtime/launch_common.h"
+
+/* Whether spec's weights are e4m3 (quant=fp8_tensor or fp8_block). */
+int mj_tc_is_fp8(const moejit_spec *spec);
+
+/* The fp8 arguments of a forward: H and I multiples of 16 (fp8_tensor: 1-byte rows of the TMA
+ * boxes, 16 values per producer lane; fp8_block's 128 is launch_check_shape's), w1_scale and
+ * w2_scale given and 4-byte aligned, x_scale given exactly for fp8_act=static. Each refusal
+ * names the field. Nothing to check (MOEJIT_OK) for a 16-bit spec. */
+moejit_status mj_tc_fp8_check_args(const moejit_spec *spec, const moejit_moe_args *args);
+
+/* Appends the fp8 regions to w (after w->total), templates/tc_fp8_quant.cuh and wgmma_fp8.cuh:
+ *   fp8_block      xq e4m3 [T, H], xscale fp32 [T, H/128]; interq e4m3 [T·k, I], interscale
+ *                  fp32 [T·k, I/128] (also the tall gated path's, which quantizes in GEMM2)
+ *   fp8_act=token  xq e4m3 [T, H], xscale fp32 [T]; interscale u32 amax [T·k]
+ *   fp8_act=tensor xscale u32 amax [T]; interscale u32 amax [1]
+ *   fp8_act=static interscale u32 amax [1]
+ * Nothing for a 16-bit spec or T = 0. */
+void mj_tc_fp8_layout(const moejit_spec *spec, const moejit_moe_args *args, mj_ws_layout *w);
+
+#endif
