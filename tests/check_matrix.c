@@ -371,6 +371,29 @@ START_TEST(printers_mark_unvalidated_values)
 }
 END_TEST
 
+/* What the per-field masks cannot say: wgmma's fp8 layers take up_gate without biases or
+ * overrides, refused naming the field and the value. */
+START_TEST(wgmma_fp8_refuses_layouts_biases_and_overrides)
+{
+    static const struct { const char *extra, *message; } c[] = {
+        {",w1_layout=interleaved", "backend wgmma does not support w1_layout interleaved with quant fp8_block"},
+        {",bias=b2", "backend wgmma does not support bias b2 with quant fp8_block"},
+        {",act_overrides=per_expert", "backend wgmma does not support act_overrides per_expert with quant fp8_block"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "backend=wgmma,quant=fp8_block,act=swiglu,arch=sm_90a%s", c[i].extra);
+        moejit_spec *s = parse_ok(text);
+        ck_assert_int_eq(moejit_check_support(s), MOEJIT_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(moejit_last_error(), c[i].message), "%s: %s", text, moejit_last_error());
+        moejit_spec_destroy(s);
+    }
+    moejit_spec *ok = parse_ok("backend=wgmma,quant=bf16,act=swiglu,arch=sm_90a,w1_layout=interleaved,bias=b2");
+    ck_assert_int_eq(moejit_check_support(ok), MOEJIT_OK);
+    moejit_spec_destroy(ok);
+}
+END_TEST
+
 /* act_overrides is a spec field like the others: simt builds and has validated both values;
  * a row that does not build per_expert refuses it naming the field. */
 START_TEST(act_overrides_is_checked_against_the_row)
@@ -405,6 +428,7 @@ static Suite *matrix_suite(void)
     tcase_add_test(tc, unvalidated_values_are_refused_unless_allowed);
     tcase_add_test(tc, printers_mark_unvalidated_values);
     tcase_add_test(tc, act_overrides_is_checked_against_the_row);
+    tcase_add_test(tc, wgmma_fp8_refuses_layouts_biases_and_overrides);
     suite_add_tcase(s, tc);
     return s;
 }
