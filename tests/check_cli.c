@@ -365,6 +365,16 @@ START_TEST(bench_layer_list_specs_lists_warmable_layers_without_a_device)
     ck_assert_msg(mj_test_count_lines(r.out) == 2 && strstr(r.out, "tile=auto\n") && strstr(r.out, "tile=pair\n") &&
                       strstr(r.out, "hidden=2688,inter=1856,experts=128,topk=6"),
                   "%s", r.out);
+    /* --layer-routing: the timed layers route as asked (deepseek_v3 with DeepSeek-V3's grouping) */
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--backend", "wgmma", "--shapes", "deepseek-v3", "--layer-routing",
+                    "deepseek_v3", "--list-specs", (const char *)NULL);
+    ASSERT_RC(0);
+    ck_assert_msg(mj_test_count_lines(r.out) == 1 &&
+                      strstr(r.out, "routing=deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5,hidden=7168"),
+                  "%s", r.out);
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--layer-routing", "fastest", "--list-specs", (const char *)NULL);
+    ASSERT_RC(2);
+    ck_assert_msg(strstr(r.err, "--layer-routing") && strstr(r.err, "deepseek_v3"), "%s", r.err);
     mj_test_cli_run(&t, env, &r, "bench", "layer", "--check", "--backend", "mma,wgmma", "--list-specs",
                     (const char *)NULL);
     ASSERT_RC(0);

@@ -54,6 +54,7 @@ const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPE
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST] [--quant LIST]\n"
     "                          [--check [--no-reference] [--extras]] [--no-time] [--json FILE] [--append FILE]\n"
+    "                          [--layer-routing METHOD]\n"
     "                          [--list-specs]\n"
     "                          [--commit SHA]\n"
     "                          [--cubin-dir DIR] [--rotate N] [--reps N] [--bw TBPS] [--peak TFLOPS]\n"
@@ -87,6 +88,8 @@ static const char usage[] =
     "                   (gate_up, interleaved), biases (b1, b2, both) and per-expert activation\n"
     "                   overrides on every decode and prefill path, and a negative control per\n"
     "                   family (MOEJIT_ALLOW_UNVALIDATED=1 while they are not yet validated)\n"
+    "  --layer-routing METHOD  the timed layers' routing method (default renormalize; deepseek_v3\n"
+    "                   with DeepSeek-V3's grouping: 8 groups, 4 kept, routed_scaling 2.5)\n"
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
@@ -115,6 +118,7 @@ typedef struct options {
     const bench_quant *quant[5]; /* --quant */
     int n_quants;
     int check, reference, time, list_specs, extras;
+    const char *layer_routing; /* --layer-routing: the timed layers' routing method */
     const char *routing[8]; /* --routing: the float64 cases' routing methods */
     int n_routings;
     const char *json, *append, *commit, *cubin_dir;
@@ -851,6 +855,14 @@ static void free_bufs(const mj_gpu *g, shape_bufs *b)
     memset(b, 0, sizeof *b);
 }
 
+/* The routing fields of the timed layers (--layer-routing): deepseek_v3 with DeepSeek-V3's
+ * grouping (8 groups, 4 kept, scaling 2.5), which every shape's E and k allow. */
+static const char *layer_routing_fields(const options *o)
+{
+    return !strcmp(o->layer_routing, "deepseek_v3") ? "deepseek_v3,n_group=8,topk_group=4,routed_scaling=2.5"
+                                                    : o->layer_routing;
+}
+
 /* The layers of shape s: every backend x tile (tiles apply to mma and wgmma; tall and pair to
  * wgmma only), then simt for --check when not asked for: at most 3 x 5 + 1 in v[16]. Returns
  * how many; *n_user: those asked for (timed). */
@@ -874,9 +886,9 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
             else
                 snprintf(x->label, sizeof x->label, "%s%s%s", o->backend[b], qsep, qlabel);
             snprintf(x->text, sizeof x->text,
-                     "backend=%s,%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,"
+                     "backend=%s,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,"
                      "topk=%d,arch=native%s%s",
-                     o->backend[b], q->spec, s->act, s->hidden, s->inter, s->experts, s->topk,
+                     o->backend[b], q->spec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
                      is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
         }
     }
@@ -887,9 +899,9 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
     if (o->check && simt_ref < 0) {
         snprintf(v[nv].label, sizeof v[nv].label, "simt%s%s", qsep, qlabel);
         snprintf(v[nv].text, sizeof v[nv].text,
-                 "backend=simt,%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+                 "backend=simt,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
                  "arch=native",
-                 q->spec, s->act, s->hidden, s->inter, s->experts, s->topk);
+                 q->spec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk);
         nv++;
     }
     return nv;
@@ -940,8 +952,8 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     int simt_ref = -1;
     for (int i = 0; i < nv; i++)
         if (!strncmp(v[i].label, "simt", 4)) simt_ref = i;
-    printf("== %s: H %d, I %d, E %d, k %d, %s, %s, renormalize routing\n", s->name, s->hidden, s->inter,
-           s->experts, s->topk, s->act, q->name);
+    printf("== %s: H %d, I %d, E %d, k %d, %s, %s, %s routing\n", s->name, s->hidden, s->inter,
+           s->experts, s->topk, s->act, q->name, o->layer_routing);
     moejit_status st = MOEJIT_OK;
     for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
         st = bench_layer_build(ctx, v[i].text, &v[i].layer);
@@ -1122,10 +1134,10 @@ static int append_markdown(const options *o, const row *rows, int n, const mj_gp
     fprintf(f, "\n### moejit bench layer, %s, commit %s, %s\n\n", date, o->commit ? o->commit : "(not given)",
             g->name);
     fprintf(f, "Method: whole layer (route → finalize) by CUDA-graph replay, median of the replays, %s "
-               "input sets rotated; bf16; renormalize routing on seeded uniform fp32 logits; floor = "
+               "input sets rotated; %s routing on seeded uniform fp32 logits; floor = "
                "max(W / %.2f TB/s, F / %.0f TFLOP/s), W on the experts the timed input sets route to (their "
                "mean over the sets; E_act = E·(1 − (1 − k/E)^B) under uniform routing in brackets).\n\n",
-            o->rotate > 0 ? "N" : "4-8", o->bw, o->peak);
+            o->rotate > 0 ? "N" : "4-8", layer_routing_fields(o), o->bw, o->peak);
     print_table(f, rows, n);
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -1145,13 +1157,13 @@ int cmd_bench_layer(int argc, char **argv)
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
         {"list-specs", no_argument, NULL, 'L'},
         {"routing", required_argument, NULL, 'o'}, {"quant", required_argument, NULL, 'q'},
-        {"extras", no_argument, NULL, 'X'},
+        {"extras", no_argument, NULL, 'X'},        {"layer-routing", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0}};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
     options o;
     memset(&o, 0, sizeof o);
-    o.time = 1, o.reference = 1, o.bw = 4.48, o.peak = 790.0;
+    o.time = 1, o.reference = 1, o.bw = 4.48, o.peak = 790.0, o.layer_routing = "renormalize";
     parse_shapes(DEFAULT_SHAPES, &o);
     const long long default_batches[] = {1, 8, 64, 512, 4096};
     for (int i = 0; i < 5; i++) o.batch[o.n_batches++] = default_batches[i];
@@ -1197,6 +1209,15 @@ int cmd_bench_layer(int argc, char **argv)
             break;
         case 'c': o.check = 1; break;
         case 'X': o.extras = 1; break;
+        case 'T': {
+            const char *one[1];
+            int n = 0;
+            if (parse_word_list("--layer-routing", optarg, one, 1, &n, routings, 6,
+                                "renormalize, softmax_topk, sigmoid_topk, sigmoid_renorm, deepseek_v3, llama4"))
+                return MJ_EXIT_USAGE;
+            o.layer_routing = one[0];
+            break;
+        }
         case 'N': o.reference = 0; break;
         case 'L': o.list_specs = 1; break;
         case 'o':
