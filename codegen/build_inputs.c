@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codegen/include_closure.h"
+#include "codegen/layer_modules.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
 
@@ -82,17 +83,23 @@ static moejit_status closure_headers(mj_build_inputs *in, const mj_header *h, si
 
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
 {
-    return mj_build_inputs_make_with(spec, mj_embedded_headers, mj_embedded_headers_len, in);
+    return mj_build_inputs_make_module(spec, MJ_LAYER_WHOLE, mj_embedded_headers, mj_embedded_headers_len, in);
 }
 
 moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header *headers,
                                         size_t n_headers, mj_build_inputs *in)
 {
+    return mj_build_inputs_make_module(spec, MJ_LAYER_WHOLE, headers, n_headers, in);
+}
+
+moejit_status mj_build_inputs_make_module(const moejit_spec *spec, int module, const mj_header *headers,
+                                          size_t n_headers, mj_build_inputs *in)
+{
     memset(in, 0, sizeof *in);
     in->arch = mj_arch_target(spec->arch);
     int major = 0, minor = 0;
     char build_id[41] = "unknown";
-    moejit_status st = mj_emit(spec, &in->source);
+    moejit_status st = mj_emit_module(spec, module, &in->source);
     if (st == MOEJIT_OK) {
         mj_nvrtc_options(in->arch, &in->option_text, in->options, MJ_MAX_OPTIONS, &in->n_options);
         if (!mj_buf_ok(&in->option_text))

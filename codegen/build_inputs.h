@@ -38,6 +38,10 @@ moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
  * simulate an edited template with it); in->headers then point into headers. */
 moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header *headers,
                                         size_t n_headers, mj_build_inputs *in);
+/* As mj_build_inputs_make_with, for one module of a tensor-core layer (codegen/layer_modules.h;
+ * MJ_LAYER_WHOLE: the whole layer, as mj_build_inputs_make_with). */
+moejit_status mj_build_inputs_make_module(const moejit_spec *spec, int module, const mj_header *headers,
+                                          size_t n_headers, mj_build_inputs *in);
 void mj_build_inputs_free(mj_build_inputs *in);
 /* Computes the process-wide constants every key needs (the embedded headers' digests and
  * include graph, NVRTC's identity) now, so that a context's first lookup does not pay for them. */
