@@ -19,6 +19,7 @@ static const char *const module_names[MJ_TC_MOD_COUNT] = {MJ_TC_MODULE_NAME_LIST
 static const unsigned kernel_modules[MJ_WGMMA_NUM_KERNELS] = {MJ_TC_KERNEL_MODULES_LIST};
 static const char *const kernel_names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
 _Static_assert(sizeof kernel_modules / sizeof kernel_modules[0] == MJ_WGMMA_NUM_KERNELS, "modules for every wgmma kernel");
+_Static_assert(MJ_TC_MOD_COUNT <= MJ_LAYER_MODULES_MAX, "MJ_LAYER_MODULES_MAX holds every module");
 _Static_assert(MJ_TC_MODULES_ALL == (1 << MJ_TC_MOD_COUNT) - 1, "a mask bit per module");
 _Static_assert(MJ_TC_BIT_ROUTE == 1 << MJ_TC_MOD_ROUTE && MJ_TC_BIT_LARGE == 1 << MJ_TC_MOD_LARGE &&
                    MJ_TC_BIT_SHORT == 1 << MJ_TC_MOD_SHORT && MJ_TC_BIT_PERSISTENT == 1 << MJ_TC_MOD_PERSISTENT,

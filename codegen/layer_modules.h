@@ -12,6 +12,9 @@
 #include "codegen/emit.h"
 #include "core/spec.h"
 
+/* At least the most modules a layer has (MJ_TC_MOD_COUNT). */
+#define MJ_LAYER_MODULES_MAX 16
+
 /* The whole layer in one source (simt's only module; for a tensor-core layer, inspect --bundle). */
 #define MJ_LAYER_WHOLE (-1)
 
