@@ -97,7 +97,7 @@ START_TEST(entries_live_in_two_hex_levels_with_private_modes)
     mj_program_free(&p);
     mj_key k = mj_test_key("layout");
     char path[600];
-    snprintf(path, sizeof path, "%s/%.2s/%.2s/%s.v1.mjk", T.dir, k.hex, k.hex + 2, k.hex);
+    snprintf(path, sizeof path, "%s/%.2s/%.2s/%s.v2.mjk", T.dir, k.hex, k.hex + 2, k.hex);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0600);
