@@ -59,6 +59,13 @@ int mj_layer_module_kernels(const moejit_spec *spec, int module, int idx[MJ_MAX_
     return n;
 }
 
+const char *mj_layer_kernel_name(const moejit_spec *spec, int kernel)
+{
+    return mj_layer_module_count(spec) && kernel >= 0 && kernel < table_size(spec) ? kernel_names[kernel] : NULL;
+}
+
+int mj_layer_kernel_count(const moejit_spec *spec) { return mj_layer_module_count(spec) ? table_size(spec) : 0; }
+
 unsigned mj_layer_kernel_modules(const moejit_spec *spec, int kernel)
 {
     if (!mj_layer_module_count(spec) || kernel < 0 || kernel >= table_size(spec)) return 0;

@@ -26,6 +26,10 @@ const char *mj_layer_module_name(int module);
 int mj_layer_module_find(const moejit_spec *spec, const char *name);
 /* Writes the launch-table indices of the module's kernels, ascending, to idx and returns how many. */
 int mj_layer_module_kernels(const moejit_spec *spec, int module, int idx[MJ_MAX_KERNELS]);
+/* The name of kernel index i of the spec's launch table; NULL out of range. */
+const char *mj_layer_kernel_name(const moejit_spec *spec, int kernel);
+/* The number of kernels in the launch table of the spec's tensor-core layer (0 for simt). */
+int mj_layer_kernel_count(const moejit_spec *spec);
 /* The modules (a mask of 1 << module) holding kernel index i of the spec's launch table; 0 if none. */
 unsigned mj_layer_kernel_modules(const moejit_spec *spec, int kernel);
 /* The source of one module (MJ_LAYER_WHOLE: mj_emit's); its kernel_names are the module's. */

@@ -32,22 +32,13 @@ moejit_status mj_kernel_modules_init(moejit_kernel *k, moejit_context *ctx)
     pthread_mutex_init(&k->modules_lock, NULL);
     pthread_cond_init(&k->modules_settled, NULL);
     /* the launch table, its resources unknown (-1) until its module builds */
-    int n = 0;
-    for (int m = 0; m < k->n_modules; m++) {
-        int idx[MJ_MAX_KERNELS];
-        const int c = mj_layer_module_kernels(k->spec, m, idx);
-        for (int i = 0; i < c; i++) n = idx[i] + 1 > n ? idx[i] + 1 : n;
-    }
-    mj_source whole;
-    moejit_status st = mj_emit(k->spec, &whole);
-    if (st != MOEJIT_OK) return st;
-    for (int i = 0; i < n && i < whole.n_kernels; i++) {
+    const int n = mj_layer_kernel_count(k->spec);
+    for (int i = 0; i < n; i++) {
         mj_kernel_info *ki = &k->program.kernels[i];
-        snprintf(ki->name, sizeof ki->name, "%s", whole.kernel_names[i]);
+        snprintf(ki->name, sizeof ki->name, "%s", mj_layer_kernel_name(k->spec, i));
         ki->registers = ki->shared_bytes = ki->stack_bytes = ki->spill_store_bytes = ki->spill_load_bytes = -1;
     }
-    k->program.n_kernels = k->module.n_kernels = whole.n_kernels;
-    mj_source_free(&whole);
+    k->program.n_kernels = k->module.n_kernels = n;
     return MOEJIT_OK;
 }
 
