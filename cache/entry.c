@@ -186,7 +186,9 @@ void mj_entry_free(mj_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault)
+/* mj_entry_decode; with owned (data itself, malloc'ed), the cubin is moved to its start and
+ * the entry takes it: no second copy (and no second set of page faults) of a cubin of MBs. */
+static moejit_status decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault, uint8_t *owned)
 {
     memset(out, 0, sizeof *out);
     const uint8_t *d = data;
@@ -268,14 +270,32 @@ moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entr
     out->preimage = dup_text(pre, pre_n);
     out->arch = dup_text(arch, arch_n);
     out->log = dup_text(log, log_n);
-    out->cubin = malloc(cubin_n ? cubin_n : 1);
-    if (out->cubin && cubin_n) memcpy(out->cubin, cubin, cubin_n);
+    if (owned) { /* the other fields are copied out: the cubin may overwrite them */
+        memmove(owned, cubin, cubin_n);
+        out->cubin = owned;
+    } else {
+        out->cubin = malloc(cubin_n ? cubin_n : 1);
+        if (out->cubin && cubin_n) memcpy(out->cubin, cubin, cubin_n);
+    }
     out->cubin_len = cubin_n;
     if (!out->canonical_spec || !out->preimage || !out->arch || !out->log || !out->cubin) {
+        if (owned) out->cubin = NULL; /* mj_entry_decode_owned frees it */
         mj_entry_free(out);
         return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "entry: out of memory decoding");
     }
     return MOEJIT_OK;
+}
+
+moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault)
+{
+    return decode(data, n, out, fault, NULL);
+}
+
+moejit_status mj_entry_decode_owned(uint8_t *data, size_t n, mj_entry *out, mj_entry_fault *fault)
+{
+    moejit_status st = decode(data, n, out, fault, data);
+    if (st != MOEJIT_OK || *fault != MJ_ENTRY_OK) free(data); /* else out->cubin is data */
+    return st;
 }
 
 /* ---- program conversion ------------------------------------------------------------- */

@@ -90,6 +90,9 @@ moejit_status mj_entry_encode(const mj_entry *e, mj_buf *out);
  * other fault *out is left empty. Only MOEJIT_ERR_OUT_OF_MEMORY is returned as an error: a bad
  * file is a fault, not a failure. */
 moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault);
+/* The same, taking data (malloc'ed, n bytes): a good entry's cubin is data itself (its cubin
+ * moved to the start), so a load copies no cubin; otherwise data is freed. */
+moejit_status mj_entry_decode_owned(uint8_t *data, size_t n, mj_entry *out, mj_entry_fault *fault);
 void mj_entry_free(mj_entry *e);
 
 /* Builds an entry from a compiled program (deep copies; created = now). nvrtc version and

@@ -74,37 +74,39 @@ unsigned mj_layer_kernel_modules(const moejit_spec *spec, int kernel)
 
 moejit_status mj_emit_module(const moejit_spec *spec, int module, mj_source *out)
 {
-    moejit_status st = mj_emit(spec, out);
+    mj_source whole;
+    moejit_status st = mj_emit(spec, module == MJ_LAYER_WHOLE ? out : &whole);
     if (st != MOEJIT_OK || module == MJ_LAYER_WHOLE) return st;
-    if (module < 0 || module >= mj_layer_module_count(spec)) {
-        mj_source_free(out);
+    st = mj_module_source(spec, module, &whole, out);
+    mj_source_free(&whole);
+    return st;
+}
+
+moejit_status mj_module_source(const moejit_spec *spec, int module, const mj_source *whole, mj_source *out)
+{
+    memset(out, 0, sizeof *out);
+    if (module < 0 || module >= mj_layer_module_count(spec))
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "module: %d is no module of a %s layer", module,
                        spec->backend < MJ_BACKEND_COUNT ? mj_backend_names[spec->backend] : "?");
-    }
     /* the layer's source ends in the include of its layer header: the mask goes right before it */
     const char *last = NULL;
-    for (const char *p = strstr(out->text, "\n#include \""); p; p = strstr(p + 1, "\n#include \"")) last = p;
-    if (!last) {
-        mj_source_free(out);
+    for (const char *p = strstr(whole->text, "\n#include \""); p; p = strstr(p + 1, "\n#include \"")) last = p;
+    if (!last)
         return mj_fail(MOEJIT_ERR_INTERNAL, "module: the %s source has no include", mj_backend_names[spec->backend]);
-    }
     int idx[MJ_MAX_KERNELS];
     const int n = mj_layer_module_kernels(spec, module, idx);
     mj_buf b = MJ_BUF_INIT;
-    mj_buf_append(&b, out->text, (size_t)(last - out->text) + 1);
+    mj_buf_append(&b, whole->text, (size_t)(last - whole->text) + 1);
     mj_buf_printf(&b, "// module %s of the layer (templates/common/tc_modules.h):", module_names[module]);
     for (int i = 0; i < n; i++) mj_buf_printf(&b, " %s", kernel_names[idx[i]]);
     mj_buf_printf(&b, "\n#define MJ_TC_MODULES 0x%04x\n", 1u << module);
     mj_buf_puts(&b, last + 1);
     const size_t len = b.len;
     char *text = mj_buf_take(&b);
-    if (!text) {
-        mj_source_free(out);
-        return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "module: out of memory building the source");
-    }
-    free(out->text);
+    if (!text) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "module: out of memory building the source");
     out->text = text;
     out->len = len;
+    out->name = whole->name;
     out->n_kernels = n;
     for (int i = 0; i < n; i++) out->kernel_names[i] = kernel_names[idx[i]];
     return MOEJIT_OK;

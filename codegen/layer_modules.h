@@ -34,5 +34,7 @@ int mj_layer_kernel_count(const moejit_spec *spec);
 unsigned mj_layer_kernel_modules(const moejit_spec *spec, int kernel);
 /* The source of one module (MJ_LAYER_WHOLE: mj_emit's); its kernel_names are the module's. */
 moejit_status mj_emit_module(const moejit_spec *spec, int module, mj_source *out);
+/* The same from the layer's source whole (mj_emit's), without emitting again. */
+moejit_status mj_module_source(const moejit_spec *spec, int module, const mj_source *whole, mj_source *out);
 
 #endif

@@ -280,6 +280,7 @@ static moejit_status build_kernel(moejit_context *ctx, const moejit_spec *spec, 
     if (st == MOEJIT_OK) have_inputs = (st = mj_build_inputs_make(spec, &in)) == MOEJIT_OK;
     if (st == MOEJIT_OK && mj_layer_module_count(spec)) {
         st = mj_kernel_modules_init(k, ctx); /* its modules build as forwards (or warming) need them */
+        if (st == MOEJIT_OK) k->layer_inputs = in, have_inputs = 0; /* the kernel keeps them */
     } else if (st == MOEJIT_OK) {
         mj_build_job job = {ctx, spec, &in.source};
         st = mj_cache_get_or_build(ctx->cache, &in.key, in.preimage.data ? in.preimage.data : "",

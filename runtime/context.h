@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "cache/cache.h"
+#include "codegen/build_inputs.h"
 #include "codegen/emit.h"
 #include "runtime/driver.h"
 #include "runtime/launch.h"
@@ -43,6 +44,7 @@ struct moejit_kernel {
                                       placed at their launch-table index as it loads) */
     /* tensor-core layers only (n_modules > 0): modules built on demand (kernel_modules.c) */
     moejit_context *ctx;
+    mj_build_inputs layer_inputs;  /* the whole layer's: each module's inputs derive from them */
     int n_modules;
     mj_kernel_module *modules;
     atomic_uint ready_modules;     /* bit m: modules[m] is READY (stored after its kernels) */

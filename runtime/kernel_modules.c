@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "cache/store.h"
 #include "codegen/build_inputs.h"
 #include "codegen/layer_modules.h"
 #include "core/status.h"
@@ -51,6 +54,7 @@ void mj_kernel_modules_free(moejit_kernel *k)
     }
     free(k->modules);
     k->modules = NULL;
+    mj_build_inputs_free(&k->layer_inputs);
     pthread_cond_destroy(&k->modules_settled);
     pthread_mutex_destroy(&k->modules_lock);
 }
@@ -61,6 +65,9 @@ unsigned mj_kernel_modules_all(const moejit_kernel *k) { return k->n_modules ? (
 typedef struct module_task {
     moejit_kernel *k;
     int module;
+    mj_build_inputs in;  /* derived from the layer's (prepare) */
+    int have_in;
+    int on_disk;         /* its entry file exists: read it on the calling thread, no worker */
     mj_program program;
     mj_module loaded;
     int compiled;
@@ -70,14 +77,30 @@ typedef struct module_task {
     int started;
 } module_task;
 
-/* Emits, keys and compiles (or reads from the cache) one module, then loads it on a device. */
+/* The module's inputs (its key), and whether its entry is on disk (caller's thread). */
+static void prepare(module_task *t)
+{
+    t->status = mj_build_inputs_for_module(&t->k->layer_inputs, t->k->spec, t->module, &t->in);
+    t->have_in = t->status == MOEJIT_OK;
+    if (!t->have_in) {
+        t->message = strdup(moejit_last_error());
+        return;
+    }
+    char path[MJ_CACHE_PATH_MAX + 128];
+    struct stat st;
+    mj_cache_entry_path(mj_cache_get_config(t->k->ctx->cache), t->in.key.hex, path, sizeof path);
+    t->on_disk = stat(path, &st) == 0;
+}
+
+/* Compiles (or reads from the cache) one prepared module, then loads it on a device. */
 static void *build_module(void *arg)
 {
     module_task *t = arg;
     moejit_kernel *k = t->k;
-    mj_build_inputs in;
-    moejit_status st = mj_build_inputs_make_module(k->spec, t->module, mj_embedded_headers, mj_embedded_headers_len, &in);
-    if (st == MOEJIT_OK) {
+    if (!t->have_in) return NULL; /* prepare failed: its status and message are set */
+    mj_build_inputs in = t->in;
+    moejit_status st = MOEJIT_OK;
+    {
         mj_build_job job = {k->ctx, k->spec, &in.source};
         int hit = 0;
         st = mj_cache_get_or_build(k->ctx->cache, &in.key, in.preimage.data ? in.preimage.data : "", k->spec->canonical,
@@ -86,7 +109,6 @@ static void *build_module(void *arg)
         if (st == MOEJIT_OK && t->program.n_kernels != in.source.n_kernels)
             st = mj_fail(MOEJIT_ERR_INTERNAL, "module %s of %s: %d kernels, its source defines %d",
                          mj_layer_module_name(t->module), k->spec->canonical, t->program.n_kernels, in.source.n_kernels);
-        mj_build_inputs_free(&in);
     }
     if (st == MOEJIT_OK && k->loaded) {
         st = mj_module_load(&t->program, &t->loaded);
@@ -116,17 +138,26 @@ static void publish(moejit_kernel *k, module_task *t)
     atomic_fetch_or_explicit(&k->ready_modules, 1u << t->module, memory_order_release);
 }
 
-/* Runs tasks[0..n) with up to jobs at once (the caller's thread is one of them). */
+/* Runs tasks[0..n): those on disk one after the other on the caller's thread (a read takes
+ * less than starting a thread), then the rest up to jobs at once, each compile on its own
+ * thread driving its own worker process (the caller's thread is one of them). */
 static void run_tasks(module_task *tasks, int n, int jobs)
 {
-    for (int base = 0; base < n; base += jobs) {
-        const int end = base + jobs < n ? base + jobs : n;
+    module_task *compile[32];
+    int c = 0;
+    for (int i = 0; i < n; i++) prepare(&tasks[i]);
+    for (int i = 0; i < n; i++) {
+        if (tasks[i].on_disk || !tasks[i].have_in) build_module(&tasks[i]);
+        else compile[c++] = &tasks[i];
+    }
+    for (int base = 0; base < c; base += jobs) {
+        const int end = base + jobs < c ? base + jobs : c;
         for (int i = base + 1; i < end; i++)
-            tasks[i].started = pthread_create(&tasks[i].thread, NULL, build_module, &tasks[i]) == 0;
-        build_module(&tasks[base]);
+            compile[i]->started = pthread_create(&compile[i]->thread, NULL, build_module, compile[i]) == 0;
+        build_module(compile[base]);
         for (int i = base + 1; i < end; i++) {
-            if (tasks[i].started) pthread_join(tasks[i].thread, NULL);
-            else build_module(&tasks[i]); /* no thread to be had: build it here */
+            if (compile[i]->started) pthread_join(compile[i]->thread, NULL);
+            else build_module(compile[i]); /* no thread to be had: build it here */
         }
     }
 }
@@ -177,6 +208,7 @@ moejit_status mj_kernel_modules_build(moejit_kernel *k, unsigned need, int jobs,
         st = message ? mj_fail(st, "%s", message) : mj_fail(st, "module build: out of memory keeping its message");
     for (int i = 0; i < n; i++) {
         mj_program_free(&tasks[i].program);
+        if (tasks[i].have_in) mj_build_inputs_free(&tasks[i].in);
         free(tasks[i].message);
     }
     return st;

@@ -147,6 +147,35 @@ START_TEST(version_1_entries_still_decode)
 }
 END_TEST
 
+/* The decode a disk load uses takes the file's buffer: the cubin is that buffer, moved to its
+ * start; a damaged buffer is freed (ASan's leak check sees both). */
+START_TEST(decoding_in_place_keeps_the_buffer_as_the_cubin)
+{
+    mj_entry e, d;
+    sample(&e);
+    mj_buf b = MJ_BUF_INIT;
+    ck_assert_int_eq(mj_entry_encode(&e, &b), MOEJIT_OK);
+    uint8_t *copy = malloc(b.len);
+    memcpy(copy, b.data, b.len);
+    mj_entry_fault f;
+    ck_assert_int_eq(mj_entry_decode_owned(copy, b.len, &d, &f), MOEJIT_OK);
+    ck_assert_int_eq(f, MJ_ENTRY_OK);
+    ck_assert_ptr_eq(d.cubin, copy);
+    ck_assert_uint_eq(d.cubin_len, 300);
+    ck_assert_mem_eq(d.cubin, e.cubin, 300);
+    ck_assert_str_eq(d.log, e.log);
+    ck_assert_str_eq(d.canonical_spec, e.canonical_spec);
+    mj_entry_free(&d);
+    copy = malloc(b.len);
+    memcpy(copy, b.data, b.len);
+    copy[200] ^= 1;
+    ck_assert_int_eq(mj_entry_decode_owned(copy, b.len, &d, &f), MOEJIT_OK);
+    ck_assert_int_eq(f, MJ_ENTRY_BAD_CHECKSUM);
+    ck_assert_ptr_null(d.cubin);
+    mj_entry_free(&e), mj_buf_free(&b);
+}
+END_TEST
+
 START_TEST(every_damage_is_named_by_its_fault)
 {
     mj_entry e, d;
@@ -243,6 +272,7 @@ static Suite *cache_entry_suite(void)
     tcase_add_test(tc, a_round_trip_keeps_every_field);
     tcase_add_test(tc, version_2_bytes_are_pinned);
     tcase_add_test(tc, version_1_entries_still_decode);
+    tcase_add_test(tc, decoding_in_place_keeps_the_buffer_as_the_cubin);
     tcase_add_test(tc, every_damage_is_named_by_its_fault);
     tcase_add_test(tc, a_nul_inside_a_text_field_is_malformed);
     tcase_add_test(tc, program_conversion_copies_and_reads_nvrtc_from_the_preimage);

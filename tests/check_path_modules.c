@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/build_inputs.h"
 #include "codegen/layer_modules.h"
 #include "core/settings.h"
 #include "core/status.h"
@@ -99,6 +100,19 @@ START_TEST(every_kernel_is_in_a_module_and_each_module_source_names_its_own)
         mj_source_free(&part);
     }
     ck_assert_int_eq(mj_emit_module(w, MJ_TC_MOD_COUNT, &part), MOEJIT_ERR_INVALID_ARGUMENT);
+    /* a module's inputs derived from the layer's (the runtime's way) have the key of its own emit */
+    mj_build_inputs layer, derived, own;
+    ck_assert_int_eq(mj_build_inputs_make(w, &layer), MOEJIT_OK);
+    for (int mod = 0; mod < MJ_TC_MOD_COUNT; mod++) {
+        ck_assert_int_eq(mj_build_inputs_for_module(&layer, w, mod, &derived), MOEJIT_OK);
+        ck_assert_int_eq(mj_build_inputs_make_module(w, mod, mj_embedded_headers, mj_embedded_headers_len, &own), MOEJIT_OK);
+        ck_assert_str_eq(derived.key.hex, own.key.hex);
+        ck_assert_str_eq(derived.source.text, own.source.text);
+        ck_assert_uint_eq(derived.n_headers, own.n_headers);
+        mj_build_inputs_free(&derived);
+        mj_build_inputs_free(&own);
+    }
+    mj_build_inputs_free(&layer);
     mj_source_free(&whole);
     moejit_spec_destroy(w);
     moejit_spec_destroy(m);
