@@ -177,9 +177,10 @@ $(BUILD)/asan/tests/check_%: $(BUILD)/asan/obj/tests/check_%.o $(call obj,$(BUIL
 # check_bench_floor tests a module of the CLI (tools/bench_floor.c): linked in beside the suite.
 $(BUILD)/tests/check_bench_floor: $(BUILD)/obj/tools/bench_floor.o
 $(BUILD)/asan/tests/check_bench_floor: $(BUILD)/asan/obj/tools/bench_floor.o
+# tests/lib's emit checks use Check's assertions, so the GPU suite links Check too.
 $(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS) tools/gpu_harness.c) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
 
 # The README's C example is compiled and linked, so the documentation cannot rot.
 README_EXAMPLE := $(BUILD)/readme/example
