@@ -4,10 +4,12 @@
  * the context's cache (one entry per module) and compile worker processes.
  *
  * A build claims the absent modules it needs under the kernel's lock, builds them without it
- * (several at once, each on its own thread driving its own worker process; every thread is
- * joined before the call returns), then publishes each module's kernels at their launch-table
- * index before setting its bit in ready_modules, so a forward that sees the bit (one atomic
- * load, the hit path) sees the kernels. Threads needing a module another one builds wait.
+ * (those on disk read on the calling thread, the others compiled several at once, each on its
+ * own thread driving its own worker process; every thread is joined before the call returns),
+ * loads them on the device on the calling thread, then publishes each module's kernels at their
+ * launch-table index before setting its bit in ready_modules, so a forward that sees the bit
+ * (one atomic load, the hit path) sees the kernels. Threads needing a module another one
+ * builds wait.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -92,7 +94,7 @@ static void prepare(module_task *t)
     t->on_disk = stat(path, &st) == 0;
 }
 
-/* Compiles (or reads from the cache) one prepared module, then loads it on a device. */
+/* Compiles (or reads from the cache) one prepared module. */
 static void *build_module(void *arg)
 {
     module_task *t = arg;
@@ -109,11 +111,6 @@ static void *build_module(void *arg)
         if (st == MOEJIT_OK && t->program.n_kernels != in.source.n_kernels)
             st = mj_fail(MOEJIT_ERR_INTERNAL, "module %s of %s: %d kernels, its source defines %d",
                          mj_layer_module_name(t->module), k->spec->canonical, t->program.n_kernels, in.source.n_kernels);
-    }
-    if (st == MOEJIT_OK && k->loaded) {
-        st = mj_module_load(&t->program, &t->loaded);
-        if (st != MOEJIT_OK) st = mj_fail_prefix(st, "loading module %s of %s", mj_layer_module_name(t->module),
-                                                 k->spec->canonical);
     }
     t->status = st;
     if (st != MOEJIT_OK) t->message = strdup(moejit_last_error());
@@ -162,6 +159,24 @@ static void run_tasks(module_task *tasks, int n, int jobs)
     }
 }
 
+/* Loads the built modules on the device, on the calling thread (the compile threads have no
+ * CUDA context; a serving thread has its own), making the options' device's primary context
+ * current where none is, as moejit_kernel_get does. */
+static void load_built(moejit_kernel *k, module_task *tasks, int n)
+{
+    int major, minor;
+    for (int i = 0; i < n && k->loaded; i++) {
+        module_task *t = &tasks[i];
+        if (t->status != MOEJIT_OK) continue;
+        moejit_status st = mj_driver_ensure_context(k->ctx->opts.device, &major, &minor);
+        if (st == MOEJIT_OK) st = mj_module_load(&t->program, &t->loaded);
+        if (st != MOEJIT_OK) {
+            t->status = mj_fail_prefix(st, "loading module %s of %s", mj_layer_module_name(t->module), k->spec->canonical);
+            t->message = strdup(moejit_last_error());
+        }
+    }
+}
+
 moejit_status mj_kernel_modules_build(moejit_kernel *k, unsigned need, int jobs, int *compiled)
 {
     if (compiled) *compiled = 0;
@@ -180,6 +195,7 @@ moejit_status mj_kernel_modules_build(moejit_kernel *k, unsigned need, int jobs,
     pthread_mutex_unlock(&k->modules_lock);
 
     run_tasks(tasks, n, jobs < 1 ? 1 : jobs);
+    load_built(k, tasks, n);
 
     moejit_status st = MOEJIT_OK;
     const char *message = NULL;
