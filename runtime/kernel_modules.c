@@ -100,18 +100,15 @@ static void *build_module(void *arg)
     module_task *t = arg;
     moejit_kernel *k = t->k;
     if (!t->have_in) return NULL; /* prepare failed: its status and message are set */
-    mj_build_inputs in = t->in;
-    moejit_status st = MOEJIT_OK;
-    {
-        mj_build_job job = {k->ctx, k->spec, &in.source};
-        int hit = 0;
-        st = mj_cache_get_or_build(k->ctx->cache, &in.key, in.preimage.data ? in.preimage.data : "", k->spec->canonical,
-                                   mj_context_build_program, &job, &t->program, &hit);
-        t->compiled = st == MOEJIT_OK && !hit;
-        if (st == MOEJIT_OK && t->program.n_kernels != in.source.n_kernels)
-            st = mj_fail(MOEJIT_ERR_INTERNAL, "module %s of %s: %d kernels, its source defines %d",
-                         mj_layer_module_name(t->module), k->spec->canonical, t->program.n_kernels, in.source.n_kernels);
-    }
+    const mj_build_inputs *in = &t->in;
+    mj_build_job job = {k->ctx, k->spec, &in->source};
+    int hit = 0;
+    moejit_status st = mj_cache_get_or_build(k->ctx->cache, &in->key, in->preimage.data ? in->preimage.data : "",
+                                             k->spec->canonical, mj_context_build_program, &job, &t->program, &hit);
+    t->compiled = st == MOEJIT_OK && !hit;
+    if (st == MOEJIT_OK && t->program.n_kernels != in->source.n_kernels)
+        st = mj_fail(MOEJIT_ERR_INTERNAL, "module %s of %s: %d kernels, its source defines %d",
+                     mj_layer_module_name(t->module), k->spec->canonical, t->program.n_kernels, in->source.n_kernels);
     t->status = st;
     if (st != MOEJIT_OK) t->message = strdup(moejit_last_error());
     return NULL;
