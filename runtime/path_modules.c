@@ -16,9 +16,14 @@ unsigned mj_path_modules_of_plan(const moejit_spec *spec, const mj_gemm_plan *p)
 {
     if (p->persistent_splits) /* the reset kernel is in both persistent modules */
         return p->persistent_shallow ? MJ_TC_BIT_PERSISTENT_SHALLOW : MJ_TC_BIT_PERSISTENT;
-    unsigned mask = mj_layer_kernel_modules(spec, p->k_gemm1) | mj_layer_kernel_modules(spec, p->k_gemm2);
-    if (!p->routed_gemm1) /* the routing kernels: the fused one, or route, offsets and scatter */
-        mask |= p->fused_route ? MJ_TC_BIT_FUSED : MJ_TC_BIT_ROUTE | mj_layer_kernel_modules(spec, p->k_offsets);
+    const unsigned gemms = mj_layer_kernel_modules(spec, p->k_gemm1) | mj_layer_kernel_modules(spec, p->k_gemm2);
+    unsigned mask = gemms;
+    if (!p->routed_gemm1 && p->fused_route) {
+        mask |= MJ_TC_BIT_FUSED;
+    } else if (!p->routed_gemm1) { /* route and scatter, and the offsets from a module the GEMMs need anyway */
+        const unsigned offsets = mj_layer_kernel_modules(spec, p->k_offsets);
+        mask |= MJ_TC_BIT_ROUTE | (offsets & gemms ? offsets & gemms : offsets);
+    }
     if (!p->t1_fused) mask |= MJ_TC_BIT_FINALIZE;
     return mask;
 }

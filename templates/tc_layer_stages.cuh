@@ -72,7 +72,7 @@ mj_route(const __grid_constant__ mj_layer_params p)
 }
 #endif
 
-#if MJ_TC_BUILDS(MJ_TC_BIT_ROUTE)
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE | MJ_TC_BIT_PAIR)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets(const __grid_constant__ mj_layer_params p)
 {

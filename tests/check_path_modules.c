@@ -17,6 +17,7 @@
 #include "lib/check_main.h"
 #include "lib/fake_cuda.h"
 #include "runtime/context.h"
+#include "runtime/launch.h"
 #include "runtime/path_modules.h"
 #include "templates/common/mma_params.h"
 #include "templates/common/tc_modules.h"
@@ -71,6 +72,127 @@ START_TEST(each_path_takes_the_modules_of_its_launches_only)
     expect_modules(m, 4096, 132, MJ_TC_BIT_ROUTE | MJ_TC_BIT_LARGE | MJ_TC_BIT_FINALIZE);
     moejit_spec_destroy(w);
     moejit_spec_destroy(m);
+}
+END_TEST
+
+/* ---- every launch comes from a module the plan names (a recording driver) --------------------- */
+
+static int n_used, n_missing;
+static void use(CUkernel k)
+{
+    n_used++;
+    n_missing += k == NULL;
+}
+static CUresult rec_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                           unsigned smem, CUstream s, void **params, void **extra)
+{
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)s, (void)params, (void)extra;
+    use((CUkernel)f);
+    return CUDA_SUCCESS;
+}
+static CUresult rec_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    (void)c, (void)params, (void)extra;
+    use((CUkernel)f);
+    return CUDA_SUCCESS;
+}
+static CUresult rec_set_attr(CUfunction_attribute a, int v, CUkernel k, CUdevice d)
+{
+    (void)a, (void)v, (void)d;
+    use(k);
+    return CUDA_SUCCESS;
+}
+static CUresult rec_get_function(CUfunction *f, CUkernel k)
+{
+    use(k);
+    *f = (CUfunction)k;
+    return CUDA_SUCCESS;
+}
+static CUresult rec_clusters(int *n, CUfunction f, const CUlaunchConfig *c)
+{
+    (void)f, (void)c;
+    *n = 66;
+    return CUDA_SUCCESS;
+}
+static CUresult rec_device(CUdevice *d)
+{
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+static CUresult rec_sms(int *v, CUdevice_attribute a, CUdevice d)
+{
+    (void)a, (void)d;
+    *v = 132;
+    return CUDA_SUCCESS;
+}
+static CUresult rec_memset(CUdeviceptr p, unsigned v, size_t n, CUstream s)
+{
+    (void)p, (void)v, (void)n, (void)s;
+    return CUDA_SUCCESS;
+}
+static CUresult rec_map(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank, void *base, const cuuint64_t *dims,
+                        const cuuint64_t *strides, const cuuint32_t *box, const cuuint32_t *es, CUtensorMapInterleave il,
+                        CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    (void)t, (void)rank, (void)base, (void)dims, (void)strides, (void)box, (void)es, (void)il, (void)sw, (void)l2, (void)oob;
+    memset(m, 0, sizeof *m);
+    return CUDA_SUCCESS;
+}
+
+/* A forward of T tokens of (H, I, E, k) whose module table holds only the kernels of the modules
+ * its plan names (the others NULL): every kernel it touches must be there. */
+static void launches_only_its_modules(const moejit_spec *s, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k)
+{
+    moejit_moe_args a = {.struct_size = sizeof(moejit_moe_args), .num_tokens = T, .hidden = H, .inter = I,
+                         .num_experts = E, .topk = k};
+    a.x = a.w1 = a.w2 = (const void *)(uintptr_t)0x60000000u;
+    a.out = (void *)(uintptr_t)0x61000000u;
+    if (s->routing == MJ_ROUTING_PRECOMPUTED)
+        a.topk_ids = (const int32_t *)(uintptr_t)0x63000000u, a.topk_weights = (const float *)(uintptr_t)0x64000000u;
+    else
+        a.router_logits = (const void *)(uintptr_t)0x62000000u;
+    mj_driver d;
+    memset(&d, 0, sizeof d);
+    d.cuLaunchKernel = rec_launch, d.cuLaunchKernelEx = rec_launch_ex, d.cuKernelSetAttribute = rec_set_attr;
+    d.cuKernelGetFunction = rec_get_function, d.cuOccupancyMaxActiveClusters = rec_clusters;
+    d.cuCtxGetDevice = rec_device, d.cuDeviceGetAttribute = rec_sms, d.cuMemsetD32Async = rec_memset;
+    d.cuTensorMapEncodeTiled = rec_map;
+    const unsigned need = mj_path_modules_needed(s, &a, 132, MJ_DECODE_AUTO);
+    mj_module m;
+    memset(&m, 0, sizeof m);
+    m.n_kernels = MJ_MAX_KERNELS;
+    for (int i = 0; i < MJ_MAX_KERNELS; i++)
+        if (mj_layer_kernel_modules(s, i) & need) m.kernels[i] = (CUkernel)(uintptr_t)(i + 1);
+    size_t bytes = 0;
+    ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+    n_used = n_missing = 0;
+    const mj_launch_knobs knobs = {MJ_DECODE_AUTO, MJ_PDL_ALL};
+    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, bytes, NULL, &knobs);
+    char names[256];
+    mj_path_modules_describe(need, names, sizeof names);
+    ck_assert_msg(st == MOEJIT_OK, "%s T=%lld: %s", moejit_spec_canonical(s), (long long)T, moejit_last_error());
+    ck_assert_msg(n_used > 0 && n_missing == 0, "%s T=%lld: %d of %d kernels touched are in none of %s",
+                  moejit_spec_canonical(s), (long long)T, n_missing, n_used, names);
+}
+
+START_TEST(every_launch_comes_from_a_module_its_plan_names)
+{
+    static const char *const specs[] = {
+        WGMMA, MMA90, "backend=wgmma,quant=bf16,act=relu2,routing=renormalize,arch=sm_90a",
+        "backend=wgmma,quant=bf16,act=swiglu,routing=precomputed,arch=sm_90a",
+        "backend=wgmma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a,tile=tall",
+        "backend=wgmma,quant=bf16,act=swiglu,routing=renormalize,arch=sm_90a,tile=large",
+        "backend=mma,quant=fp16,act=gelu,routing=softmax_topk,arch=sm_80"};
+    static const int64_t tokens[] = {1, 2, 3, 4, 8, 9, 16, 17, 64, 256, 512, 1024, 4096, 16384};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        moejit_spec *s = spec_of(specs[i]);
+        for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
+            launches_only_its_modules(s, tokens[t], 2048, 768, 128, 8); /* Qwen3-30B-A3B */
+            launches_only_its_modules(s, tokens[t], 2688, 1856, 128, 6); /* Nemotron's k = 6 */
+            launches_only_its_modules(s, tokens[t], 4096, 14336, 8, 2);  /* Mixtral-8x7B */
+        }
+        moejit_spec_destroy(s);
+    }
 }
 END_TEST
 
@@ -252,6 +374,7 @@ static Suite *path_modules_suite(void)
     TCase *plan = tcase_create("plan");
     tcase_add_test(plan, each_path_takes_the_modules_of_its_launches_only);
     tcase_add_test(plan, every_kernel_is_in_a_module_and_each_module_source_names_its_own);
+    tcase_add_test(plan, every_launch_comes_from_a_module_its_plan_names);
     suite_add_tcase(s, plan);
     TCase *compile = tcase_create("compile");
     tcase_set_timeout(compile, 900);

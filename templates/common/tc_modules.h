@@ -8,18 +8,20 @@
  * the layer header, and each entry kernel is compiled only where one of its modules' bits is
  * set; a source without the define (moejit inspect --bundle) compiles every kernel.
  *
- *   route               route, scatter and the large row tiles' offsets (every path past decode)
+ *   route               route and scatter (every path past decode)
  *   finalize            finalize (every path but batch 1's GEMM2 + finalize and the persistent layer)
  *   small               the decode chain's offsets, GEMM1 and GEMM2
  *   fused               the fused decode routing (T <= 16)
  *   routed              batch 1's GEMM1 that routes for itself
  *   t1, t1_shallow      batch 1's GEMM2 + finalize (k = 8, k = 6)
  *   persistent(_shallow) the persistent decode layer with its reset kernel, deep or shallow blocks
- *   large               the large path's GEMMs
- *   tall, pair, short   wgmma's other prefill paths: their offsets and GEMMs
+ *   large               the large path's offsets and GEMMs
+ *   tall, pair, short   wgmma's other prefill paths: their offsets and GEMMs (pair: the large
+ *                       offsets too, which it takes where its pair order does not pay)
  *
  * One kernel costs 0.1-0.9 CPU-s to compile and a module's fixed cost is ~0.07 s, so modules
- * are as fine as the paths allow; the reset kernel (0.09 s) is in both persistent modules.
+ * are as fine as the paths allow; the reset kernel (0.09 s) is in both persistent modules, the
+ * large offsets kernel (0.18 s) in the large and the pair modules.
  */
 #ifndef MJ_TEMPLATES_COMMON_TC_MODULES_H
 #define MJ_TEMPLATES_COMMON_TC_MODULES_H
@@ -64,7 +66,8 @@ enum {
 /* The modules (a mask) of each kernel of the wgmma table (mma's: its first MJ_MMA_NUM_KERNELS
  * entries), in launch-table order (common/mma_params.h, common/wgmma_params.h). */
 #define MJ_TC_KERNEL_MODULES_LIST                                                                              \
-    MJ_TC_BIT_ROUTE, MJ_TC_BIT_ROUTE, MJ_TC_BIT_ROUTE, MJ_TC_BIT_LARGE, MJ_TC_BIT_LARGE, MJ_TC_BIT_FINALIZE,     \
+    MJ_TC_BIT_ROUTE, MJ_TC_BIT_LARGE | MJ_TC_BIT_PAIR, MJ_TC_BIT_ROUTE, MJ_TC_BIT_LARGE, MJ_TC_BIT_LARGE,        \
+        MJ_TC_BIT_FINALIZE,                                                                                    \
         MJ_TC_BIT_SMALL, MJ_TC_BIT_SMALL, MJ_TC_BIT_SMALL, MJ_TC_BIT_FUSED, MJ_TC_BIT_ROUTED, MJ_TC_BIT_T1,      \
         MJ_TC_BIT_T1_SHALLOW, MJ_TC_BIT_PERSISTENT | MJ_TC_BIT_PERSISTENT_SHALLOW, MJ_TC_BIT_PERSISTENT,         \
         MJ_TC_BIT_PERSISTENT_SHALLOW, MJ_TC_BIT_TALL, MJ_TC_BIT_TALL, MJ_TC_BIT_TALL, MJ_TC_BIT_PAIR,            \
