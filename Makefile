@@ -24,8 +24,8 @@ endif
 CUDA_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
 
 # ---- Debian packages -----------------------------------------------------------------------
-DEB_PACKAGES := check libcjson-dev pkg-config libssl-dev clang libhiredis-dev redis-server
-PKGS := check libcjson libcrypto hiredis
+DEB_PACKAGES := check libcjson-dev pkg-config libssl-dev clang libhiredis-dev redis-server libxxhash-dev
+PKGS := check libcjson libcrypto hiredis libxxhash
 
 BUILD := build
 
@@ -38,7 +38,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-$(DEPS_STAMP):
+# Re-checked when the Makefile (its package list) changes.
+$(DEPS_STAMP): Makefile
 	@mkdir -p $(BUILD)
 	@if ! command -v pkg-config >/dev/null || ! pkg-config --exists $(PKGS) || ! command -v redis-server >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -54,8 +55,8 @@ $(DEPS_STAMP):
 # pkg-config is only asked once the stamp exists (it may have just been installed).
 # hiredis_ssl (hiredis >= 1.0) enables MOEJIT_REMOTE_TLS=1; without it the remote tier refuses TLS.
 HIREDIS_SSL = $(shell pkg-config --exists hiredis_ssl 2>/dev/null && echo hiredis_ssl)
-PKG_CFLAGS = $(shell pkg-config --cflags libcjson libcrypto hiredis $(HIREDIS_SSL) 2>/dev/null) $(if $(HIREDIS_SSL),-DMJ_HAVE_HIREDIS_SSL)
-PKG_LIBS = $(shell pkg-config --libs libcjson libcrypto hiredis $(HIREDIS_SSL) 2>/dev/null)
+PKG_CFLAGS = $(shell pkg-config --cflags libcjson libcrypto hiredis libxxhash $(HIREDIS_SSL) 2>/dev/null) $(if $(HIREDIS_SSL),-DMJ_HAVE_HIREDIS_SSL)
+PKG_LIBS = $(shell pkg-config --libs libcjson libcrypto hiredis libxxhash $(HIREDIS_SSL) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
 # ---- flags ---------------------------------------------------------------------------------
@@ -176,10 +177,10 @@ $(BUILD)/asan/tests/check_%: $(BUILD)/asan/obj/tests/check_%.o $(call obj,$(BUIL
 # check_bench_floor tests a module of the CLI (tools/bench_floor.c): linked in beside the suite.
 $(BUILD)/tests/check_bench_floor: $(BUILD)/obj/tools/bench_floor.o
 $(BUILD)/asan/tests/check_bench_floor: $(BUILD)/asan/obj/tools/bench_floor.o
-# (not emit_test_util.c: its checks assert through Check, which the GPU suite does not link)
-$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(filter-out tests/lib/emit_test_util.c,$(TEST_LIB_SRCS)) tools/gpu_harness.c) $(LIB_A)
+# tests/lib's emit checks use Check's assertions, so the GPU suite links Check too.
+$(GPU_BIN): $(call obj,$(BUILD),$(GPU_SRCS) $(TEST_LIB_SRCS) tools/gpu_harness.c) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(RPATH) $(CHECK_LIBS) $(LDLIBS)
 
 # The README's C example is compiled and linked, so the documentation cannot rot.
 README_EXAMPLE := $(BUILD)/readme/example
@@ -328,7 +329,7 @@ $(BUILD)/moejit.pc: Makefile include/moejit.h
 	@mkdir -p $(dir $@)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: moejit' 'Description: JIT-compiled, cached fused Mixture-of-Experts GPU kernels' \
-	  'Version: $(VERSION)' 'Requires.private: libcjson libcrypto hiredis $(HIREDIS_SSL)' \
+	  'Version: $(VERSION)' 'Requires.private: libcjson libcrypto hiredis libxxhash $(HIREDIS_SSL)' \
 	  'Libs: -L$${libdir} -lmoejit' 'Libs.private: -L$(CUDA_LIB) -lnvrtc -ldl -lpthread -lm' \
 	  'Cflags: -I$${includedir}' > $@
 
@@ -357,7 +358,7 @@ sass-digest: all $(NVDISASM)
 
 # Libraries the GPU host lacks (no cJSON there), copied beside libmoejit.
 bundle: all $(GPU_BIN)
-	@for l in libcjson.so.1 libcrypto.so.3 libhiredis.so.0.14; do \
+	@for l in libcjson.so.1 libcrypto.so.3 libhiredis.so.0.14 libxxhash.so.0; do \
 	  p=$$(ldconfig -p | awk -v l=$$l '$$1==l && /x86-64/ {print $$NF; exit}'); \
 	  test -n "$$p" && cp -L $$p $(BUILD)/lib/ && echo "bundled $$p"; \
 	done

@@ -441,11 +441,13 @@ moejit_status mj_cache_get_or_build(mj_cache *c, const mj_key *key, const char *
     rc = build(build_ctx, out);
     delta.v[MJ_STAT_COMPILE_US] += (int64_t)((now_s() - t0) * 1e6);
     if (rc != MOEJIT_OK) {
+        char why[MJ_ERROR_MAX]; /* the compile's message: the counters' update below clears the thread's */
+        snprintf(why, sizeof why, "%s", moejit_last_error());
         if (c->remote) mj_remote_flight_end(c->remote, &flight, NULL, 0, &delta);
         mj_cache_lock_release(&lock);
         delta.v[MJ_STAT_COMPILE_FAILURES]++;
         flush_stats(c, k, &delta);
-        return rc;
+        return mj_fail(rc, "%s", why);
     }
     int err = 0, published = 0;
     mj_buf enc = MJ_BUF_INIT;

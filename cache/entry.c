@@ -14,8 +14,10 @@
 #include "core/status.h"
 
 #include <openssl/evp.h>
+#include <xxhash.h>
 
-#define CHECKSUM_BYTES 32
+#define SHA256_BYTES 32 /* version 1's trailer */
+#define XXH3_BYTES 8    /* version 2's trailer */
 #define MAGIC_BYTES 8
 
 const char *mj_entry_fault_name(mj_entry_fault f)
@@ -59,10 +61,29 @@ static void put_str(mj_buf *b, const void *s, size_t n)
 
 static size_t len_or0(const char *s) { return s ? strlen(s) : 0; }
 
-static int sha256_raw(const void *data, size_t n, unsigned char md[CHECKSUM_BYTES])
+static int sha256_raw(const void *data, size_t n, unsigned char md[SHA256_BYTES])
 {
     unsigned int len = 0;
-    return EVP_Digest(n ? data : "", n, md, &len, EVP_sha256(), NULL) == 1 && len == CHECKSUM_BYTES;
+    return EVP_Digest(n ? data : "", n, md, &len, EVP_sha256(), NULL) == 1 && len == SHA256_BYTES;
+}
+
+/* Version 2's trailer: XXH3-64 of the bytes, little-endian. It detects corruption at memory
+ * speed (SHA-256 over a 2.5 MB cubin was most of a disk load); integrity against an attacker
+ * is not the entry's job (the remote tier and packs carry an HMAC). */
+static void xxh3_trailer(const void *data, size_t n, unsigned char out[XXH3_BYTES])
+{
+    const XXH64_hash_t h = XXH3_64bits(data, n);
+    for (int i = 0; i < XXH3_BYTES; i++) out[i] = (unsigned char)(h >> (8 * i));
+}
+
+/* The trailer of a version-v entry over data[0..n) into md (its length); 0 on a libcrypto failure. */
+static size_t trailer_of(uint32_t version, const void *data, size_t n, unsigned char md[SHA256_BYTES])
+{
+    if (version != 1) {
+        xxh3_trailer(data, n, md);
+        return XXH3_BYTES;
+    }
+    return sha256_raw(data, n, md) ? SHA256_BYTES : 0;
 }
 
 moejit_status mj_entry_encode(const mj_entry *e, mj_buf *out)
@@ -98,10 +119,9 @@ moejit_status mj_entry_encode(const mj_entry *e, mj_buf *out)
     put_str(out, e->cubin, e->cubin_len);
     put_str(out, e->log, len_or0(e->log));
     if (!mj_buf_ok(out)) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "entry: out of memory encoding");
-    unsigned char md[CHECKSUM_BYTES];
-    if (!sha256_raw(out->data, out->len, md))
-        return mj_fail(MOEJIT_ERR_INTERNAL, "entry: libcrypto SHA-256 failed");
-    mj_buf_append(out, md, CHECKSUM_BYTES);
+    unsigned char md[XXH3_BYTES];
+    xxh3_trailer(out->data, out->len, md);
+    mj_buf_append(out, md, XXH3_BYTES);
     return mj_buf_ok(out) ? MOEJIT_OK : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "entry: out of memory encoding");
 }
 
@@ -166,7 +186,9 @@ void mj_entry_free(mj_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault)
+/* mj_entry_decode; with owned (data itself, malloc'ed), the cubin is moved to its start and
+ * the entry takes it: no second copy (and no second set of page faults) of a cubin of MBs. */
+static moejit_status decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault, uint8_t *owned)
 {
     memset(out, 0, sizeof *out);
     const uint8_t *d = data;
@@ -183,18 +205,24 @@ moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entr
     }
     reader r = {d + MAGIC_BYTES, d + n, 0};
     uint32_t version = get_u32(&r);
-    if (r.short_read || n < MAGIC_BYTES + 4 + CHECKSUM_BYTES) {
+    if (r.short_read || n < MAGIC_BYTES + 4 + XXH3_BYTES) {
         *fault = MJ_ENTRY_TRUNCATED;
         return MOEJIT_OK;
     }
-    if (version != MJ_ENTRY_VERSION) {
+    /* version 1 (SHA-256 trailer) is still read: packs and older caches hold it */
+    if (version != MJ_ENTRY_VERSION && version != 1) {
         *fault = MJ_ENTRY_BAD_VERSION;
         return MOEJIT_OK;
     }
-    unsigned char md[CHECKSUM_BYTES];
-    if (!sha256_raw(d, n - CHECKSUM_BYTES, md))
+    const size_t trailer = version == 1 ? SHA256_BYTES : XXH3_BYTES;
+    if (n < MAGIC_BYTES + 4 + trailer) {
+        *fault = MJ_ENTRY_TRUNCATED;
+        return MOEJIT_OK;
+    }
+    unsigned char md[SHA256_BYTES];
+    if (trailer_of(version, d, n - trailer, md) != trailer)
         return mj_fail(MOEJIT_ERR_INTERNAL, "entry: libcrypto SHA-256 failed");
-    r.end = d + n - CHECKSUM_BYTES;
+    r.end = d + n - trailer;
 
     const uint8_t *key, *spec, *pre, *arch, *cubin, *log;
     size_t key_n = get_str(&r, &key), spec_n = get_str(&r, &spec), pre_n = get_str(&r, &pre);
@@ -222,7 +250,7 @@ moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entr
 
     /* The trailer decides validity; the parse only names the cause: a file shorter than its
      * own fields say is most likely truncated, anything else is corrupt. */
-    if (memcmp(md, d + n - CHECKSUM_BYTES, CHECKSUM_BYTES) != 0) {
+    if (memcmp(md, d + n - trailer, trailer) != 0) {
         *fault = r.short_read == 1 ? MJ_ENTRY_TRUNCATED : MJ_ENTRY_BAD_CHECKSUM;
         memset(out, 0, sizeof *out);
         return MOEJIT_OK;
@@ -242,14 +270,32 @@ moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entr
     out->preimage = dup_text(pre, pre_n);
     out->arch = dup_text(arch, arch_n);
     out->log = dup_text(log, log_n);
-    out->cubin = malloc(cubin_n ? cubin_n : 1);
-    if (out->cubin && cubin_n) memcpy(out->cubin, cubin, cubin_n);
+    if (owned) { /* the other fields are copied out: the cubin may overwrite them */
+        memmove(owned, cubin, cubin_n);
+        out->cubin = owned;
+    } else {
+        out->cubin = malloc(cubin_n ? cubin_n : 1);
+        if (out->cubin && cubin_n) memcpy(out->cubin, cubin, cubin_n);
+    }
     out->cubin_len = cubin_n;
     if (!out->canonical_spec || !out->preimage || !out->arch || !out->log || !out->cubin) {
+        if (owned) out->cubin = NULL; /* mj_entry_decode_owned frees it */
         mj_entry_free(out);
         return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "entry: out of memory decoding");
     }
     return MOEJIT_OK;
+}
+
+moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault)
+{
+    return decode(data, n, out, fault, NULL);
+}
+
+moejit_status mj_entry_decode_owned(uint8_t *data, size_t n, mj_entry *out, mj_entry_fault *fault)
+{
+    moejit_status st = decode(data, n, out, fault, data);
+    if (st != MOEJIT_OK || *fault != MJ_ENTRY_OK) free(data); /* else out->cubin is data */
+    return st;
 }
 
 /* ---- program conversion ------------------------------------------------------------- */

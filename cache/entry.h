@@ -1,17 +1,17 @@
 /*
  * entry.h — one cache entry: the self-checking file that holds one compiled layer.
  *
- * File name: <cache>/<k0k1>/<k2k3>/<key>.v1.mjk, where k0..k3 are the first four hex digits of
- * the key (two levels of sharding keep directories small) and "v1" is the format version, so
+ * File name: <cache>/<k0k1>/<k2k3>/<key>.v2.mjk, where k0..k3 are the first four hex digits of
+ * the key (two levels of sharding keep directories small) and "v2" is the format version, so
  * two moejit versions with different formats can share a cache without quarantining each
  * other's entries.
  *
- * Format version 1 (all integers little-endian; str = u32 length, then that many bytes, no
+ * Format version 2 (all integers little-endian; str = u32 length, then that many bytes, no
  * NUL; nothing is aligned):
  *
  *   entry      = magic version key meta cubin log checksum
  *   magic      = "MJKENTRY"                       8 bytes
- *   version    = u32 1                            MJ_ENTRY_VERSION
+ *   version    = u32 2                            MJ_ENTRY_VERSION
  *   key        = str (64 lowercase hex digits)    must equal the file name's key
  *   meta       = spec preimage arch nvrtc compile_us created kernels
  *   spec       = str                              canonical spec, compared on every load
@@ -25,10 +25,15 @@
  *                i32 spill_store_bytes, i32 spill_load_bytes
  *   cubin      = str                              the ELF NVRTC produced
  *   log        = str                              NVRTC's log (with ptxas' report)
- *   checksum   = 32 bytes                         SHA-256 of every byte before it
+ *   checksum   = 8 bytes                          XXH3-64 of every byte before it, little-endian
  *
+ * Version 1 is the same but for its checksum, 32 bytes of SHA-256: still decoded (packs and
+ * remote entries written before version 2), never written; its files (.v1.mjk) are not looked
+ * up, so a cache of version 1 recompiles into version 2 and gc ages the old files out. The
+ * checksum detects corruption only (XXH3 runs at memory speed, SHA-256 took most of a disk
+ * load); packs and the remote tier carry an HMAC against tampering.
  * Any change to this grammar bumps MJ_ENTRY_VERSION (and so the file name); a golden test
- * (tests/check_cache_entry.c) pins version 1's bytes.
+ * (tests/check_cache_entry.c) pins version 2's bytes.
  */
 #ifndef MJ_CACHE_ENTRY_H
 #define MJ_CACHE_ENTRY_H
@@ -41,8 +46,8 @@
 #include "core/strbuf.h"
 
 #define MJ_ENTRY_MAGIC "MJKENTRY"
-#define MJ_ENTRY_VERSION 1u
-#define MJ_ENTRY_SUFFIX ".v1.mjk"
+#define MJ_ENTRY_VERSION 2u
+#define MJ_ENTRY_SUFFIX ".v2.mjk"
 /* Largest entry accepted on read: bigger is not ours (cubins of one layer are < 16 MiB). */
 #define MJ_ENTRY_MAX_BYTES (256u << 20)
 
@@ -66,7 +71,7 @@ typedef enum mj_entry_fault {
     MJ_ENTRY_OK = 0,
     MJ_ENTRY_TRUNCATED = 1,     /* shorter than its fields say, or than the smallest entry */
     MJ_ENTRY_FOREIGN = 2,       /* wrong magic: not a moejit entry */
-    MJ_ENTRY_BAD_VERSION = 3,   /* magic right, version not MJ_ENTRY_VERSION */
+    MJ_ENTRY_BAD_VERSION = 3,   /* magic right, version neither MJ_ENTRY_VERSION nor 1 */
     MJ_ENTRY_BAD_CHECKSUM = 4,  /* trailer does not match the bytes */
     MJ_ENTRY_MALFORMED = 5,     /* checksum right but a field is impossible (a bug) */
     MJ_ENTRY_KEY_MISMATCH = 6,  /* stored key is not the file's key */
@@ -85,6 +90,9 @@ moejit_status mj_entry_encode(const mj_entry *e, mj_buf *out);
  * other fault *out is left empty. Only MOEJIT_ERR_OUT_OF_MEMORY is returned as an error: a bad
  * file is a fault, not a failure. */
 moejit_status mj_entry_decode(const void *data, size_t n, mj_entry *out, mj_entry_fault *fault);
+/* The same, taking data (malloc'ed, n bytes): a good entry's cubin is data itself (its cubin
+ * moved to the start), so a load copies no cubin; otherwise data is freed. */
+moejit_status mj_entry_decode_owned(uint8_t *data, size_t n, mj_entry *out, mj_entry_fault *fault);
 void mj_entry_free(mj_entry *e);
 
 /* Builds an entry from a compiled program (deep copies; created = now). nvrtc version and

@@ -19,7 +19,9 @@
 #include "cache/store.h"
 #include "core/status.h"
 
-#define MAC_LABEL "moejit-remote-entry-1"
+#include <openssl/evp.h>
+
+#define MAC_LABEL "moejit-remote-entry-2"
 #define FLAG_SIGNED 1u
 /* Polling for another node's entry starts fast (a compile that was nearly done) and slows down
  * to this interval, so that waiting nodes do not hammer the remote. */
@@ -235,7 +237,9 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The bytes the MAC covers: a label, the key and the entry's checksum trailer. */
+/* The bytes the MAC covers: a label, the key and the SHA-256 of the whole entry. The entry's own
+ * checksum (XXH3 since format 2) detects corruption only, so it cannot stand for the bytes. 0 when
+ * libcrypto fails. */
 static size_t mac_input(const char *key_hex, const uint8_t *entry, size_t n, uint8_t *out)
 {
     size_t o = 0;
@@ -243,7 +247,8 @@ static size_t mac_input(const char *key_hex, const uint8_t *entry, size_t n, uin
     o += sizeof MAC_LABEL;
     memcpy(out + o, key_hex, 64);
     o += 64;
-    memcpy(out + o, entry + n - 32, 32);
+    unsigned int len = 0;
+    if (EVP_Digest(entry, n, out + o, &len, EVP_sha256(), NULL) != 1 || len != 32) return 0;
     return o + 32;
 }
 
@@ -259,6 +264,7 @@ moejit_status mj_remote_encode_value(const mj_sign_key *key, const char *key_hex
     if (key) {
         uint8_t msg[sizeof MAC_LABEL + 64 + 32];
         size_t m = mac_input(key_hex, entry, n, msg);
+        if (!m) return mj_fail(MOEJIT_ERR_INTERNAL, "remote: libcrypto SHA-256 failed");
         memcpy(trailer + 12, key->id, MJ_SIGN_ID_BYTES);
         moejit_status st = mj_sign_mac(key, msg, m, trailer + 12 + MJ_SIGN_ID_BYTES);
         if (st != MOEJIT_OK) return st;
@@ -287,7 +293,7 @@ static mj_cache_stat verify(const mj_remote *r, const char *key, const char *spe
         }
         uint8_t msg[sizeof MAC_LABEL + 64 + 32];
         size_t m = mac_input(key, d, len, msg);
-        if (!mj_sign_check(&r->key, msg, m, t + 12 + MJ_SIGN_ID_BYTES)) {
+        if (!m || !mj_sign_check(&r->key, msg, m, t + 12 + MJ_SIGN_ID_BYTES)) {
             *reason = "bad signature";
             return MJ_STAT_REMOTE_REFUSED_SIGNATURE;
         }

@@ -109,8 +109,7 @@ moejit_status mj_cache_read_entry_file(const mj_cache_config *cfg, const char *p
         free(data);
         goto out;
     }
-    rc = mj_entry_decode(data, (size_t)got, e, fault);
-    free(data);
+    rc = mj_entry_decode_owned(data, (size_t)got, e, fault); /* the entry keeps data as its cubin */
     if (rc != MOEJIT_OK || *fault != MJ_ENTRY_OK) goto out;
     if (strcmp(e->key, key) != 0) *fault = MJ_ENTRY_KEY_MISMATCH;
     else if (expected_spec && strcmp(e->canonical_spec, expected_spec) != 0) *fault = MJ_ENTRY_SPEC_MISMATCH;

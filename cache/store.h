@@ -3,7 +3,7 @@
  * shared by the lookup path (cache.c) and the maintenance commands (gc.c, pack.c).
  *
  * Layout of a cache directory:
- *   <dir>/<k0k1>/<k2k3>/<key>.v1.mjk   entries (entry.h)
+ *   <dir>/<k0k1>/<k2k3>/<key>.v2.mjk   entries (entry.h)
  *   <dir>/<k0k1>/stats                 per-shard counters (stats.h)
  *   <dir>/quarantine/                  entries that failed a check, kept for a post-mortem
  *   <dir>/failed/                      sources and logs of failed compiles (written by the CLI)
@@ -29,7 +29,7 @@
 int mj_cache_key_valid(const char *key);
 /* The key's first byte: the first-level shard and its stats file. */
 int mj_cache_key_shard(const char *key);
-/* <dir>/<k0k1>/<k2k3> and <dir>/<k0k1>/<k2k3>/<key>.v1.mjk */
+/* <dir>/<k0k1>/<k2k3> and <dir>/<k0k1>/<k2k3>/<key>.v2.mjk */
 void mj_cache_shard_dir(const mj_cache_config *cfg, const char *key, char *out, size_t cap);
 void mj_cache_entry_path(const mj_cache_config *cfg, const char *key, char *out, size_t cap);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codegen/include_closure.h"
+#include "codegen/layer_modules.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
 
@@ -16,6 +17,7 @@ void mj_build_inputs_free(mj_build_inputs *in)
 {
     mj_source_free(&in->source);
     free(in->headers);
+    free(in->header_sha256);
     mj_buf_free(&in->option_text);
     mj_buf_free(&in->preimage);
     memset(in, 0, sizeof *in);
@@ -82,28 +84,24 @@ static moejit_status closure_headers(mj_build_inputs *in, const mj_header *h, si
 
 moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
 {
-    return mj_build_inputs_make_with(spec, mj_embedded_headers, mj_embedded_headers_len, in);
+    return mj_build_inputs_make_module(spec, MJ_LAYER_WHOLE, mj_embedded_headers, mj_embedded_headers_len, in);
 }
 
 moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header *headers,
                                         size_t n_headers, mj_build_inputs *in)
 {
-    memset(in, 0, sizeof *in);
-    in->arch = mj_arch_target(spec->arch);
+    return mj_build_inputs_make_module(spec, MJ_LAYER_WHOLE, headers, n_headers, in);
+}
+
+/* Options, NVRTC identity and key of in, whose source and headers (with their digests in
+ * in->header_sha256) are set; frees in on failure. */
+static moejit_status finish(const moejit_spec *spec, mj_build_inputs *in)
+{
     int major = 0, minor = 0;
     char build_id[41] = "unknown";
-    moejit_status st = mj_emit(spec, &in->source);
-    if (st == MOEJIT_OK) {
-        mj_nvrtc_options(in->arch, &in->option_text, in->options, MJ_MAX_OPTIONS, &in->n_options);
-        if (!mj_buf_ok(&in->option_text))
-            st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "build inputs: out of memory");
-    }
-    const char (*all_sha256)[65] = NULL;
-    char (*header_sha256)[65] = NULL;
+    mj_nvrtc_options(in->arch, &in->option_text, in->options, MJ_MAX_OPTIONS, &in->n_options);
+    moejit_status st = mj_buf_ok(&in->option_text) ? MOEJIT_OK : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "build inputs: out of memory");
     if (st == MOEJIT_OK) st = mj_nvrtc_identity(&major, &minor, build_id);
-    int embedded = headers == mj_embedded_headers && n_headers == mj_embedded_headers_len;
-    if (st == MOEJIT_OK && embedded) st = embedded_header_digests(&all_sha256);
-    if (st == MOEJIT_OK) st = closure_headers(in, headers, n_headers, all_sha256, &header_sha256);
     if (st == MOEJIT_OK) {
         mj_key_inputs k = {
             .generator_version = MJ_GENERATOR_VERSION,
@@ -112,7 +110,7 @@ moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header
             .source_len = in->source.len,
             .headers = in->headers,
             .n_headers = in->n_headers,
-            .header_sha256 = (const char (*)[65])header_sha256,
+            .header_sha256 = (const char (*)[65])in->header_sha256,
             .options = in->options,
             .n_options = in->n_options,
             .arch = in->arch,
@@ -122,7 +120,44 @@ moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header
         };
         st = mj_key_compute(&k, &in->key, &in->preimage);
     }
-    free(header_sha256);
     if (st != MOEJIT_OK) mj_build_inputs_free(in);
     return st;
+}
+
+moejit_status mj_build_inputs_make_module(const moejit_spec *spec, int module, const mj_header *headers,
+                                          size_t n_headers, mj_build_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    in->arch = mj_arch_target(spec->arch);
+    moejit_status st = mj_emit_module(spec, module, &in->source);
+    const char (*all_sha256)[65] = NULL;
+    int embedded = headers == mj_embedded_headers && n_headers == mj_embedded_headers_len;
+    if (st == MOEJIT_OK && embedded) st = embedded_header_digests(&all_sha256);
+    if (st == MOEJIT_OK) st = closure_headers(in, headers, n_headers, all_sha256, &in->header_sha256);
+    if (st != MOEJIT_OK) {
+        mj_build_inputs_free(in);
+        return st;
+    }
+    return finish(spec, in);
+}
+
+moejit_status mj_build_inputs_for_module(const mj_build_inputs *whole, const moejit_spec *spec, int module,
+                                         mj_build_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    in->arch = whole->arch;
+    const size_t n = whole->n_headers;
+    in->headers = malloc((n ? n : 1) * sizeof *in->headers);
+    in->header_sha256 = malloc((n ? n : 1) * sizeof *in->header_sha256);
+    moejit_status st = in->headers && in->header_sha256 ? mj_module_source(spec, module, &whole->source, &in->source)
+                                                         : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "build inputs: out of memory");
+    if (st != MOEJIT_OK) {
+        mj_build_inputs_free(in);
+        return st;
+    }
+    /* the module's mask is a define, not an include: its closure is the layer's */
+    if (n) memcpy(in->headers, whole->headers, n * sizeof *in->headers);
+    if (n) memcpy(in->header_sha256, whole->header_sha256, n * sizeof *in->header_sha256);
+    in->n_headers = n;
+    return finish(spec, in);
 }

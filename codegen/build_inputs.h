@@ -23,6 +23,7 @@ typedef struct mj_build_inputs {
                                       of entries; the texts are not copied), in their order: what the compile
                                       reads and the key hashes */
     size_t n_headers;
+    char (*header_sha256)[65];     /* owned: the digests of headers[], in their order */
     const char *arch;              /* NVRTC target, static */
     const char *options[MJ_MAX_OPTIONS];
     int n_options;
@@ -38,6 +39,15 @@ moejit_status mj_build_inputs_make(const moejit_spec *spec, mj_build_inputs *in)
  * simulate an edited template with it); in->headers then point into headers. */
 moejit_status mj_build_inputs_make_with(const moejit_spec *spec, const mj_header *headers,
                                         size_t n_headers, mj_build_inputs *in);
+/* As mj_build_inputs_make_with, for one module of a tensor-core layer (codegen/layer_modules.h;
+ * MJ_LAYER_WHOLE: the whole layer, as mj_build_inputs_make_with). */
+moejit_status mj_build_inputs_make_module(const moejit_spec *spec, int module, const mj_header *headers,
+                                          size_t n_headers, mj_build_inputs *in);
+/* The inputs of one module of whole's layer (whole: the layer's, from the embedded headers):
+ * its source derived from whole's, its headers and digests whole's, without emitting or
+ * scanning again; the same key as mj_build_inputs_make_module. */
+moejit_status mj_build_inputs_for_module(const mj_build_inputs *whole, const moejit_spec *spec, int module,
+                                         mj_build_inputs *in);
 void mj_build_inputs_free(mj_build_inputs *in);
 /* Computes the process-wide constants every key needs (the embedded headers' digests and
  * include graph, NVRTC's identity) now, so that a context's first lookup does not pay for them. */

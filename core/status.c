@@ -84,6 +84,7 @@ const char *moejit_status_name(moejit_status status)
         "MOEJIT_ERR_OUT_OF_MEMORY", "MOEJIT_ERR_COMPILE",      "MOEJIT_ERR_NO_DRIVER",
         "MOEJIT_ERR_NO_DEVICE", "MOEJIT_ERR_CUDA",             "MOEJIT_ERR_IO",
         "MOEJIT_ERR_CACHE_MISS", "MOEJIT_ERR_INTERNAL",        "MOEJIT_ERR_BUFFER_TOO_SMALL",
+        "MOEJIT_ERR_NOT_WARMED",
     };
     if ((unsigned)status < sizeof names / sizeof names[0]) return names[status];
     return "MOEJIT_ERR_UNKNOWN";

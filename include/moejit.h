@@ -65,7 +65,10 @@ typedef enum moejit_status {
     MOEJIT_ERR_IO = 8,               /* a file or process operation failed */
     MOEJIT_ERR_CACHE_MISS = 9,       /* offline cache mode and the kernel is not cached */
     MOEJIT_ERR_INTERNAL = 10,        /* a bug in moejit: please report it */
-    MOEJIT_ERR_BUFFER_TOO_SMALL = 11 /* an output buffer is too small; *len says how big */
+    MOEJIT_ERR_BUFFER_TOO_SMALL = 11, /* an output buffer is too small; *len says how big */
+    MOEJIT_ERR_NOT_WARMED = 12        /* a forward being captured in a CUDA graph needs a module not
+                                         loaded yet: run one forward of that batch size, or
+                                         moejit_warm, before the capture */
 } moejit_status;
 
 /* The calling thread's message for its last failed call ("" if none). Never NULL. */
@@ -185,7 +188,10 @@ MOEJIT_API void moejit_context_destroy(moejit_context *ctx);
 
 /* Returns the compiled layer for spec: from memory, else the disk cache, else NVRTC.
  * Concurrent first calls for one spec compile once. Without a GPU the kernel is compiled
- * but not loaded; moejit_moe_forward then fails with MOEJIT_ERR_NO_DRIVER / _NO_DEVICE. */
+ * but not loaded; moejit_moe_forward then fails with MOEJIT_ERR_NO_DRIVER / _NO_DEVICE.
+ * A tensor-core layer (backend mma, wgmma) is split into modules, one per GEMM path and
+ * routing stage: this call compiles none of them; each forward compiles (or loads) the
+ * modules of the path it takes, and moejit_warm every module. */
 MOEJIT_API moejit_status moejit_kernel_get(moejit_context *ctx, const moejit_spec *spec,
                                 moejit_kernel **out);
 
@@ -257,7 +263,10 @@ MOEJIT_API void moejit_moe_args_init(moejit_moe_args *args);
 MOEJIT_API moejit_status moejit_workspace_size(const moejit_kernel *k, const moejit_moe_args *args,
                                     size_t *bytes);
 /* Runs the layer on `stream` (a CUstream; NULL = the legacy default stream). Allocates
- * nothing, never synchronises, and can be captured in a CUDA graph. The workspace must be
+ * nothing, never synchronises, and can be captured in a CUDA graph. A tensor-core layer's
+ * first forward of a path compiles or loads that path's modules first, except while the
+ * stream is capturing a graph: it then fails with MOEJIT_ERR_NOT_WARMED (warm first, or run
+ * one forward of that batch size before the capture). The workspace must be
  * at least moejit_workspace_size bytes and 256-byte aligned. The caller's current CUDA
  * context must be the one of the device the kernel was loaded on. */
 MOEJIT_API moejit_status moejit_moe_forward(const moejit_kernel *k, const moejit_moe_args *args,
@@ -281,7 +290,8 @@ typedef struct moejit_warm_result {
 typedef void (*moejit_warm_progress_fn)(void *user, const moejit_warm_result *result);
 
 /* Gets every spec's kernel (compiled or loaded from the cache; on a GPU also loaded), `jobs`
- * at a time, so a serving process can warm its layers at start-up. Every spec is attempted;
+ * at a time, so a serving process can warm its layers at start-up; for a tensor-core layer,
+ * every module of every path (in parallel, `jobs` at a time), so no later forward compiles. Every spec is attempted;
  * *failed (optional) counts those that failed, and the call then returns the first failure's
  * status. progress may be NULL. */
 MOEJIT_API moejit_status moejit_warm(moejit_context *ctx, const moejit_spec *const *specs, size_t n, int jobs,

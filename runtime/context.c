@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "codegen/build_inputs.h"
+#include "codegen/layer_modules.h"
 #include "core/matrix.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
@@ -96,6 +97,7 @@ static void kernel_destroy(moejit_kernel *k)
 {
     if (!k) return;
     mj_module_unload(&k->module);
+    mj_kernel_modules_free(k);
     mj_program_free(&k->program);
     moejit_spec_destroy(k->spec);
     free(k->unloaded_message);
@@ -210,33 +212,6 @@ static moejit_status await_entry(moejit_context *ctx, mj_registry_entry *e, moej
 
 /* ---- building one kernel (no lock held) ----------------------------------------------------- */
 
-typedef struct build_job {
-    moejit_context *ctx;
-    const moejit_spec *spec;
-    const mj_source *source;
-} build_job;
-
-/* The cache's build callback: the NVRTC compile, in a worker process. */
-static moejit_status build_program(void *arg, mj_program *out)
-{
-    build_job *job = arg;
-    atomic_fetch_add(&job->ctx->compile_count, 1);
-    mj_compile_request req = {
-        .source = job->source,
-        .arch = mj_arch_target(job->spec->arch),
-        .headers = mj_embedded_headers,
-        .n_headers = mj_embedded_headers_len,
-        .timeout_s = job->ctx->compile_timeout_s,
-        .worker = job->ctx->settings.compile_worker,
-    };
-    moejit_status st = mj_nvrtc_compile(&req, out);
-    if (st == MOEJIT_OK && !out->canonical_spec) {
-        out->canonical_spec = strdup(job->spec->canonical);
-        if (!out->canonical_spec) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "kernel_get: out of memory");
-    }
-    return st;
-}
-
 /* Keeps the reason the kernel cannot run here (the thread's current message), for forward,
  * and puts back the message the thread had before: kernel_get succeeds, and a successful
  * call leaves the caller's last error alone. */
@@ -286,7 +261,8 @@ static moejit_status load_kernel(const moejit_context *ctx, moejit_kernel *k)
                 "%d.%d); use the device's arch or arch=native", arch, major, minor);
         return leave_unloaded(k, MOEJIT_ERR_NO_DEVICE, saved);
     }
-    st = mj_module_load(&k->program, &k->module);
+    /* a tensor-core layer loads each module as it builds (kernel_modules.c) */
+    st = k->n_modules ? MOEJIT_OK : mj_module_load(&k->program, &k->module);
     if (st != MOEJIT_OK) return mj_fail_prefix(st, "loading %s", k->spec->canonical);
     k->driver = d;
     k->loaded = 1;
@@ -302,10 +278,13 @@ static moejit_status build_kernel(moejit_context *ctx, const moejit_spec *spec, 
     int hit = 0, have_inputs = 0;
     moejit_status st = mj_spec_clone(spec, &k->spec);
     if (st == MOEJIT_OK) have_inputs = (st = mj_build_inputs_make(spec, &in)) == MOEJIT_OK;
-    if (st == MOEJIT_OK) {
-        build_job job = {ctx, spec, &in.source};
+    if (st == MOEJIT_OK && mj_layer_module_count(spec)) {
+        st = mj_kernel_modules_init(k, ctx); /* its modules build as forwards (or warming) need them */
+        if (st == MOEJIT_OK) k->layer_inputs = in, have_inputs = 0; /* the kernel keeps them */
+    } else if (st == MOEJIT_OK) {
+        mj_build_job job = {ctx, spec, &in.source};
         st = mj_cache_get_or_build(ctx->cache, &in.key, in.preimage.data ? in.preimage.data : "",
-                                   spec->canonical, build_program, &job, &k->program, &hit);
+                                   spec->canonical, mj_context_build_program, &job, &k->program, &hit);
     }
     if (st == MOEJIT_OK && (k->program.n_kernels < 1 || k->program.n_kernels > MJ_MAX_KERNELS))
         st = mj_fail(MOEJIT_ERR_INTERNAL, "kernel_get: the program for %s has %d kernels; "

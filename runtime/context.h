@@ -14,6 +14,8 @@
 #include <stdatomic.h>
 
 #include "cache/cache.h"
+#include "codegen/build_inputs.h"
+#include "codegen/emit.h"
 #include "runtime/driver.h"
 #include "runtime/launch.h"
 #include "runtime/loader.h"
@@ -22,12 +24,32 @@
 #include "core/settings.h"
 #include "core/spec.h"
 
+/* One module of a tensor-core layer (codegen/layer_modules.h) as its kernel holds it. */
+typedef enum mj_module_state { MJ_MODULE_ABSENT = 0, MJ_MODULE_BUILDING, MJ_MODULE_READY } mj_module_state;
+typedef struct mj_kernel_module {
+    mj_module_state state;         /* guarded by the kernel's modules_lock */
+    mj_program program;            /* READY: its cubin, log and kernels */
+    mj_module module;              /* READY on a device: its library */
+} mj_kernel_module;
+
 struct moejit_kernel {
     moejit_spec *spec;             /* owned clone: outlives the caller's spec */
-    char key[65];                  /* lowercase SHA-256 hex of the preimage */
-    mj_program program;            /* cubin, log, kernel names and resources */
-    int loaded;                    /* 1: module is loaded and forward can run */
-    mj_module module;
+    char key[65];                  /* lowercase SHA-256 hex of the preimage (tensor-core layers:
+                                      of the whole layer's source; each module has its own) */
+    mj_program program;            /* cubin, log, kernel names and resources (tensor-core layers:
+                                      no cubin; the launch table's kernels, filled as modules build) */
+    int loaded;                    /* 1: module is loaded and forward can run (tensor-core layers:
+                                      a device is there, and modules load as forwards need them) */
+    mj_module module;              /* the launch table (tensor-core layers: each module's kernels
+                                      placed at their launch-table index as it loads) */
+    /* tensor-core layers only (n_modules > 0): modules built on demand (kernel_modules.c) */
+    moejit_context *ctx;
+    mj_build_inputs layer_inputs;  /* the whole layer's: each module's inputs derive from them */
+    int n_modules;
+    mj_kernel_module *modules;
+    atomic_uint ready_modules;     /* bit m: modules[m] is READY (stored after its kernels) */
+    pthread_mutex_t modules_lock;
+    pthread_cond_t modules_settled; /* broadcast when a module leaves BUILDING */
     const mj_driver *driver;       /* set when loaded */
     moejit_status unloaded_status; /* why not loaded (NO_DRIVER / NO_DEVICE) */
     char *unloaded_message;        /* owned; the message forward re-raises */
@@ -64,6 +86,31 @@ mj_launch_knobs mj_kernel_knobs(const moejit_kernel *k);
 /* moejit_moe_forward with explicit launch settings (benchmarks and tests; NULL: k's own). */
 moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *args, void *workspace,
                                 size_t workspace_bytes, void *stream, const mj_launch_knobs *knobs);
+
+/* The compile callback of mj_cache_get_or_build (a build_job), shared with kernel_modules.c. */
+typedef struct mj_build_job {
+    moejit_context *ctx;
+    const moejit_spec *spec;
+    const mj_source *source;
+} mj_build_job;
+moejit_status mj_context_build_program(void *job, mj_program *out);
+
+/* ---- a tensor-core layer's modules (kernel_modules.c) ---------------------------------------- */
+/* Makes k (its spec a tensor-core layer) a kernel of modules built on demand: no module yet. */
+moejit_status mj_kernel_modules_init(moejit_kernel *k, moejit_context *ctx);
+void mj_kernel_modules_free(moejit_kernel *k);
+/* Builds (compiles or loads from the cache, and loads on a device) the modules in need that are
+ * not ready, up to jobs at once, and waits for those other threads build; *compiled (may be
+ * NULL) counts the NVRTC compiles this call ran. */
+moejit_status mj_kernel_modules_build(moejit_kernel *k, unsigned need, int jobs, int *compiled);
+/* Every module of k's layer, as a mask. */
+unsigned mj_kernel_modules_all(const moejit_kernel *k);
+/* Before a forward: builds the modules it takes, unless the stream is capturing a graph
+ * (MOEJIT_ERR_NOT_WARMED naming them). */
+moejit_status mj_kernel_modules_for_forward(moejit_kernel *k, const moejit_moe_args *args,
+                                            const mj_launch_knobs *knobs, CUstream stream);
+/* The sum of the compile times of k's modules built so far. */
+double mj_kernel_modules_compile_seconds(moejit_kernel *k);
 
 /* Test-visible counters. */
 long mj_context_compile_count(const moejit_context *ctx);

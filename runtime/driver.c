@@ -77,6 +77,7 @@ static const entry_point k_entry_points[] = {
     ENTRY("cuStreamSynchronize", cuStreamSynchronize),
     ENTRY("cuStreamBeginCapture", cuStreamBeginCapture),
     ENTRY("cuStreamEndCapture", cuStreamEndCapture),
+    ENTRY("cuStreamIsCapturing", cuStreamIsCapturing),
     /* The table's (exec, graph, flags) signature is cuGraphInstantiateWithFlags'; the base
      * name cuGraphInstantiate meant the 5-argument form before CUDA 12. */
     ENTRY("cuGraphInstantiateWithFlags", cuGraphInstantiate),

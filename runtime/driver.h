@@ -52,6 +52,8 @@ typedef struct mj_driver {
     CUresult (*cuStreamSynchronize)(CUstream);
     CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
     CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    /* a forward on a capturing stream never compiles or loads a module (runtime/path_modules.h) */
+    CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
     CUresult (*cuGraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
     CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
     CUresult (*cuGraphExecDestroy)(CUgraphExec);

@@ -20,6 +20,7 @@ const char *moejit_kernel_key(const moejit_kernel *k) { return k ? k->key : ""; 
 
 double moejit_kernel_compile_seconds(const moejit_kernel *k)
 {
+    if (k && k->n_modules) return mj_kernel_modules_compile_seconds((moejit_kernel *)k); /* locks; changes nothing */
     return k ? k->program.compile_seconds : 0.0;
 }
 
@@ -35,6 +36,8 @@ moejit_status moejit_kernel_resources_get(const moejit_kernel *k, int index,
     if (index < 0 || index >= k->program.n_kernels)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "kernel_resources_get: index %d out of range; "
                        "allowed: 0..%d", index, k->program.n_kernels - 1);
+    /* a tensor-core layer's modules fill in their kernels' resources as they build */
+    if (k->n_modules) pthread_mutex_lock(&((moejit_kernel *)k)->modules_lock);
     const mj_kernel_info *info = &k->program.kernels[index];
     out->name = info->name;
     out->registers = info->registers;
@@ -42,6 +45,7 @@ moejit_status moejit_kernel_resources_get(const moejit_kernel *k, int index,
     out->stack_bytes = info->stack_bytes;
     out->spill_store_bytes = info->spill_store_bytes;
     out->spill_load_bytes = info->spill_load_bytes;
+    if (k->n_modules) pthread_mutex_unlock(&((moejit_kernel *)k)->modules_lock);
     return MOEJIT_OK;
 }
 
@@ -67,8 +71,12 @@ moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *a
     if (!k->loaded)
         return mj_fail(k->unloaded_status, "%s",
                        k->unloaded_message ? k->unloaded_message : "moe_forward: kernel not loaded");
+    if (!knobs) knobs = &k->knobs;
+    /* a tensor-core layer's forward first builds the modules of its path (never while capturing) */
+    if (k->n_modules) st = mj_kernel_modules_for_forward((moejit_kernel *)k, args, knobs, (CUstream)stream);
+    if (st != MOEJIT_OK) return st;
     return mj_launch_forward(k->driver, k->spec, &k->module, args, workspace, workspace_bytes,
-                             (CUstream)stream, knobs ? knobs : &k->knobs);
+                             (CUstream)stream, knobs);
 }
 
 mj_launch_knobs mj_kernel_knobs(const moejit_kernel *k) { return k->knobs; }

@@ -29,6 +29,7 @@
 
 // (256, 2): two CTAs per SM (2 x 96 KB of stages), so one CTA's epilogue and prologue hide
 // behind the other's mainloop; caps registers at 128 per thread.
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 {
@@ -37,7 +38,9 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p)
     mj::gemm1_act_large<kDtype, kActKind, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                           dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
 mj_gemm2(const __grid_constant__ mj_layer_params p)
 {
@@ -45,4 +48,5 @@ mj_gemm2(const __grid_constant__ mj_layer_params p)
     mj::grid_dep_enter();
     mj::gemm2_large<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
+#endif
 

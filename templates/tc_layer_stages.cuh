@@ -21,6 +21,7 @@
 #include "common/layer_config.cuh"
 #include "common/mma_params.h"
 #include "common/params.h"
+#include "common/tc_modules.h"
 #include "common/types.cuh"
 #include "decode_persistent.cuh"
 #include "decode_route.cuh"
@@ -82,6 +83,7 @@ static_assert(!kTcFp8 || kTcQuant == Quant::fp8_block || kTcQuant == Quant::fp8_
 // this declaration; they run one or few blocks per SM, so it costs no occupancy that matters.
 extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_ROUTE)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_ROUTE_THREADS)
 mj_route(const __grid_constant__ mj_layer_params p)
 {
@@ -111,21 +113,27 @@ mj_route(const __grid_constant__ mj_layer_params p)
         mj::route_zero_inter_amax<kTcFp8Act>(p, t, dim<kPinnedTopk>(p.topk), lane);
     }
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE | MJ_TC_BIT_PAIR)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::offsets_stage<MJ_TC_LARGE_BM>(p);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_ROUTE)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)
 mj_scatter(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::scatter_block(p, blockIdx.x);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_FINALIZE)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_FINALIZE_THREADS)
 mj_finalize(const __grid_constant__ mj_layer_params p)
 {
@@ -139,14 +147,18 @@ mj_finalize(const __grid_constant__ mj_layer_params p)
         mj::finalize_token<kDtype, kMaxK, /*kYInDtype=*/true, 4, Extras::kB2>(p, static_cast<long long>(blockIdx.x),
                                                                               static_cast<int>(blockIdx.y), H, k);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_SMALL)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::offsets_stage<MJ_MMA_SMALL_BT>(p);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_SMALL)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
@@ -160,11 +172,13 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
                                           dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
                                           reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
 }
+#endif
 
 // The decode layer's first kernel at T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS (not precomputed
 // routing): every block routes the batch itself and derives its row tile (decode_route.cuh),
 // so the layer is three launches: this, mj_gemm2_small, mj_finalize (or two: this and
 // mj_gemm2_finalize_t1).
+#if MJ_TC_BUILDS(MJ_TC_BIT_ROUTED)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
@@ -193,7 +207,9 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
     mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
                                           dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_SMALL)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
@@ -202,10 +218,12 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
     mj::grid_dep_enter();
     mj::gemm2_small<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
+#endif
 
 // Batch 1 after mj_gemm1_act_small_routed, when the launcher says so (k = 8 or 6, GEMM2 not
 // split): GEMM2 and finalize in one kernel, H / 8 blocks (mma_gemm2.cuh); two pipeline
 // depths (common/mma_params.h: MJ_MMA_T1_SLOTS says which k takes which).
+#if MJ_TC_BUILDS(MJ_TC_BIT_T1)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
@@ -216,7 +234,9 @@ mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
         p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_T1_SHALLOW)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
@@ -227,11 +247,13 @@ mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
         p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
+#endif
 
 // One block of 512 threads: the decode prologue in one launch. Counts, scatter cursors, row
 // offsets and the slots' local ids stay in shared memory (the GEMMs read only the tile
 // table, ws_rows and, in finalize, ws_ids/ws_weights), so no phase waits on an L2 round
 // trip or a global atomic of the phase before. ws_counts and ws_cursors are left untouched.
+#if MJ_TC_BUILDS(MJ_TC_BIT_FUSED)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_route_fused_small(const __grid_constant__ mj_layer_params p)
 {
@@ -261,9 +283,11 @@ mj_route_fused_small(const __grid_constant__ mj_layer_params p)
     for (long long i = threadIdx.x; i < p.num_pairs; i += MJ_SIMT_OFFSETS_THREADS)
         mj::scatter_pair(p, i, ids, cursors, row0);
 }
+#endif
 
 // Batch 1, routing not precomputed (runtime/launch_mma.c says when): the persistent layer, two
 // launches (decode_persistent.cuh).
+#if MJ_TC_BUILDS(MJ_TC_BIT_PERSISTENT | MJ_TC_BIT_PERSISTENT_SHALLOW)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_DECODE_RESET_THREADS)
 mj_decode_reset(const __grid_constant__ mj_layer_params p)
 {
@@ -271,6 +295,7 @@ mj_decode_reset(const __grid_constant__ mj_layer_params p)
     using namespace mj::tc_layer;
     mj::decode_reset(p, dim<kPinnedHidden>(p.hidden));
 }
+#endif
 
 namespace mj {
 namespace tc_layer {
@@ -285,18 +310,22 @@ __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p
 } // namespace tc_layer
 } // namespace mj
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_PERSISTENT)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
 }
+#endif
 
 // The same with MJ_MMA_DECODE_SHALLOW_STAGES, MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM blocks per SM
 // (runtime/gemm_plan.c: mj_gemm_plan_persistent_shallow says where).
+#if MJ_TC_BUILDS(MJ_TC_BIT_PERSISTENT_SHALLOW)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_SHALLOW_STAGES>(p);
 }
+#endif

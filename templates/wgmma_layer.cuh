@@ -65,77 +65,99 @@ __device__ __forceinline__ void layer_gemm(const mj_layer_params &p, const TmaDe
 
 // (384, 1): one CTA per SM (its ~194 KB of stages), and a register cap at entry, without
 // which setmaxnreg is ignored. The large path's GEMMs (128 x 256 tiles):
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::tc_layer::kGemm1>(p, w1_map);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
     mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::WgGemm::gemm2>(p, w2_map);
 }
+#endif
 
 // ---- the tall path (256 x 128 tiles), after the mma table: MJ_WGMMA_K_* ------------------------
 static_assert(MJ_WGMMA_K_EXPERT_OFFSETS_TALL == MJ_MMA_NUM_KERNELS, "the tall kernels follow the mma table");
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_TALL)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_tall(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::offsets_stage<MJ_WGMMA_TALL_BM>(p);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_TALL)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     mj::tc_layer::layer_gemm<mj::WgTall, mj::WgTall8, mj::tc_layer::kGemm1>(p, w1_map);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_TALL)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_tall(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
     mj::tc_layer::layer_gemm<mj::WgTall, mj::WgTall8, mj::WgGemm::gemm2>(p, w2_map);
 }
+#endif
 
 // ---- the pair path (clusters of two sharing each weight tile): MJ_WGMMA_K_*_PAIR -------------
+#if MJ_TC_BUILDS(MJ_TC_BIT_PAIR)
 extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::tc_layer::kGemm1, true>(p, w1_map);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_PAIR)
 extern "C" __global__ void __cluster_dims__(MJ_WGMMA_PAIR_CTAS, 1, 1) __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_pair(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
     mj::tc_layer::layer_gemm<mj::WgLarge, mj::WgLarge8, mj::WgGemm::gemm2, true>(p, w2_map);
 }
+#endif
 // The pair path's offsets: the large row tiles, listed so that clusters pair an expert's own
 // tiles wherever it has two (permute.cuh, expert_offsets).
+#if MJ_TC_BUILDS(MJ_TC_BIT_PAIR)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_pair(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::offsets_stage<MJ_WGMMA_BM, true>(p);
 }
+#endif
 
 // ---- the large path's short tiles (64 x 256, 5 stages): MJ_WGMMA_K_*_SHORT ---------------------
+#if MJ_TC_BUILDS(MJ_TC_BIT_SHORT)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_OFFSETS_THREADS)
 mj_expert_offsets_short(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
     mj::offsets_stage<MJ_WGMMA_SHORT_BM>(p);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_SHORT)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm1_act_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     mj::tc_layer::layer_gemm<mj::WgShort, mj::WgShort8, mj::tc_layer::kGemm1>(p, w1_map);
 }
+#endif
 
+#if MJ_TC_BUILDS(MJ_TC_BIT_SHORT)
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
 mj_gemm2_short(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
     mj::tc_layer::layer_gemm<mj::WgShort, mj::WgShort8, mj::WgGemm::gemm2>(p, w2_map);
 }
+#endif

@@ -20,6 +20,7 @@
 #include "lib/cache_test_util.h"
 #include "lib/check_main.h"
 #include "cache/store.h"
+#include "core/key.h"
 
 static mj_test_cache T;
 static const char *SPEC = "backend=simt,quant=bf16,act=silu,arch=sm_90a";
@@ -117,6 +118,84 @@ END_TEST
 START_TEST(a_truncated_entry_is_quarantined_counted_and_rebuilt) { check_quarantine(truncate_half, "truncated"); }
 END_TEST
 START_TEST(a_foreign_file_is_quarantined_counted_and_rebuilt) { check_quarantine(foreign, "foreign"); }
+END_TEST
+
+/* The XXH3 trailer itself damaged (its last byte). */
+static void flip_trailer(const char *path)
+{
+    struct stat st;
+    stat(path, &st);
+    FILE *f = fopen(path, "r+b");
+    fseek(f, st.st_size - 1, SEEK_SET);
+    const int x = fgetc(f);
+    fseek(f, st.st_size - 1, SEEK_SET);
+    fputc(x ^ 0x01, f);
+    fclose(f);
+}
+START_TEST(a_damaged_trailer_is_quarantined_counted_and_rebuilt) { check_quarantine(flip_trailer, "bad checksum"); }
+END_TEST
+
+/* Rewrites the version-2 entry at path as version 1 wrote it (version 1, a SHA-256 trailer) into out. */
+static void write_as_version_1(const char *path, const char *out)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    ck_assert_uint_gt(n, 20);
+    ck_assert_uint_lt(n, sizeof buf - 32);
+    n -= 8; /* the XXH3 trailer */
+    buf[8] = 1;
+    char hex[65];
+    ck_assert_int_eq(mj_sha256_hex(buf, n, hex), MOEJIT_OK);
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        buf[n++] = (unsigned char)v;
+    }
+    f = fopen(out, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* A cache written by version 1: its files are not looked up, so the kernel is rebuilt into a
+ * version-2 file beside them (gc ages them out); no quarantine, no warning. The same bytes
+ * under the version-2 name (a pack's or remote entry's) still decode and hit. */
+START_TEST(a_version_1_file_is_a_miss_and_the_entry_is_rewritten_as_version_2)
+{
+    mj_cache *c = mj_test_cache_open(&T);
+    mj_test_build b = {.spec = SPEC, .seed = 5};
+    mj_program p;
+    int hit;
+    ck_assert_int_eq(get_spec(c, "v1", SPEC, &b, &p, &hit), MOEJIT_OK);
+    mj_program_free(&p);
+    char path[600], old[640];
+    entry_path("v1", path, sizeof path);
+    ck_assert_ptr_nonnull(strstr(path, ".v2.mjk"));
+    snprintf(old, sizeof old, "%.*s.v1.mjk", (int)(strlen(path) - strlen(".v2.mjk")), path);
+    write_as_version_1(path, old);
+    ck_assert_int_eq(unlink(path), 0);
+    mj_test_stderr_begin();
+    ck_assert_int_eq(get_spec(c, "v1", SPEC, &b, &p, &hit), MOEJIT_OK);
+    const char *err = mj_test_stderr_end();
+    ck_assert_int_eq(hit, 0);
+    ck_assert_int_eq(b.calls, 2);
+    ck_assert_msg(!strstr(err, "quarantine"), "stderr: %s", err);
+    mj_program_free(&p);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(stat(old, &st), 0);
+    /* version 1's bytes at the current name: decoded by their SHA-256, a hit */
+    write_as_version_1(path, path);
+    ck_assert_int_eq(get_spec(c, "v1", SPEC, &b, &p, &hit), MOEJIT_OK);
+    ck_assert_int_eq(hit, 1);
+    ck_assert_int_eq(b.calls, 2);
+    ck_assert_uint_eq(p.cubin_len, 4096);
+    mj_program_free(&p);
+    mj_cache_close(c);
+}
 END_TEST
 
 START_TEST(an_entry_whose_stored_spec_differs_is_quarantined_counted_and_rebuilt)
@@ -419,6 +498,8 @@ static Suite *cache_faults_suite(void)
     tcase_add_test(tc, a_flipped_byte_is_quarantined_counted_and_rebuilt);
     tcase_add_test(tc, a_truncated_entry_is_quarantined_counted_and_rebuilt);
     tcase_add_test(tc, a_foreign_file_is_quarantined_counted_and_rebuilt);
+    tcase_add_test(tc, a_damaged_trailer_is_quarantined_counted_and_rebuilt);
+    tcase_add_test(tc, a_version_1_file_is_a_miss_and_the_entry_is_rewritten_as_version_2);
     tcase_add_test(tc, an_entry_whose_stored_spec_differs_is_quarantined_counted_and_rebuilt);
     tcase_add_test(tc, enospc_while_writing_returns_the_kernel_with_one_warning);
     tcase_add_test(tc, erofs_at_rename_returns_the_kernel_with_one_warning);

@@ -286,7 +286,7 @@ START_TEST(verify_quarantines_an_entry_with_a_flipped_byte)
     snprintf(key, sizeof key, "%s",
              cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "items"), 0), "key")));
     cJSON_Delete(j);
-    snprintf(path, sizeof path, "%s/%.2s/%.2s/%s.v1.mjk", t.cache, key, key + 2, key);
+    snprintf(path, sizeof path, "%s/%.2s/%.2s/%s.v2.mjk", t.cache, key, key + 2, key);
     flip_byte(path, file_size(path) / 2);
     RUN("cache", "verify", "--json");
     ASSERT_RC(1);

@@ -132,6 +132,24 @@ START_TEST(bundle_writes_the_source_and_exactly_the_headers_it_reads)
 }
 END_TEST
 
+/* A tensor-core layer is compiled and cached per module: the report lists them; --module shows
+ * one (its source has only its kernels); a module the layer lacks is refused, naming those it has. */
+START_TEST(a_tensor_core_layer_lists_its_modules_and_shows_the_one_asked_for)
+{
+    RUN("inspect", "backend=mma,quant=bf16,act=silu,arch=sm_80", "--no-compile");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "modules:") && strstr(r.out, "  large ") && strstr(r.out, "  t1_shallow ") &&
+                      strstr(r.out, "not cached"),
+                  "%s", r.out);
+    RUN("inspect", "backend=mma,quant=bf16,act=silu,arch=sm_80", "--module", "fused", "--source");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "#define MJ_TC_MODULES 0x0008") && strstr(r.out, "module fused of the layer"), "%s", r.out);
+    RUN("inspect", "backend=mma,quant=bf16,act=silu,arch=sm_80", "--module", "pair", "--no-compile");
+    ASSERT_RC(2);
+    ck_assert_msg(strstr(r.err, "--module: the mma layer has no module 'pair'; allowed: route,"), "%s", r.err);
+}
+END_TEST
+
 static Suite *cli_inspect_suite(void)
 {
     Suite *s = suite_create("cli_inspect");
@@ -141,6 +159,7 @@ static Suite *cli_inspect_suite(void)
     tcase_add_test(tc, a_key_prefix_finds_its_entry_and_an_ambiguous_one_is_refused);
     tcase_add_test(tc, auto_backend_says_what_it_chose_and_why);
     tcase_add_test(tc, bundle_writes_the_source_and_exactly_the_headers_it_reads);
+    tcase_add_test(tc, a_tensor_core_layer_lists_its_modules_and_shows_the_one_asked_for);
     suite_add_tcase(s, tc);
     return s;
 }

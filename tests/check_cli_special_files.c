@@ -46,7 +46,7 @@ START_TEST(a_fifo_in_place_of_an_entry_does_not_hang_inspect)
 {
     char d2[400], path[600];
     make_shard(d2, sizeof d2);
-    snprintf(path, sizeof path, "%s/" KEY ".v1.mjk", d2);
+    snprintf(path, sizeof path, "%s/" KEY ".v2.mjk", d2);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     RUN("inspect", KEY);
     ASSERT_RC(1);

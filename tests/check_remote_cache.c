@@ -306,7 +306,7 @@ static int get(mj_cache *c, const char *spec, unsigned seed, size_t size, int *h
 static char *remote_value(const char *spec, size_t *n)
 {
     mj_key k = key_of(spec);
-    redisReply *r = cmd("GET moejit:entry:v1:%s", k.hex);
+    redisReply *r = cmd("GET moejit:entry:v2:%s", k.hex);
     char *v = NULL;
     *n = 0;
     if (r && r->type == REDIS_REPLY_STRING) {
@@ -321,7 +321,7 @@ static char *remote_value(const char *spec, size_t *n)
 static void set_remote_value(const char *spec, const void *v, size_t n)
 {
     mj_key k = key_of(spec);
-    redisReply *r = cmd("SET moejit:entry:v1:%s %b", k.hex, v, n);
+    redisReply *r = cmd("SET moejit:entry:v2:%s %b", k.hex, v, n);
     ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "SET failed");
     freeReplyObject(r);
 }
@@ -638,7 +638,7 @@ START_TEST(garbage_values_are_refused_and_the_kernel_is_compiled)
     ck_assert_int_eq(corrupt_expected, 3);
     /* A value of another type: the server answers WRONGTYPE, counted as an error. */
     mj_key k = key_of(SPEC2);
-    cmd_ok("RPUSH moejit:entry:v1:%s %s", k.hex, "x");
+    cmd_ok("RPUSH moejit:entry:v2:%s %s", k.hex, "x");
     mj_cache *b = open_node(&B);
     int hit;
     ck_assert_int_eq(get(b, SPEC2, 1, 0, &hit, NULL), 1);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/context.h"
 #include "codegen/emit_backends.h"
@@ -28,6 +29,10 @@ moejit_status bench_layer_build(moejit_context *ctx, const char *text, bench_lay
     if (st != MOEJIT_OK) return st;
     if (moejit_check_support(L->spec) == MOEJIT_OK) {
         st = moejit_kernel_get(ctx, L->spec, &L->kernel);
+        /* a tensor-core layer's every module: its forwards are captured in graphs, which never compile */
+        const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (st == MOEJIT_OK && L->kernel->n_modules)
+            st = mj_kernel_modules_build(L->kernel, mj_kernel_modules_all(L->kernel), cpus > 1 ? (int)cpus : 1, NULL);
         if (st == MOEJIT_OK) L->compile_seconds = moejit_kernel_compile_seconds(L->kernel);
         return st;
     }

@@ -3,7 +3,10 @@
  * default layer, arch sm_90a unless --arch), measured the way a serving process meets them:
  *
  *  cold compile   a fresh process with an empty cache directory: moejit_kernel_get from
- *                 call to return (emit, key, lock, NVRTC in its worker, publish, load);
+ *                 call to return (emit, key, lock, NVRTC in its worker, publish, load); for a
+ *                 tensor-core layer, then the modules the first forward (--tokens) takes, as
+ *                 that forward builds them, so the figure is the time until it can run; and
+ *                 once more every module of the layer (its whole compile, wall and CPU);
  *  disk load      a fresh process with the cache filled: moejit_kernel_get from call to
  *                 return, after the driver and primary context were made (they cost ~100 ms
  *                 once per process whatever moejit does, so they are excluded);
@@ -30,7 +33,11 @@
 #include "tools/cli.h"
 #include "tools/gpu_harness.h"
 #include "tools/json_out.h"
+#include "codegen/layer_modules.h"
+#include "core/settings.h"
 #include "core/spec.h"
+#include "runtime/context.h"
+#include "runtime/path_modules.h"
 
 extern char **environ;
 
@@ -45,8 +52,10 @@ static const char bench_usage[] =
     "Measures the JIT's costs for one spec (default: the demo's layer, Qwen3-30B-A3B bf16\n"
     "SwiGLU, for sm_90a):\n"
     "  cold compile    moejit_kernel_get in a fresh process with an empty cache directory (wall\n"
-    "                  time, and the CPU seconds of that process and its compile worker)\n"
-    "  disk load       moejit_kernel_get in a fresh process with the entry on disk, excluding\n"
+    "                  time, and the CPU seconds of that process and its compile workers); a\n"
+    "                  tensor-core layer's includes the modules its first forward takes (of\n"
+    "                  --tokens tokens), and its whole layer (every module) is measured too\n"
+    "  disk load       the same in a fresh process with the entries on disk, excluding\n"
     "                  driver and context creation (with a GPU it includes the module load)\n"
     "  in-process hit  moejit_kernel_get of a kernel the context holds (ns per call)\n"
     "Each figure is the median over the runs. Temporary cache directories are removed after.\n"
@@ -58,6 +67,7 @@ static const char bench_usage[] =
     "  --cold N         cold compiles, each in a new empty cache (default 3)\n"
     "  --loads N        fresh-process disk loads (default 9)\n"
     "  --hits N         in-process hits (default 100000, in batches of 1000)\n"
+    "  --tokens N       the first forward's batch (tensor-core layers; default 1)\n"
     "  --append         add a row to the JIT table of --doc (default docs/PERFORMANCE.md)\n"
     "  --commit STR     the commit the row is for (e.g. `git rev-parse --short HEAD`)\n"
     "  --device STR     the machine the row is for (default: the GPU's name, or \"no GPU\")\n"
@@ -72,6 +82,7 @@ typedef struct bench_opts {
     const char *backend;  /* replaces the spec's backend; NULL: the spec's own */
     int cold, loads, hits, append, json;
     int keep_arch;      /* --spec without --arch: the spec's own arch */
+    int tokens;         /* the first forward's batch (tensor-core layers) */
 } bench_opts;
 
 typedef struct sample {
@@ -83,18 +94,34 @@ typedef struct sample {
 
 /* ---- the child: one moejit_kernel_get in a fresh process ------------------------------------- */
 
-static int child(const char *spec_text)
+/* The modules a first forward of `tokens` tokens takes (the layer's shape where the spec pins it,
+ * else Qwen3-30B-A3B's), as moejit_moe_forward builds them; tokens < 0: every module. */
+static moejit_status first_forward_modules(moejit_kernel *k, int tokens, int sms)
+{
+    if (!k->n_modules) return MOEJIT_OK;
+    const moejit_spec *s = k->spec;
+    moejit_moe_args a = MOEJIT_MOE_ARGS_INIT;
+    a.num_tokens = tokens, a.hidden = s->hidden ? s->hidden : 2048, a.inter = s->inter ? s->inter : 768;
+    a.num_experts = s->experts ? s->experts : 128, a.topk = s->topk ? s->topk : 8;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const unsigned need = tokens < 0 ? mj_kernel_modules_all(k) : mj_path_modules_needed(s, &a, sms, MJ_DECODE_AUTO);
+    return mj_kernel_modules_build(k, need, tokens < 0 ? (int)(cpus > 1 ? cpus : 1) : MJ_LAYER_MODULES_MAX, NULL);
+}
+
+static int child(const char *spec_text, int tokens)
 {
     moejit_spec *spec = NULL;
     if (cli_spec_parse(spec_text, &spec) != MOEJIT_OK) return cli_fail(MOEJIT_ERR_INVALID_ARGUMENT, "bench child");
     mj_gpu g;
-    (void)mj_gpu_open(0, &g); /* driver + primary context, when there is a GPU: not timed */
+    /* driver + primary context, when there is a GPU: not timed */
+    const int sms = mj_gpu_open(0, &g) == MOEJIT_OK ? g.sms : MJ_GEMM_PLAN_SMS_UNKNOWN;
     moejit_context *ctx = NULL;
     moejit_status st = moejit_context_create(NULL, &ctx);
     if (st != MOEJIT_OK) return cli_fail(st, "bench child");
     moejit_kernel *k = NULL;
     double t0 = cli_now();
     st = moejit_kernel_get(ctx, spec, &k);
+    if (st == MOEJIT_OK) st = first_forward_modules(k, tokens, sms);
     double t1 = cli_now();
     if (st != MOEJIT_OK) return cli_fail(st, "bench child");
     printf("get_s %.9f compile_s %.6f loaded %d\n", t1 - t0, moejit_kernel_compile_seconds(k), moejit_kernel_is_loaded(k));
@@ -103,15 +130,18 @@ static int child(const char *spec_text)
     return MJ_EXIT_OK;
 }
 
-/* Runs `moejit bench jit --child --spec S` with MOEJIT_CACHE_DIR=dir; fills *out. */
-static int run_child(const char *spec, const char *dir, sample *out)
+/* Runs `moejit bench jit --child --spec S --tokens T` (T < 0: every module) with
+ * MOEJIT_CACHE_DIR=dir; fills *out. */
+static int run_child(const char *spec, int tokens, const char *dir, sample *out)
 {
+    char tok[32];
+    snprintf(tok, sizeof tok, "%d", tokens);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return 0;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    char *argv[] = {"moejit", "bench", "jit", "--child", "--spec", (char *)spec, NULL};
+    char *argv[] = {"moejit", "bench", "jit", "--child", "--spec", (char *)spec, "--tokens", tok, NULL};
     setenv("MOEJIT_CACHE_DIR", dir, 1);
     pid_t pid;
     int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
@@ -170,6 +200,17 @@ static int make_temp_dir(char *out, size_t cap)
     const char *tmp = getenv("TMPDIR");
     snprintf(out, cap, "%s/moejit-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     return mkdtemp(out) != NULL;
+}
+
+/* A tensor-core layer's every module compiled in a fresh process with an empty cache (compiles
+ * in parallel on every CPU, as moejit_warm would): *out, or 0 when the process failed. */
+static int whole_layer(const char *spec_text, sample *out)
+{
+    char dir[4096];
+    if (!make_temp_dir(dir, sizeof dir)) return 0;
+    const int ok = run_child(spec_text, -1, dir, out) && out->compile_s > 0;
+    rm_rf(dir);
+    return ok;
 }
 
 /* ---- the row in docs/PERFORMANCE.md ------------------------------------------------------------ */
@@ -245,6 +286,7 @@ static int bench(bench_opts *o)
 
     double cold[MAX_RUNS], cold_cpu[MAX_RUNS], load[MAX_RUNS], hit_ns = 0;
     int loaded = 0, rc = MJ_EXIT_OK;
+    sample whole = {0}; /* a tensor-core layer's every module */
     char dir[4096] = "", old_env[4096] = "";
     const char *env = getenv("MOEJIT_CACHE_DIR");
     if (env) snprintf(old_env, sizeof old_env, "%s", env);
@@ -254,7 +296,7 @@ static int bench(bench_opts *o)
         if (!make_temp_dir(dir, sizeof dir)) {
             cli_error("bench jit: cannot create a temp directory: %s", strerror(errno));
             rc = MJ_EXIT_FAIL;
-        } else if (!run_child(spec_text, dir, &s) || s.compile_s <= 0) {
+        } else if (!run_child(spec_text, o->tokens, dir, &s) || s.compile_s <= 0) {
             cli_error("bench jit: the cold-compile process failed (run `moejit inspect` on the spec)");
             rc = MJ_EXIT_FAIL;
         } else {
@@ -262,9 +304,13 @@ static int bench(bench_opts *o)
             cold_cpu[r] = s.cpu_s;
         }
     }
+    if (rc == MJ_EXIT_OK && mj_layer_module_count(spec) && !whole_layer(spec_text, &whole)) {
+        cli_error("bench jit: the whole-layer compile process failed (run `moejit warm` on the spec)");
+        rc = MJ_EXIT_FAIL;
+    }
     for (int r = 0; r < o->loads && rc == MJ_EXIT_OK; r++) {
         sample s;
-        if (!run_child(spec_text, dir, &s) || s.compile_s != 0) {
+        if (!run_child(spec_text, o->tokens, dir, &s) || s.compile_s != 0) {
             cli_error("bench jit: the disk-load process failed or compiled (%s)", dir);
             rc = MJ_EXIT_FAIL;
         } else {
@@ -307,6 +353,11 @@ static int bench(bench_opts *o)
             cli_json_add(c, "median", cli_json_fixed(cold_ms, 3));
             cli_json_add(c, "cpu_seconds", cli_json_fixed(cold_cpu_s, 3));
             cli_json_add(c, "runs", cli_json_int(o->cold));
+            if (whole.get_s > 0) {
+                cli_json_add(c, "tokens", cli_json_int(o->tokens));
+                cli_json_add(c, "whole_layer_ms", cli_json_fixed(whole.get_s * 1e3, 3));
+                cli_json_add(c, "whole_layer_cpu_seconds", cli_json_fixed(whole.cpu_s, 3));
+            }
             cJSON *cs = cli_json_add(c, "samples", cJSON_CreateArray());
             for (int i = 0; i < o->cold; i++) cli_json_add(cs, NULL, cli_json_fixed(cold[i] * 1e3, 3));
             cJSON *l = cli_json_add(doc, "disk_load_us", cJSON_CreateObject());
@@ -325,6 +376,10 @@ static int bench(bench_opts *o)
             printf("  cold compile (fresh process, empty cache):     median %8.1f ms   (%d runs, %.1f..%.1f), "
                    "%.2f CPU s\n",
                    cold_ms, o->cold, o->cold ? cold[0] * 1e3 : 0, o->cold ? cold[o->cold - 1] * 1e3 : 0, cold_cpu_s);
+            if (whole.get_s > 0)
+                printf("    (the modules of a first forward of %d token%s; every module of the layer: %.1f ms, "
+                       "%.2f CPU s)\n",
+                       o->tokens, o->tokens == 1 ? "" : "s", whole.get_s * 1e3, whole.cpu_s);
             printf("  disk-cache load (fresh process, no ctx init):  median %8.1f us   (%d runs, %.1f..%.1f)%s\n",
                    load_us, o->loads, o->loads ? load[0] * 1e6 : 0, o->loads ? load[o->loads - 1] * 1e6 : 0,
                    loaded ? ", module loaded" : ", not loaded: no GPU");
@@ -372,9 +427,9 @@ int cmd_bench(int argc, char **argv)
         {"doc", required_argument, NULL, 'd'},    {"commit", required_argument, NULL, 'm'},
         {"device", required_argument, NULL, 'D'}, {"json", no_argument, NULL, 'j'},
         {"child", no_argument, NULL, 'X'},        {"help", no_argument, NULL, 'h'},
-        {"backend", required_argument, NULL, 'b'},
+        {"backend", required_argument, NULL, 'b'}, {"tokens", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0}};
-    bench_opts o = {"sm_90a", cli_default_spec, "docs/PERFORMANCE.md", NULL, NULL, NULL, 3, 9, 100000, 0, 0, 0};
+    bench_opts o = {"sm_90a", cli_default_spec, "docs/PERFORMANCE.md", NULL, NULL, NULL, 3, 9, 100000, 0, 0, 0, 1};
     const char *backends = NULL;
     int c, is_child = 0, spec_given = 0, arch_given = 0;
     const char *archs[1];
@@ -399,6 +454,10 @@ int cmd_bench(int argc, char **argv)
         case 'j': o.json = 1; break;
         case 'X': is_child = 1; break;
         case 'b': backends = optarg; break;
+        case 'T':
+            if (!strcmp(optarg, "-1")) o.tokens = -1; /* the child's "every module" */
+            else if (!count_opt("bench jit: --tokens", optarg, 1, 1 << 20, &o.tokens)) return MJ_EXIT_USAGE;
+            break;
         case 'h': fputs(bench_usage, stdout); return MJ_EXIT_OK;
         default: return cli_bad_option("bench jit", c, argv);
         }
@@ -407,7 +466,7 @@ int cmd_bench(int argc, char **argv)
         cli_error("bench jit: unexpected argument '%s' (see moejit bench --help)", argv[optind]);
         return MJ_EXIT_USAGE;
     }
-    if (is_child) return child(o.spec);
+    if (is_child) return child(o.spec, o.tokens);
     o.keep_arch = spec_given && !arch_given;
     if (!backends) return bench(&o);
     /* each listed backend in turn, on the same spec otherwise */

@@ -28,6 +28,8 @@
 #include "tools/bench_layer_run.h"
 #include "tools/cli.h"
 #include "core/halfconv.h"
+#include "codegen/layer_modules.h"
+#include "runtime/context.h"
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "templates/common/mma_params.h"
@@ -824,15 +826,22 @@ static int write_cubin(const options *o, const model_shape *s, const variant *v)
     label[sizeof label - 1] = '\0';
     for (char *c = label; *c; c++)
         if (*c == '/') *c = '-';
-    snprintf(path, sizeof path, "%s/%s-%s.cubin", o->cubin_dir, s->name, label);
-    const mj_program *p = bench_layer_program(&v->layer);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p->cubin, 1, p->cubin_len, f) != p->cubin_len) {
-        if (f) fclose(f);
-        cli_error("bench layer: cannot write %s", path);
-        return -1;
+    const moejit_kernel *k = v->layer.direct ? NULL : v->layer.kernel;
+    const int modules = k ? k->n_modules : 0;
+    /* a tensor-core layer's cubins are its modules': one file each, <shape>-<label>.<module>.cubin */
+    for (int m = modules ? 0 : -1; m < modules; m++) {
+        const mj_program *p = m < 0 ? bench_layer_program(&v->layer) : &k->modules[m].program;
+        if (m >= 0 && !p->cubin) continue;
+        if (m < 0) snprintf(path, sizeof path, "%s/%s-%s.cubin", o->cubin_dir, s->name, label);
+        else snprintf(path, sizeof path, "%s/%s-%s.%s.cubin", o->cubin_dir, s->name, label, mj_layer_module_name(m));
+        FILE *f = fopen(path, "wb");
+        const int wrote = f && fwrite(p->cubin, 1, p->cubin_len, f) == p->cubin_len;
+        if (!(f && fclose(f) == 0 && wrote)) {
+            cli_error("bench layer: cannot write %s", path);
+            return -1;
+        }
     }
-    return fclose(f) == 0 ? 0 : -1;
+    return 0;
 }
 
 static void print_resources(const variant *v)

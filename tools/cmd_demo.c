@@ -15,6 +15,7 @@
 #include "tools/gpu_harness.h"
 #include "core/halfconv.h"
 #include "reference/reference.h"
+#include "runtime/context.h"
 #include "core/spec.h"
 
 /* Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, SwiGLU, bf16 (docs/PERFORMANCE.md); shared
@@ -144,6 +145,18 @@ done:
     return rc;
 }
 
+/* Each kernel's resources (-1: a module of a path not built yet). */
+static void print_kernels(const moejit_kernel *k)
+{
+    printf("kernels:  %-20s %5s %9s %6s %s\n", "name", "regs", "smem(B)", "stack", "spills(B)");
+    for (int i = 0; i < moejit_kernel_count(k); i++) {
+        moejit_kernel_resources r;
+        if (moejit_kernel_resources_get(k, i, &r) == MOEJIT_OK)
+            printf("          %-20s %5d %9d %6d %d/%d\n", r.name, r.registers, r.shared_bytes,
+                   r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
+    }
+}
+
 int cmd_demo(int argc, char **argv)
 {
     static const struct option long_options[] = {{"spec", required_argument, NULL, 's'},
@@ -207,22 +220,24 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     printf("key:      %s\n", moejit_kernel_key(k));
-    if (moejit_kernel_compile_seconds(k) > 0)
+    /* a tensor-core layer compiles per path: its first forward builds the modules it takes */
+    const int per_path = k->n_modules > 0;
+    if (per_path)
+        printf("compile:  per path: the first forward of a batch size compiles (or loads) its modules\n");
+    else if (moejit_kernel_compile_seconds(k) > 0)
         printf("compile:  %.3f s (NVRTC, in a worker process)\n", moejit_kernel_compile_seconds(k));
     else
         printf("compile:  none (loaded from the disk cache)\n");
-    printf("kernels:  %-20s %5s %9s %6s %s\n", "name", "regs", "smem(B)", "stack", "spills(B)");
-    for (int i = 0; i < moejit_kernel_count(k); i++) {
-        moejit_kernel_resources r;
-        if (moejit_kernel_resources_get(k, i, &r) == MOEJIT_OK)
-            printf("          %-20s %5d %9d %6d %d/%d\n", r.name, r.registers, r.shared_bytes,
-                   r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes);
-    }
+    if (!per_path) print_kernels(k);
     if (gst != MOEJIT_OK || !moejit_kernel_is_loaded(k)) {
         printf("run:      skipped: no CUDA device\n");
         goto done;
     }
     rc = run_on_device(&g, k, spec, tokens, (int)iters);
+    if (per_path) { /* what the forward built: its modules' kernels (the others show -1) */
+        printf("compile:  %.3f s for the modules of this batch size\n", moejit_kernel_compile_seconds(k));
+        print_kernels(k);
+    }
 done:
     moejit_context_destroy(ctx);
     moejit_spec_destroy(spec);

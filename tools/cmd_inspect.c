@@ -16,11 +16,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "codegen/layer_modules.h"
 #include "runtime/spec_resolve.h"
 #include "tools/cache_remote.h"
 #include "tools/cli.h"
 #include "tools/inspect.h"
 #include "tools/json_out.h"
+#include "tools/plan.h"
 #include "tools/warm_pool.h"
 
 static const char inspect_usage[] =
@@ -50,6 +52,11 @@ static const char inspect_usage[] =
     "Options:\n"
     "  --json            the view as one JSON object\n"
     "  --no-compile      do not compile a SPEC that is not cached\n"
+    "  --module NAME     one module of a tensor-core layer (route, finalize, small, fused,\n"
+    "                    routed, t1, t1_shallow, persistent, persistent_shallow, large; wgmma\n"
+    "                    also tall, pair, short): what a forward of that path compiles and\n"
+    "                    loads; without it, the whole layer as one source, and the report\n"
+    "                    lists every module's key and whether the cache holds it\n"
     "  --cache-dir DIR   the cache to read (default: $MOEJIT_CACHE_DIR etc.)\n"
     "\n"
     "Examples:\n"
@@ -79,6 +86,8 @@ typedef struct subject {
     mj_entry entry;             /* kernels, cubin, log, preimage, times */
     char *compile_error;
     char *auto_why;             /* backend=auto: what it chose and why; else NULL */
+    int module;                 /* --module: one module of a tensor-core layer, else MJ_LAYER_WHOLE */
+    char *modules;              /* a tensor-core SPEC's whole layer: each module's key and presence */
 } subject;
 
 static int is_key(const char *s)
@@ -151,6 +160,7 @@ static void subject_free(subject *s)
     if (s->have_entry) mj_entry_free(&s->entry);
     free(s->compile_error);
     free(s->auto_why);
+    free(s->modules);
 }
 
 static void check_support(subject *s)
@@ -183,14 +193,49 @@ static int load_key(subject *s, mj_cache *cache, const char *arg)
     return MJ_EXIT_OK;
 }
 
+/* --module NAME of s's layer into s->module; MJ_EXIT_OK or the usage error. */
+static int pick_module(subject *s, const char *name)
+{
+    s->module = MJ_LAYER_WHOLE;
+    if (!name) return MJ_EXIT_OK;
+    const int n = mj_layer_module_count(s->spec);
+    s->module = mj_layer_module_find(s->spec, name);
+    if (s->module >= 0) return MJ_EXIT_OK;
+    mj_buf names = MJ_BUF_INIT;
+    for (int m = 0; m < n; m++) mj_buf_printf(&names, "%s%s", m ? ", " : "", mj_layer_module_name(m));
+    if (n) cli_error("inspect: --module: the %s layer has no module '%s'; allowed: %s",
+                     mj_backend_names[s->spec->backend], name, names.data);
+    else cli_error("inspect: --module: a %s layer is one module; drop --module", mj_backend_names[s->spec->backend]);
+    mj_buf_free(&names);
+    return MJ_EXIT_USAGE;
+}
+
+/* For a tensor-core layer's whole source: one line per module, its key and whether the cache holds it. */
+static void list_modules(subject *s, mj_cache *cache)
+{
+    const int n = mj_layer_module_count(s->spec);
+    if (!n || s->module != MJ_LAYER_WHOLE) return;
+    cli_plan_item it = {.spec = s->spec, .canonical = s->canonical};
+    mj_buf b = MJ_BUF_INIT;
+    for (int m = 0; m < n; m++) {
+        char key[65] = "?";
+        (void)cli_plan_module_key(&it, m, key);
+        mj_buf_printf(&b, "  %-20s %s  %s\n", mj_layer_module_name(m), key,
+                      !cache ? "" : cli_plan_module_present(cache, &it, m) ? "cached" : "not cached");
+    }
+    s->modules = mj_buf_take(&b);
+}
+
 /* Fills s from a SPEC; compiles when asked to and it is not cached. */
-static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile, double timeout_s)
+static int load_spec(subject *s, mj_cache *cache, const char *arg, const char *module, int compile, double timeout_s)
 {
     moejit_status st = cli_spec_parse(arg, &s->spec);
     if (st != MOEJIT_OK) {
         cli_error("inspect: %s", moejit_last_error());
         return MJ_EXIT_USAGE;
     }
+    int rc = pick_module(s, module);
+    if (rc != MJ_EXIT_OK) return rc;
     s->canonical = strdup(moejit_spec_canonical(s->spec));
     if (s->spec->backend_auto) {
         mj_buf why = MJ_BUF_INIT;
@@ -199,9 +244,11 @@ static int load_spec(subject *s, mj_cache *cache, const char *arg, int compile, 
     }
     check_support(s);
     if (!s->supported) return MJ_EXIT_OK;
-    if ((st = mj_build_inputs_make(s->spec, &s->in)) != MOEJIT_OK) return cli_fail(st, "inspect");
+    st = mj_build_inputs_make_module(s->spec, s->module, mj_embedded_headers, mj_embedded_headers_len, &s->in);
+    if (st != MOEJIT_OK) return cli_fail(st, "inspect");
     s->have_inputs = 1;
     memcpy(s->key, s->in.key.hex, sizeof s->key);
+    list_modules(s, cache);
     if (!cache) return MJ_EXIT_OK;
     mj_program prog;
     int found = 0;
@@ -248,6 +295,7 @@ static void report_text(const subject *s, int with_preimage)
 {
     printf("spec:      %s\n", s->canonical);
     if (s->auto_why) printf("backend:   %s (backend=auto: %s)\n", mj_backend_names[s->spec->backend], s->auto_why);
+    if (s->module != MJ_LAYER_WHOLE) printf("module:    %s\n", mj_layer_module_name(s->module));
     if (s->key[0]) printf("key:       %s\n", s->key);
     printf("support:   %s%s\n", s->supported ? "supported" : "unsupported: ", s->supported ? "" : s->reason);
     if (!s->supported && !s->by_key) return;
@@ -266,6 +314,7 @@ static void report_text(const subject *s, int with_preimage)
     } else {
         printf("cached:    no (--no-compile)\n");
     }
+    if (s->modules) printf("modules:   each compiled and cached on its own, as forwards need them\n%s", s->modules);
     mj_buf remote = MJ_BUF_INIT;
     if (cli_remote_state_if_set(&remote)) printf("remote:    %s\n", remote.data ? remote.data : "");
     mj_buf_free(&remote);
@@ -297,6 +346,7 @@ static cJSON *json_head(const subject *s, const char *view)
     cJSON *doc = cJSON_CreateObject();
     cli_json_add(doc, "view", cli_json_str(view));
     cli_json_add(doc, "spec", cli_json_str(s->canonical));
+    if (s->module != MJ_LAYER_WHOLE) cli_json_add(doc, "module", cli_json_str(mj_layer_module_name(s->module)));
     if (s->key[0]) cli_json_add(doc, "key", cli_json_str(s->key));
     return doc;
 }
@@ -480,11 +530,11 @@ int cmd_inspect(int argc, char **argv)
         {"preimage", no_argument, NULL, 'I'},  {"why", required_argument, NULL, 'w'},
         {"json", no_argument, NULL, 'j'},      {"no-compile", no_argument, NULL, 'n'},
         {"cache-dir", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
-        {"bundle", required_argument, NULL, 'B'},
+        {"bundle", required_argument, NULL, 'B'}, {"module", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     int json = 0, compile = 1, c, n_views = 0;
     enum view v = VIEW_REPORT;
-    const char *why = NULL, *bundle = NULL;
+    const char *why = NULL, *bundle = NULL, *module = NULL;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
@@ -496,6 +546,7 @@ int cmd_inspect(int argc, char **argv)
         case 'I': v = VIEW_PREIMAGE, n_views++; break;
         case 'w': why = optarg; break;
         case 'B': bundle = optarg; break;
+        case 'M': module = optarg; break;
         case 'j': json = 1; break;
         case 'n': compile = 0; break;
         case 'C': cli_set_cache_dir(optarg); break;
@@ -532,17 +583,18 @@ int cmd_inspect(int argc, char **argv)
     if (rc != MJ_EXIT_OK) return rc;
     subject s;
     memset(&s, 0, sizeof s);
+    s.module = MJ_LAYER_WHOLE;
     mj_cache *cache = NULL;
     const int by_key = is_key(arg) || is_key_prefix(arg);
     if (!by_key && (v == VIEW_SOURCE || bundle)) {
-        rc = load_spec(&s, NULL, arg, 0, timeout_s); /* the source needs no cache */
+        rc = load_spec(&s, NULL, arg, module, 0, timeout_s); /* the source needs no cache */
     } else {
         rc = cli_open_cache(&cache);
         char key[65];
         if (rc == MJ_EXIT_OK && is_key_prefix(arg)) rc = resolve_prefix(cache, arg, key), arg = key;
         if (rc == MJ_EXIT_OK)
             rc = by_key ? load_key(&s, cache, arg)
-                        : load_spec(&s, cache, arg, compile && v != VIEW_PTX && v != VIEW_PREIMAGE, timeout_s);
+                        : load_spec(&s, cache, arg, module, compile && v != VIEW_PTX && v != VIEW_PREIMAGE, timeout_s);
     }
     if (rc == MJ_EXIT_OK) rc = bundle ? write_bundle(&s, bundle) : show(&s, v, json, 1);
     subject_free(&s);

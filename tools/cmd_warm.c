@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codegen/layer_modules.h"
 #include "tools/cli.h"
 #include "tools/json_out.h"
 #include "tools/plan.h"
@@ -70,8 +71,11 @@ static const char warm_usage[] =
 
 typedef struct warm_state {
     cli_plan *plan;
-    int *job_item;          /* job index -> plan item */
-    int n_jobs, done;
+    int *job_item;          /* job index -> plan item (a tensor-core layer: a job per module) */
+    int *pending;           /* per plan item: its jobs not finished yet */
+    int *job_count;         /* per plan item: its jobs */
+    int *raced;             /* per plan item: its jobs that found their entry published meanwhile */
+    int n_jobs, done, to_compile; /* jobs, jobs finished, plan items with jobs */
     int compiled, present, failed, unsupported, unsupported_explicit;
     double *seconds;        /* per plan item */
     char **errors;          /* per plan item */
@@ -138,25 +142,33 @@ static void on_result(void *ctx, const warm_result *r)
     char k[13];
     key12(it->key, k);
     s->done++;
-    s->seconds[i] = r->seconds;
-    if (r->status == MOEJIT_OK && r->present) {
+    s->seconds[i] += r->seconds; /* a tensor-core layer: its modules' times added up */
+    s->raced[i] += r->status == MOEJIT_OK && r->present;
+    if (r->status != MOEJIT_OK && !s->errors[i]) { /* its first failing module speaks for it */
+        s->errors[i] = strdup(r->message);
+        s->failed_dirs[i] = strdup(r->failed_dir);
+    }
+    if (--s->pending[i] > 0) {
+        draw_bar(s);
+        return;
+    }
+    if (s->errors[i]) {
+        s->failed++;
+        s->outcome[i] = 3;
+        /* The first line of the error: the whole log is in the failed folder. */
+        const char *msg = s->errors[i], *dir = s->failed_dirs[i] ? s->failed_dirs[i] : "";
+        const char *nl = strchr(msg, '\n');
+        int len = nl ? (int)(nl - msg) : (int)strlen(msg);
+        line(s, "failed       %s  %s: %.*s%s%s%s\n", k, it->canonical, len, msg,
+             *dir ? " (source, options and log in " : "", dir, *dir ? ")" : "");
+    } else if (s->raced[i] == s->job_count[i]) {
         s->present++;
         s->outcome[i] = 2;
         line(s, "present      %s  %s  (compiled by another process meanwhile)\n", k, it->canonical);
-    } else if (r->status == MOEJIT_OK) {
+    } else {
         s->compiled++;
         s->outcome[i] = 1;
-        line(s, "compiled     %s  %s  (%.2f s)\n", k, it->canonical, r->seconds);
-    } else {
-        s->failed++;
-        s->outcome[i] = 3;
-        s->errors[i] = strdup(r->message);
-        s->failed_dirs[i] = strdup(r->failed_dir);
-        /* The first line of the error: the whole log is in the failed folder. */
-        const char *nl = strchr(r->message, '\n');
-        int len = nl ? (int)(nl - r->message) : (int)strlen(r->message);
-        line(s, "failed       %s  %s: %.*s%s%s%s\n", k, it->canonical, len, r->message,
-             *r->failed_dir ? " (source, options and log in " : "", r->failed_dir, *r->failed_dir ? ")" : "");
+        line(s, "compiled     %s  %s  (%.2f s)\n", k, it->canonical, s->seconds[i]);
     }
     draw_bar(s);
 }
@@ -185,7 +197,7 @@ static int print_json(const warm_state *s, int dry_run, double total, int jobs)
     cli_json_add(doc, "present", cli_json_int(s->present));
     cli_json_add(doc, "unsupported", cli_json_int(s->unsupported));
     cli_json_add(doc, "failed", cli_json_int(s->failed));
-    cli_json_add(doc, "to_compile", cli_json_int(dry_run ? s->n_jobs : 0));
+    cli_json_add(doc, "to_compile", cli_json_int(dry_run ? s->to_compile : 0));
     cli_json_add(doc, "seconds", cli_json_fixed(total, 3));
     cli_json_add(doc, "kernels_per_second", cli_json_fixed(total > 0 ? s->compiled / total : 0.0, 3));
     cli_json_add(doc, "jobs", cli_json_int(jobs));
@@ -205,6 +217,28 @@ static int print_json(const warm_state *s, int dry_run, double total, int jobs)
     return cli_json_print(doc);
 }
 
+/* The jobs of plan item i, which the cache lacks: its one entry, or each missing module of a
+ * tensor-core layer (those present already are not compiled again). */
+static int add_item_jobs(warm_state *s, warm_job *wj, int i, mj_cache *cache)
+{
+    cli_plan_item *it = &s->plan->items[i];
+    const int n = mj_layer_module_count(it->spec);
+    for (int m = n ? 0 : MJ_LAYER_WHOLE; m < (n ? n : MJ_LAYER_WHOLE + 1); m++) {
+        if (n && cli_plan_module_present(cache, it, m)) continue;
+        warm_job *j = &wj[s->n_jobs];
+        j->spec = it->spec;
+        j->module = m;
+        moejit_status st = n ? cli_plan_module_key(it, m, j->key) : MOEJIT_OK;
+        if (!n) memcpy(j->key, it->key, sizeof j->key);
+        if (st != MOEJIT_OK) return cli_fail(st, "warm");
+        s->job_item[s->n_jobs++] = i;
+        s->job_count[i]++;
+    }
+    s->pending[i] = s->job_count[i];
+    s->to_compile++;
+    return MJ_EXIT_OK;
+}
+
 static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double timeout_s)
 {
     mj_cache *cache = NULL;
@@ -219,20 +253,27 @@ static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double time
     }
     double t0 = cli_now();
     rc = cli_plan_resolve(plan, "warm", cache);
-    mj_cache_close(cache);
-    if (rc != MJ_EXIT_OK) return rc;
+    if (rc != MJ_EXIT_OK) {
+        mj_cache_close(cache);
+        return rc;
+    }
 
     warm_state s = {0};
     s.plan = plan;
     s.json = json;
     s.tty = !dry_run && cli_is_tty(stderr);
-    s.job_item = calloc((size_t)plan->n + 1, sizeof *s.job_item);
+    const size_t max_jobs = (size_t)plan->n * MJ_LAYER_MODULES_MAX + 1; /* a job per module at most */
+    s.job_item = calloc(max_jobs, sizeof *s.job_item);
+    s.pending = calloc((size_t)plan->n + 1, sizeof *s.pending);
+    s.job_count = calloc((size_t)plan->n + 1, sizeof *s.job_count);
+    s.raced = calloc((size_t)plan->n + 1, sizeof *s.raced);
     s.seconds = calloc((size_t)plan->n + 1, sizeof *s.seconds);
     s.errors = calloc((size_t)plan->n + 1, sizeof *s.errors);
     s.failed_dirs = calloc((size_t)plan->n + 1, sizeof *s.failed_dirs);
     s.outcome = calloc((size_t)plan->n + 1, sizeof *s.outcome);
-    warm_job *wj = calloc((size_t)plan->n + 1, sizeof *wj);
-    if (!s.job_item || !s.seconds || !s.errors || !s.failed_dirs || !s.outcome || !wj) {
+    warm_job *wj = calloc(max_jobs, sizeof *wj);
+    if (!s.job_item || !s.pending || !s.job_count || !s.raced || !s.seconds || !s.errors || !s.failed_dirs ||
+        !s.outcome || !wj) {
         cli_error("warm: out of memory");
         rc = MJ_EXIT_FAIL;
         goto done;
@@ -246,17 +287,18 @@ static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double time
             s.unsupported_explicit += it->explicit_request;
         } else if (it->state == CLI_PLAN_PRESENT) {
             s.present++;
-        } else {
-            wj[s.n_jobs] = (warm_job){it->spec, it->key};
-            s.job_item[s.n_jobs++] = i;
+        } else if ((rc = add_item_jobs(&s, wj, i, cache)) != MJ_EXIT_OK) {
+            goto done;
         }
     }
+    mj_cache_close(cache); /* the workers open their own, after the fork */
+    cache = NULL;
     if (jobs > s.n_jobs) jobs = s.n_jobs > 0 ? s.n_jobs : 1;
     char how[48];
     if (dry_run) snprintf(how, sizeof how, "dry run");
     else snprintf(how, sizeof how, "%d worker%s", jobs, jobs == 1 ? "" : "s");
     line(&s, "warm: %d spec%s: %d to compile, %d already present, %d unsupported (skipped); %s\n", plan->n,
-         plan->n == 1 ? "" : "s", s.n_jobs, s.present, s.unsupported, how);
+         plan->n == 1 ? "" : "s", s.to_compile, s.present, s.unsupported, how);
     for (int i = 0; i < plan->n; i++) {
         cli_plan_item *it = &plan->items[i];
         char k[13];
@@ -283,7 +325,7 @@ static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double time
     if (json) {
         if ((rc = print_json(&s, dry_run, total, dry_run ? 0 : jobs)) != MJ_EXIT_OK) goto done;
     } else if (dry_run) {
-        printf("warm --dry-run: %d to compile, %d already present, %d unsupported (skipped), %d total\n", s.n_jobs,
+        printf("warm --dry-run: %d to compile, %d already present, %d unsupported (skipped), %d total\n", s.to_compile,
                s.present, s.unsupported, plan->n);
     } else {
         printf("warm: %d compiled, %d already present, %d unsupported (skipped), %d failed, %d total in %.2f s "
@@ -297,7 +339,8 @@ done:
         if (s.errors) free(s.errors[i]);
         if (s.failed_dirs) free(s.failed_dirs[i]);
     }
-    free(s.job_item), free(s.seconds), free(s.errors), free(s.failed_dirs), free(s.outcome), free(wj);
+    mj_cache_close(cache);
+    free(s.job_item), free(s.pending), free(s.job_count), free(s.raced), free(s.seconds), free(s.errors), free(s.failed_dirs), free(s.outcome), free(wj);
     return rc;
 }
 

@@ -12,6 +12,7 @@
 #include <cJSON.h>
 
 #include "codegen/build_inputs.h"
+#include "codegen/layer_modules.h"
 #include "core/file.h"
 #include "core/spec.h"
 #include "tools/cli.h"
@@ -348,6 +349,31 @@ int cli_plan_add_manifest(cli_plan *p, const char *cmd, const char *path, const 
 
 /* ---- keys and presence ------------------------------------------------------------------ */
 
+moejit_status cli_plan_module_key(const cli_plan_item *it, int module, char key[65])
+{
+    mj_build_inputs in;
+    moejit_status st = mj_build_inputs_make_module(it->spec, module, mj_embedded_headers, mj_embedded_headers_len, &in);
+    if (st != MOEJIT_OK) return st;
+    memcpy(key, in.key.hex, 65);
+    mj_build_inputs_free(&in);
+    return MOEJIT_OK;
+}
+
+int cli_plan_module_present(mj_cache *cache, const cli_plan_item *it, int module)
+{
+    char key[65];
+    const char *k = it->key;
+    if (module != MJ_LAYER_WHOLE) {
+        if (cli_plan_module_key(it, module, key) != MOEJIT_OK) return 0;
+        k = key;
+    }
+    mj_program prog;
+    int found = 0;
+    moejit_status st = mj_cache_lookup(cache, k, it->canonical, &prog, &found);
+    mj_program_free(&prog);
+    return st == MOEJIT_OK && found;
+}
+
 int cli_plan_resolve(cli_plan *p, const char *cmd, mj_cache *cache)
 {
     for (int i = 0; i < p->n; i++) {
@@ -363,11 +389,11 @@ int cli_plan_resolve(cli_plan *p, const char *cmd, mj_cache *cache)
         mj_build_inputs_free(&in);
         it->state = CLI_PLAN_MISSING;
         if (!cache) continue;
-        mj_program prog;
-        int found = 0;
-        st = mj_cache_lookup(cache, it->key, it->canonical, &prog, &found);
-        if (st == MOEJIT_OK && found) it->state = CLI_PLAN_PRESENT;
-        mj_program_free(&prog);
+        /* a tensor-core layer is present when every one of its modules is */
+        const int n = mj_layer_module_count(it->spec);
+        int present = n ? 1 : cli_plan_module_present(cache, it, MJ_LAYER_WHOLE);
+        for (int m = 0; present && m < n; m++) present = cli_plan_module_present(cache, it, m);
+        if (present) it->state = CLI_PLAN_PRESENT;
     }
     return MJ_EXIT_OK;
 }

@@ -27,12 +27,13 @@ typedef enum cli_plan_state {
 } cli_plan_state;
 
 typedef struct cli_plan_item {
-    moejit_spec *spec;
+    moejit_spec *spec;             /* a tensor-core layer's item stands for all its modules */
     const char *canonical;     /* the spec's canonical text */
     char *origin;              /* "argument 2", "preset qwen3-30b-a3b", "manifest m.json kernels[1]" */
     int explicit_request;      /* from an argument or a manifest (not a preset) */
     char *unsupported_reason;  /* set when unsupported */
-    char key[65];              /* set by cli_plan_resolve for supported items */
+    char key[65];              /* set by cli_plan_resolve for supported items (tensor-core
+                                  layers: of the whole layer's source; each module has its own) */
     cli_plan_state state;
 } cli_plan_item;
 
@@ -61,6 +62,11 @@ int cli_plan_add_manifest(cli_plan *p, const char *cmd, const char *path,
 /* Computes key and state of every supported item (emit + key, no compile); cache may be
  * NULL (then every supported item is MISSING). Exit code as above. */
 int cli_plan_resolve(cli_plan *p, const char *cmd, mj_cache *cache);
+
+/* The key of one module of it (codegen/layer_modules.h; MJ_LAYER_WHOLE: the whole source). */
+moejit_status cli_plan_module_key(const cli_plan_item *it, int module, char key[65]);
+/* 1 when the cache holds a valid entry of that module of it. */
+int cli_plan_module_present(mj_cache *cache, const cli_plan_item *it, int module);
 
 void cli_plan_free(cli_plan *p);
 

@@ -166,7 +166,8 @@ static void run_job(mj_cache *cache, moejit_status open_st, const char *open_msg
         return;
     }
     mj_build_inputs in;
-    moejit_status st = mj_build_inputs_make(job->spec, &in);
+    moejit_status st =
+        mj_build_inputs_make_module(job->spec, job->module, mj_embedded_headers, mj_embedded_headers_len, &in);
     if (st != MOEJIT_OK) {
         send_result(res_fd, idx, st, 0, cli_now() - t0, moejit_last_error(), "");
         return;

@@ -22,7 +22,9 @@
 
 typedef struct warm_job {
     const moejit_spec *spec;
-    const char *key;            /* the key the plan computed (checked again by the worker) */
+    int module;                 /* the module of a tensor-core layer (codegen/layer_modules.h),
+                                   MJ_LAYER_WHOLE for a simt layer's one entry */
+    char key[65];               /* the key the plan computed (checked again by the worker) */
 } warm_job;
 
 typedef struct warm_result {

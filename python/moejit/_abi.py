@@ -20,6 +20,7 @@ ERR_IO = 8
 ERR_CACHE_MISS = 9
 ERR_INTERNAL = 10
 ERR_BUFFER_TOO_SMALL = 11
+ERR_NOT_WARMED = 12
 
 # moejit_act_kind: the integer ABI shared with the CUTLASS / TensorRT-LLM MoE kernels.
 ACT_GELU = 0

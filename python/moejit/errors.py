@@ -64,11 +64,12 @@ class LibraryNotFound(Error, ImportError):
 
 class NotWarmed(Error):
     """A kernel would have to be compiled or loaded during CUDA-graph capture."""
+    status = _abi.ERR_NOT_WARMED
 
 
 BY_STATUS = {cls.status: cls for cls in (InvalidArgument, Unsupported, OutOfMemory, CompileError,
                                          NoDriver, NoDevice, CudaError, IOFailure, CacheMiss,
-                                         InternalError, BufferTooSmall)}
+                                         InternalError, BufferTooSmall, NotWarmed)}
 
 
 def from_status(status: int, message: str) -> Error:

@@ -3,7 +3,7 @@ from typing import Optional, Union
 
 from .activations import Activation, SwiGLU, parse_activation
 from .errors import InvalidArgument
-from .runtime import canonical, describe, get_kernel, make_spec, with_arch, _device_index
+from .runtime import canonical, describe, make_spec, with_arch, _device_index
 
 
 class MoE:
@@ -40,16 +40,14 @@ class MoE:
         return canonical(with_arch(self.spec, arch_of_device(dev)))
 
     def warm(self, device=None):
-        """Compiles (or loads from the disk cache) this layer's kernel for device and loads it,
-        so that a CUDA-graph capture finds it; returns the kernel."""
+        """Compiles (or loads from the disk cache) this layer's kernel for device, every GEMM
+        path of it (a tensor-core layer compiles per path), and loads it, so that a CUDA-graph
+        capture finds it; returns the kernel."""
         import torch
-        from .runtime import _make_current
+        from .runtime import warm
         if device is None and torch.cuda.is_available():
             device = torch.cuda.current_device()
-        dev = _device_index(device)
-        if dev is not None:
-            _make_current(dev)
-        return get_kernel(self.spec, dev)
+        return warm([self], device=device)[0].kernel
 
     def __call__(self, x, w1, w2, router_logits=None, *, topk: Optional[int] = None, **kwargs):
         from .ops import fused_moe

@@ -339,7 +339,8 @@ def warm(specs: Iterable[Union[str, dict, "object"]], jobs: Optional[int] = None
             texts.append(s)
     if not texts:
         return []
-    jobs = jobs or min(len(texts), os.cpu_count() or 1)
+    # a tensor-core layer is several modules, which warm in parallel too
+    jobs = jobs or (os.cpu_count() or 1)
     if dev is not None:
         _make_current(dev)
     parsed = [_Spec(_resolve(t, dev)) for t in texts]

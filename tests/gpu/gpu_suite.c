@@ -86,6 +86,10 @@ static void *compile_thread(void *arg)
         double t0 = now_s();
         if (e->spec)
             st = moejit_kernel_get(p->ctx, e->spec, &k);
+        /* every module of a tensor-core layer, so that a captured forward never lacks one */
+        const moejit_spec *one[1] = {e->spec};
+        if (e->spec && st == MOEJIT_OK)
+            st = moejit_warm(p->ctx, one, 1, 2, NULL, NULL, NULL);
         double dt = now_s() - t0;
         pthread_mutex_lock(&p->mu);
         e->kernel = k;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/key.h"
+#include "core/status.h"
 #include "codegen/build_inputs.h"
 #include "codegen/nvrtc_compile.h"
 #include "core/spec.h"
@@ -76,7 +77,7 @@ moejit_status mj_test_build_fn(void *ctx, mj_program *out)
         struct timespec ts = {(time_t)b->sleep_s, (long)((b->sleep_s - (time_t)b->sleep_s) * 1e9)};
         nanosleep(&ts, NULL);
     }
-    if (b->fail) return MOEJIT_ERR_COMPILE;
+    if (b->fail) return mj_fail(MOEJIT_ERR_COMPILE, "test build of %s: failing as asked", b->spec);
     memset(out, 0, sizeof *out);
     size_t n = b->size ? b->size : 4096;
     out->cubin = malloc(n);

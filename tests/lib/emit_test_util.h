@@ -3,8 +3,8 @@
  * (tests/check_mma_emit.c, tests/check_wgmma_emit.c) on a compiled mma-family program.
  *
  * They return a failure text (NULL when all holds) for the suite to assert on, but for
- * mj_test_routing_constants, which asserts through Check itself (so the GPU suite, which
- * does not link Check, does not link this file).
+ * mj_test_routing_constants, which asserts through Check itself (every binary that links
+ * tests/lib, the GPU suite too, links Check).
  */
 #ifndef MJ_TEST_EMIT_TEST_UTIL_H
 #define MJ_TEST_EMIT_TEST_UTIL_H

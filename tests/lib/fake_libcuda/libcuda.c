@@ -9,6 +9,9 @@
  *   "nodevice"        cuInit returns CUDA_ERROR_NO_DEVICE
  *   "initfail"        cuInit returns CUDA_ERROR_UNKNOWN
  *   "missing:NAME"    cuGetProcAddress does not know NAME
+ * and $FAKE_CUDA_CAPTURING=1 (read at every call) makes every stream report an active capture.
+ * Launches, their attribute and memset calls succeed and are counted (a forward's launch
+ * sequence runs to the end); the device has 132 SMs.
  * cuLibraryLoadData accepts an ELF image (size from its section header table) and
  * cuLibraryGetKernel finds a kernel when its name occurs in that image, which is true of real
  * cubins (the symbol table) and of the tests' synthetic ones. Counters for tests are exported.
@@ -28,6 +31,8 @@ EXPORT int fake_libraries_loaded;   /* live cuLibraryLoadData results */
 EXPORT int fake_unload_calls;
 EXPORT int fake_retain_calls;
 EXPORT int fake_init_calls;
+EXPORT int fake_launches;           /* cuLaunchKernel and cuLaunchKernelEx calls */
+EXPORT int fake_capture_queries;    /* cuStreamIsCapturing calls */
 
 static int g_initialized;
 static void *g_current;             /* the "current context" (one thread is enough here) */
@@ -92,6 +97,7 @@ static int cuDeviceGetAttribute(int *v, int attr, int dev)
     if (dev != 0) return INVALID_DEVICE;
     if (attr == 75) { *v = n / 10; return SUCCESS; } /* COMPUTE_CAPABILITY_MAJOR */
     if (attr == 76) { *v = n % 10; return SUCCESS; } /* COMPUTE_CAPABILITY_MINOR */
+    if (attr == 16) { *v = 132; return SUCCESS; }    /* MULTIPROCESSOR_COUNT */
     return INVALID_VALUE;
 }
 
@@ -154,6 +160,31 @@ static int cuLibraryGetKernel(void **kernel, void *lib, const char *name)
     return NOT_FOUND;
 }
 
+static int cuStreamIsCapturing(void *stream, int *status)
+{
+    (void)stream;
+    const char *c = getenv("FAKE_CUDA_CAPTURING");
+    fake_capture_queries++;
+    *status = c && strcmp(c, "1") == 0 ? 1 : 0; /* CU_STREAM_CAPTURE_STATUS_ACTIVE : _NONE */
+    return SUCCESS;
+}
+
+/* A launch's arguments are not looked at: counting it is what the tests need. */
+static int count_launch(void)
+{
+    fake_launches++;
+    return g_initialized ? SUCCESS : NOT_INITIALIZED;
+}
+
+static int succeed(void) { return SUCCESS; }
+
+/* cuKernelGetFunction: the kernel handle is the function handle. */
+static int cuKernelGetFunction(void **fn, void *kernel)
+{
+    *fn = kernel;
+    return SUCCESS;
+}
+
 /* Everything the tests never call answers "not supported". */
 static int unsupported(void) { return NOT_SUPPORTED; }
 
@@ -177,6 +208,12 @@ static const symbol k_symbols[] = {
     {"cuLibraryLoadData", (void *)cuLibraryLoadData},
     {"cuLibraryUnload", (void *)cuLibraryUnload},
     {"cuLibraryGetKernel", (void *)cuLibraryGetKernel},
+    {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
+    {"cuLaunchKernel", (void *)count_launch},
+    {"cuLaunchKernelEx", (void *)count_launch},
+    {"cuKernelSetAttribute", (void *)succeed},
+    {"cuKernelGetFunction", (void *)cuKernelGetFunction},
+    {"cuMemsetD32Async", (void *)succeed},
 };
 
 /* Names the loader must ask for by their base name: a versioned name here is a loader bug. */

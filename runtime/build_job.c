@@ -1,0 +1,31 @@
+/*
+ * This file contains the compile callback every kernel build hands the cache
+ * (mj_cache_get_or_build): a simt layer's one program and each module of a tensor-core layer
+ * compile through it, counted in the context's compile_count.
+ */
+#include <string.h>
+
+#include "codegen/nvrtc_compile.h"
+#include "core/status.h"
+#include "runtime/context.h"
+
+/* The cache's build callback: the NVRTC compile, in a worker process. */
+moejit_status mj_context_build_program(void *arg, mj_program *out)
+{
+    mj_build_job *job = arg;
+    atomic_fetch_add(&job->ctx->compile_count, 1);
+    mj_compile_request req = {
+        .source = job->source,
+        .arch = mj_arch_target(job->spec->arch),
+        .headers = mj_embedded_headers,
+        .n_headers = mj_embedded_headers_len,
+        .timeout_s = job->ctx->compile_timeout_s,
+        .worker = job->ctx->settings.compile_worker,
+    };
+    moejit_status st = mj_nvrtc_compile(&req, out);
+    if (st == MOEJIT_OK && !out->canonical_spec) {
+        out->canonical_spec = strdup(job->spec->canonical);
+        if (!out->canonical_spec) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "kernel_get: out of memory");
+    }
+    return st;
+}
