@@ -33,6 +33,7 @@ typedef struct mj_mma_flavour {
     const char *const *kernel_names; /* the layer's kernels, in launch-table order */
     int n_kernels;
     int has_tall_and_pair;    /* the tile=tall and tile=pair paths exist (wgmma) */
+    const char *w4_layer_header; /* the template included last for 4-bit weights (w4a16, mxfp4) */
 } mj_mma_flavour;
 
 /* mj_emit_mma's contract and refusals for the flavour's backend (and arch, if sm90a_only). */

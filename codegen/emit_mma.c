@@ -29,6 +29,29 @@
 static const char *const kernel_names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
 _Static_assert(MJ_MMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the mma layer must fit in mj_program.kernels");
 
+static int is_w4(const moejit_spec *s) { return s->quant == MJ_QUANT_W4A16 || s->quant == MJ_QUANT_MXFP4; }
+
+/* What a 4-bit layer adds: its dtype, pinned dimensions in whole scale groups, and (wgmma,
+ * which runs mma's kernels for it) no tall or pair tiles. */
+static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
+{
+    const char *be = mj_backend_names[f->backend];
+    if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype bf16 or fp16, got %s",
+                       mj_quant_names[s->quant], mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
+    const int m = s->quant == MJ_QUANT_MXFP4 ? MJ_MXFP4_GROUP : s->zero_point ? 2 * s->group_size : s->group_size;
+    if (s->hidden % m || s->inter % m)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: quant=%s%s needs a multiple of %d (its scale groups along K), got %d",
+                       s->hidden % m ? "hidden" : "inter", mj_quant_names[s->quant],
+                       s->quant == MJ_QUANT_W4A16 && s->zero_point ? " with zero points" : "", m,
+                       s->hidden % m ? s->hidden : s->inter);
+    const int path = mj_mma_path_of(s->tile);
+    if (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s runs mma's 4-bit GEMMs, which know %s; got %s",
+                       mj_quant_names[s->quant], be, MJ_MMA_TILE_NAMES, s->tile);
+    return MOEJIT_OK;
+}
+
 /* The last line before NVRTC: each refusal names the field and what is allowed. */
 static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour *f)
 {
@@ -40,11 +63,15 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
         return mj_fail(MOEJIT_ERR_UNSUPPORTED,
                        "arch: backend %s needs sm_90a (wgmma.mma_async, setmaxnreg); got %s", be,
                        mj_emit_name_or(mj_arch_names, MJ_ARCH_COUNT, (int)s->arch));
-    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports bf16, fp16; got %s", be,
+    const int w4 = is_w4(s);
+    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16 && !w4)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports bf16, fp16, w4a16, mxfp4; got %s", be,
                        mj_emit_name_or(mj_quant_names, MJ_QUANT_COUNT, (int)s->quant));
     mj_dtype want = s->quant == MJ_QUANT_BF16 ? MJ_DTYPE_BF16 : MJ_DTYPE_FP16;
-    if (s->dtype != want)
+    if (w4) {
+        moejit_status w4st = check_w4(s, f);
+        if (w4st != MOEJIT_OK) return w4st;
+    } else if (s->dtype != want)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype %s, got %s",
                        mj_quant_names[s->quant], mj_dtype_names[want],
                        mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
@@ -76,6 +103,17 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
     return MOEJIT_OK;
 }
 
+/* The 4-bit weight format's constants (the 16-bit layers' source has none: it stays as it was). */
+static void emit_w4(mj_buf *b, const moejit_spec *spec, const mj_mma_flavour *f)
+{
+    const int mx = spec->quant == MJ_QUANT_MXFP4;
+    mj_buf_printf(b, "// 4-bit weights streamed packed, dequantized in registers%s\n",
+                  f->has_tall_and_pair ? " (the layer runs mma's 4-bit GEMMs on both paths)" : "");
+    mj_buf_printf(b, "constexpr Quant kQuant = %s;\n", mx ? "Quant::mxfp4" : "Quant::w4a16");
+    mj_buf_printf(b, "constexpr int kInt4Group = %d;\n", mx ? 0 : spec->group_size);
+    mj_buf_printf(b, "constexpr bool kInt4Zero = %s;\n\n", !mx && spec->zero_point ? "true" : "false");
+}
+
 moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour *f, mj_source *out)
 {
     const char *be = mj_backend_names[f->backend];
@@ -97,10 +135,12 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
                     spec->routing == MJ_ROUTING_DEEPSEEK_V3 ? "// deepseek_v3 grouping (1, 1, 1.0 for every other method)\n"
                                                             : NULL);
     mj_emit_pinned_shape(&b, spec);
+    const int w4 = is_w4(spec);
+    if (w4) emit_w4(&b, spec, f);
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);
-    return mj_emit_finish(&b, f->layer_header, who, f->kernel_names, f->n_kernels, out);
+    return mj_emit_finish(&b, w4 ? f->w4_layer_header : f->layer_header, who, f->kernel_names, f->n_kernels, out);
 }
 
 moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out)
@@ -111,6 +151,7 @@ moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out)
                                        "mma_layer.cuh",
                                        kernel_names,
                                        MJ_MMA_NUM_KERNELS,
-                                       0};
+                                       0,
+                                       "mma_w4_layer.cuh"};
     return mj_emit_mma_flavour(spec, &mma, out);
 }

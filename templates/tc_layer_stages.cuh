@@ -47,6 +47,20 @@ using namespace mj::layer_cfg;
 // this declaration; they run one or few blocks per SM, so it costs no occupancy that matters.
 extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 
+// The decode GEMMs of the layer's weight format: 16-bit, or 4-bit where the layer header
+// (mma_w4_layer.cuh) defines MJ_TC_W4 and the format mj::tc_layer::W4. The batch-1 GEMM2 +
+// finalize and the persistent decode layer are 16-bit only: a 4-bit plan never launches them
+// (runtime/gemm_plan.c), so their 4-bit entries are empty.
+#ifdef MJ_TC_W4
+#define MJ_TC_GEMM1_ACT_SMALL(...) mj::w4_gemm1_act_small<kDtype, W4, kActKind>(__VA_ARGS__)
+#define MJ_TC_GEMM2_SMALL(...) mj::w4_gemm2_small<kDtype, W4>(__VA_ARGS__)
+#define MJ_TC_16BIT_ONLY(p) return
+#else
+#define MJ_TC_GEMM1_ACT_SMALL(...) mj::gemm1_act_small<kDtype, kActKind>(__VA_ARGS__)
+#define MJ_TC_GEMM2_SMALL(...) mj::gemm2_small<kDtype>(__VA_ARGS__)
+#define MJ_TC_16BIT_ONLY(p) (void)0
+#endif
+
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_ROUTE_THREADS)
 mj_route(const __grid_constant__ mj_layer_params p)
 {
@@ -112,9 +126,9 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
     const int bid = static_cast<int>(blockIdx.x);
     mj::RowTile tile;
     if (!mj::find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
-    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
-                                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
-                                          reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
+    MJ_TC_GEMM1_ACT_SMALL(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
+                          reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
 }
 
 // The decode layer's first kernel at T <= MJ_MMA_ROUTED_GEMM1_MAX_TOKENS (not precomputed
@@ -145,8 +159,8 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
                                                               dim<kPinnedTopk>(p.topk), gr, b, col_tile == 0 && !t1,
                                                               bid == 0 && !t1, routing, &tile))
         return;
-    mj::gemm1_act_small<kDtype, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
-                                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
+    MJ_TC_GEMM1_ACT_SMALL(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
 }
 
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
@@ -154,7 +168,7 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::gemm2_small<kDtype>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+    MJ_TC_GEMM2_SMALL(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 
 // Batch 1 after mj_gemm1_act_small_routed, when the launcher says so (k = 8 or 6, GEMM2 not
@@ -163,6 +177,7 @@ mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
+    MJ_TC_16BIT_ONLY(p);
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE>(
@@ -173,6 +188,7 @@ mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
+    MJ_TC_16BIT_ONLY(p);
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE>(
@@ -238,6 +254,7 @@ __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
+    MJ_TC_16BIT_ONLY(p);
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
 }
 
@@ -246,5 +263,6 @@ mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
 {
+    MJ_TC_16BIT_ONLY(p);
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_SHALLOW_STAGES>(p);
 }
