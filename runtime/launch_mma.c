@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "templates/common/mma_params.h"
+#include "templates/common/mma_w4_params.h"
 #include "templates/common/params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/args_check.h"
@@ -78,6 +79,9 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
                        has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, spec->tile);
+    if (mj_quant_is_4bit(spec->quant) && (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s runs mma's 4-bit GEMMs, which know %s; got %s",
+                       mj_quant_names[spec->quant], be, MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -154,16 +158,17 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p",
                            ptrs[i].name, ptrs[i].align, ptrs[i].why, ptrs[i].p);
     }
+    const int w4 = mj_quant_is_4bit(spec->quant); /* scales and zero points: mj_launch_check_w4_inputs */
     char act_why[96];
     snprintf(act_why, sizeof act_why, "per-expert activation overrides are not supported by %s",
              mj_backend_names[l->backend]);
     const struct { const void *p; const char *name, *why; } unused[] = {
         {a->b1, "b1", "the spec has bias=none"},
         {a->b2, "b2", "the spec has bias=none"},
-        {a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
-        {a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
-        {a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
-        {a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
+        {w4 ? NULL : a->w1_scale, "w1_scale", "bf16/fp16 weights have no scales"},
+        {w4 ? NULL : a->w2_scale, "w2_scale", "bf16/fp16 weights have no scales"},
+        {w4 ? NULL : a->w1_zero, "w1_zero", "bf16/fp16 weights have no zero points"},
+        {w4 ? NULL : a->w2_zero, "w2_zero", "bf16/fp16 weights have no zero points"},
         {dsv3 ? NULL : a->routing_bias, "routing_bias", "only deepseek_v3 routing has a selection bias"},
         {a->act_param[0], "act_param[0]", act_why},
         {a->act_param[1], "act_param[1]", act_why},
@@ -173,7 +178,7 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
         if (unused[i].p)
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", unused[i].name,
                            unused[i].why);
-    return MOEJIT_OK;
+    return mj_launch_check_w4_inputs(spec, a);
 }
 
 typedef struct launch_cfg {
@@ -323,28 +328,37 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     return MOEJIT_OK;
 }
 
-moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
-                                    const moejit_moe_args *args, void *workspace,
-                                    size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
+moejit_status mj_launch_mma_kernels_forward(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
+                                            const mj_module *m, const moejit_moe_args *args, void *workspace,
+                                            size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
     mj_mma_forward f;
-    moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
+    moejit_status st = mj_launch_mma_begin(l, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
 
-    const int small = f.plan.path == MJ_MMA_PATH_SMALL;
+    /* 4-bit weights: the same tiles and grids, their own pipelines (common/mma_w4_params.h) */
+    const int small = f.plan.path == MJ_MMA_PATH_SMALL, w4 = mj_quant_is_4bit(spec->quant);
     mj_mma_gemms g = {0, 0, small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
-                      small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM, NULL, NULL};
+                      small ? (w4 ? MJ_W4_SMALL_SMEM : MJ_MMA_SMALL_SMEM) : (w4 ? MJ_W4_LARGE_SMEM : MJ_MMA_LARGE_SMEM),
+                      NULL, NULL};
     if (small) {
         mj_launch_mma_small_grids(&f, &g.g1, &g.g2);
     } else { /* intermediate columns per CTA of GEMM1, hidden columns per CTA of GEMM2 */
         g.g1 = ceil_div(f.I, f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN) * f.plan.max_tiles;
         g.g2 = ceil_div(f.H, MJ_MMA_LARGE_BN) * f.plan.max_tiles;
     }
-    st = mj_launch_mma_grids_fit(&mma_launcher, &f, g.g1, g.g2);
+    st = mj_launch_mma_grids_fit(l, &f, g.g1, g.g2);
     if (st != MOEJIT_OK) return st;
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);
     if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuCtxGetDevice");
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
+}
+
+moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
+                                    const moejit_moe_args *args, void *workspace,
+                                    size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
+{
+    return mj_launch_mma_kernels_forward(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, stream, knobs);
 }
