@@ -21,6 +21,9 @@
 #define ALL_ARCHS (MJ_BIT(MJ_ARCH_COUNT) - 1u)
 #define ALL_ROUTINGS (MJ_BIT(MJ_ROUTING_COUNT) - 1u)
 #define TC_QUANTS (MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16))
+/* 4-bit weights on the tensor-core backends: built and checked on the CPU (NVRTC, SASS, the
+ * dequantization against the contract's decoding), not yet run on a device. */
+#define TC_W4_QUANTS (MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4))
 #define TC_DTYPES (MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16))
 
 /* simt builds every value of the contract, each validated by the GPU suite (tests/gpu). */
@@ -38,9 +41,9 @@
  * serves all their routing paths); validated are the values their device checks have passed
  * (H200, `bench layer --check --routing all`: the float64 reference on every decode and
  * prefill path, reruns bit-identical; docs/PERFORMANCE.md, "Validation"). */
-#define TC_MASKS(archs_, routings_, logits_)                                                            \
+#define TC_MASKS(quants_, archs_, routings_, logits_)                                                   \
     {                                                                                                   \
-        .quants = TC_QUANTS, .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
+        .quants = (quants_), .dtypes = TC_DTYPES, .acts = ALL_ACTS, .archs = (archs_),                  \
         .routings = (routings_), .w1_layouts = MJ_BIT(MJ_W1_UP_GATE), .biases = MJ_BIT(MJ_BIAS_NONE),   \
         .logits_dtypes = (logits_),                                                                     \
     }
@@ -59,8 +62,8 @@ const mj_backend_caps mj_backend_table[] = {
     {
         .backend = MJ_BACKEND_MMA,
         .summary = "warp-level tensor cores (mma.sync, ldmatrix, cp.async), sm_80+",
-        .built = TC_MASKS(ALL_ARCHS, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
-        .validated = TC_MASKS(ALL_ARCHS, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
+        .built = TC_MASKS(TC_QUANTS | TC_W4_QUANTS, ALL_ARCHS, TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
+        .validated = TC_MASKS(TC_QUANTS, ALL_ARCHS, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
     },
     {
         /* Registered after its first device check (H200, every activation against the float64
@@ -68,8 +71,8 @@ const mj_backend_caps mj_backend_table[] = {
         .backend = MJ_BACKEND_WGMMA,
         .summary = "warpgroup MMA (wgmma, TMA and cp.async on mbarriers, warp-specialized, "
                    "persistent) for prefill, mma's kernels for decode; sm_90a only",
-        .built = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
-        .validated = TC_MASKS(MJ_BIT(MJ_ARCH_SM90A), TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
+        .built = TC_MASKS(TC_QUANTS | TC_W4_QUANTS, MJ_BIT(MJ_ARCH_SM90A), TC_BUILT_ROUTINGS, TC_BUILT_LOGITS),
+        .validated = TC_MASKS(TC_QUANTS, MJ_BIT(MJ_ARCH_SM90A), TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS),
     },
 };
 const size_t mj_backend_table_len = sizeof mj_backend_table / sizeof mj_backend_table[0];

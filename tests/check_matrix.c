@@ -46,8 +46,14 @@ START_TEST(simt_row_is_declared_as_static_data)
     const mj_backend_caps *wgmma = mj_backend_caps_of(MJ_BACKEND_WGMMA);
     ck_assert_ptr_nonnull(mma);
     ck_assert_ptr_nonnull(wgmma);
-    /* The tensor-core backends take 16-bit weights only; wgmma needs Hopper's sm_90a. */
-    ck_assert_uint_eq(mma->built.quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
+    /* The tensor-core backends take 16-bit and 4-bit weights (the 4-bit ones built, not yet
+     * validated); wgmma needs Hopper's sm_90a. */
+    const unsigned tc16 = MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16);
+    const unsigned tc4 = MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4);
+    ck_assert_uint_eq(mma->built.quants, tc16 | tc4);
+    ck_assert_uint_eq(wgmma->built.quants, tc16 | tc4);
+    ck_assert_uint_eq(mma->validated.quants, tc16);
+    ck_assert_uint_eq(wgmma->validated.quants, tc16);
     ck_assert_uint_eq(mma->built.archs, (1u << MJ_ARCH_COUNT) - 1u);
     ck_assert_uint_eq(wgmma->built.archs, MJ_BIT(MJ_ARCH_SM90A));
     for (size_t i = 0; i < mj_act_table_len; i++) ck_assert(c->built.acts & MJ_BIT(mj_act_table[i].kind));
@@ -105,7 +111,7 @@ START_TEST(tensor_core_backends_refuse_what_they_do_not_declare)
     unsupported("backend=wgmma,arch=sm_80",
                 "backend wgmma does not support arch sm_80; supported archs: sm_90a");
     unsupported("backend=mma,quant=fp8_block,arch=sm_90a",
-                "backend mma does not support quant fp8_block on sm_90a; supported quants: bf16, fp16");
+                "backend mma does not support quant fp8_block on sm_90a; supported quants: bf16, fp16, w4a16, mxfp4");
     ck_assert_int_eq(moejit_check_support(NULL), MOEJIT_ERR_INVALID_ARGUMENT);
 }
 END_TEST
@@ -206,7 +212,7 @@ START_TEST(validated_values_are_a_subset_of_the_built_ones)
         ck_assert_uint_eq(c->validated.routings, c->built.routings);
         ck_assert_uint_eq(c->built.logits_dtypes, MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16));
         ck_assert_uint_eq(c->validated.logits_dtypes, c->built.logits_dtypes);
-        ck_assert_uint_eq(c->validated.quants, c->built.quants);
+        ck_assert_uint_eq(c->validated.quants, c->built.quants & (MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16)));
         ck_assert_uint_eq(c->validated.acts, c->built.acts);
         ck_assert_uint_eq(c->validated.archs, c->built.archs);
         ck_assert_uint_eq(c->validated.w1_layouts, MJ_BIT(MJ_W1_UP_GATE));
@@ -304,13 +310,16 @@ static char *format_pending(const char *fmt)
 
 START_TEST(printers_mark_unvalidated_values)
 {
-    /* the backends' own table has no unvalidated value today: no mark, no legend */
+    /* the backends' own table marks only the tensor-core backends' 4-bit formats */
     char *own = format("markdown");
-    ck_assert_ptr_null(strstr(own, "\\*"));
-    ck_assert_ptr_null(strstr(own, "not yet validated"));
+    ck_assert_ptr_nonnull(strstr(own, "| mma | bf16, fp16, w4a16\\*, mxfp4\\* | "));
+    ck_assert_ptr_nonnull(strstr(own, "| wgmma | bf16, fp16, w4a16\\*, mxfp4\\* | "));
+    ck_assert_ptr_nonnull(strstr(own, "not yet validated"));
+    const char *simt_row = strstr(own, "| simt |"), *mma_row = strstr(own, "| mma |");
+    ck_assert(simt_row && mma_row && !memchr(simt_row, '*', (size_t)(mma_row - simt_row)));
     free(own);
     char *md = format_pending("markdown");
-    ck_assert_ptr_nonnull(strstr(md, "| mma | bf16, fp16 | bf16, fp16 | "));
+    ck_assert_ptr_nonnull(strstr(md, "| mma | bf16, fp16, w4a16\\*, mxfp4\\* | bf16, fp16 | "));
     ck_assert_ptr_nonnull(strstr(md, " | softmax_topk, renormalize, sigmoid_topk\\*, sigmoid_renorm\\*, "
                                      "deepseek_v3\\*, llama4\\*, precomputed | bf16\\*, fp32 | up_gate | none |\n"));
     /* simt's cells carry no mark */
@@ -348,7 +357,10 @@ START_TEST(printers_mark_unvalidated_values)
         ck_assert_str_eq(cJSON_GetArrayItem(r, 3)->valuestring, "llama4");
         ck_assert_int_eq(cJSON_GetArraySize(l), 1);
         ck_assert_str_eq(cJSON_GetArrayItem(l, 0)->valuestring, "bf16");
-        ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(un, "quants")), 0);
+        cJSON *q = cJSON_GetObjectItem(un, "quants"); /* the 4-bit formats, built only */
+        ck_assert_int_eq(cJSON_GetArraySize(q), 2);
+        ck_assert_str_eq(cJSON_GetArrayItem(q, 0)->valuestring, "w4a16");
+        ck_assert_str_eq(cJSON_GetArrayItem(q, 1)->valuestring, "mxfp4");
     }
     ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "legend"), "unvalidated")->valuestring,
                      "built, not yet validated on hardware");
