@@ -26,6 +26,7 @@
 #include "tools/bench_floor.h"
 #include "tools/bench_layer.h"
 #include "tools/bench_layer_run.h"
+#include "tools/bench_layer_w4.h"
 #include "tools/cli.h"
 #include "core/halfconv.h"
 #include "runtime/gemm_plan.h"
@@ -43,11 +44,17 @@ static const model_shape shapes[] = {
     {"deepseek-v3", 7168, 2048, 256, 8, "swiglu"},
     {"nemotron", 2688, 1856, 128, 6, "relu2"},
     {"gpt-oss-bf16", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)"},
+    /* 4-bit weights (bench_layer_w4.c); gpt-oss's interleaved W1 and biases come with the
+     * tensor-core backends' support for them */
+    {"gpt-oss-120b-mxfp4", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)", "mxfp4"},
+    {"qwen3-30b-a3b-w4a16", 2048, 768, 128, 8, "swiglu", "w4a16,group=128"},
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+#define N_BF16_SHAPES 6 /* the 4-bit shapes follow (`moejit tune` takes the bf16 ones) */
+#define W4_SHAPES "gpt-oss-120b-mxfp4, qwen3-30b-a3b-w4a16"
 #define DEFAULT_SHAPES "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
 
-const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPES ? &shapes[i] : NULL; }
+const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_BF16_SHAPES ? &shapes[i] : NULL; }
 
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST]\n"
@@ -61,7 +68,8 @@ static const char usage[] =
     "time, effective TB/s on the weight bytes the batch touches, TFLOP/s and the fraction of the\n"
     "roofline floor max(W / bw, F / peak).\n"
     "\n"
-    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, or all\n"
+    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, " W4_SHAPES "\n"
+    "                   (4-bit weights: MOEJIT_ALLOW_UNVALIDATED=1 on mma and wgmma), or all\n"
     "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
     "  --backend LIST   simt, mma, wgmma (default mma)\n"
     "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small,\n"
@@ -74,6 +82,9 @@ static const char usage[] =
     "                   selection bias), llama4 (k = 1), or all; each but renormalize on two layers,\n"
     "                   fp32 and bf16 logits, every decode path (MOEJIT_ALLOW_UNVALIDATED=1 for the\n"
     "                   methods not yet validated)\n"
+    "  --quant LIST     with --check: the float64 cases' weight formats: bf16 (default: the cases\n"
+    "                   above), w4a16 (groups 32, 64, 128, with and without zero points), mxfp4 (also\n"
+    "                   a NaN scale), or all\n"
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
@@ -88,7 +99,9 @@ static const char usage[] =
     "\n"
     "Examples:\n"
     "  moejit bench layer --check\n"
-    "  moejit bench layer --shapes qwen3-30b-a3b --batches 1,64 --tile small,large --backend mma,simt\n";
+    "  moejit bench layer --shapes qwen3-30b-a3b --batches 1,64 --tile small,large --backend mma,simt\n"
+    "  MOEJIT_ALLOW_UNVALIDATED=1 moejit bench layer --check --quant w4a16,mxfp4 --no-time --shapes \\\n"
+    "      gpt-oss-120b-mxfp4 --backend mma,wgmma\n";
 
 typedef struct options {
     int shape[N_SHAPES], n_shapes;
@@ -101,6 +114,8 @@ typedef struct options {
     int check, reference, time, list_specs;
     const char *routing[8]; /* --routing: the float64 cases' routing methods */
     int n_routings;
+    const char *quant[4]; /* --quant: the float64 cases' weight formats */
+    int n_quants;
     const char *json, *append, *commit, *cubin_dir;
     int rotate, reps;
     double bw, peak;
@@ -142,7 +157,7 @@ static int parse_shapes(const char *value, options *o)
     }
     if (n <= 0) {
         cli_error("bench layer: --shapes: unknown or empty list '%s'; allowed: " DEFAULT_SHAPES
-                  ", gpt-oss-bf16, all",
+                  ", gpt-oss-bf16, " W4_SHAPES ", all",
                   value);
         return -1;
     }
@@ -180,6 +195,7 @@ static bench_floor floor_of(const model_shape *s, int gated, long long B, double
 
 typedef struct shape_bufs {
     CUdeviceptr w1, w2, x, logits, out, out2, ws;
+    bench_w4_weights w4; /* a 4-bit shape's weights (w1 and w2 unused) */
     size_t ws_bytes, x_set, logits_set; /* elements per input set (at the largest batch) */
     int sets;
 } shape_bufs;
@@ -211,6 +227,7 @@ static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUde
     a->num_experts = s->experts, a->topk = s->topk;
     a->x = (void *)b->x, a->router_logits = (void *)b->logits;
     a->w1 = (void *)b->w1, a->w2 = (void *)b->w2, a->out = (void *)out;
+    if (bench_w4_is_4bit(s->quant)) bench_w4_args(&b->w4, a);
 }
 
 /* Runs one forward of set 0 into out (poisoned first) and downloads it as floats. */
@@ -610,10 +627,14 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
     static const char *const acts[] = {
         "gelu", "relu", "silu", "swiglu", "geglu", "relu2", "swiglu_step", "geglu_tanh", "identity",
         "situ", "swiglu(alpha=1.702,beta=1,limit=7)", "situ(gate_scale=4,linear_scale=25,clamp_limit=6)"};
-    int n = 0;
+    int n = 0, bf16 = 0;
+    for (int q = 0; q < o->n_quants; q++) bf16 |= !strcmp(o->quant[q], "bf16");
     for (int b = 0; b < o->n_backends; b++) {
         const char *be = o->backend[b];
         if (!strcmp(be, "simt")) continue;
+        /* the 4-bit formats of --quant (bench_layer_w4.c), then the 16-bit cases */
+        n += bench_w4_reference_checks(g, ctx, be, o->quant, o->n_quants, stdout, failed);
+        if (!bf16) continue;
         for (int r = 0; r < o->n_routings; r++) {
             if (!strcmp(o->routing[r], "renormalize")) continue;
             const int before = ref_runs_done;
@@ -700,6 +721,7 @@ static void free_bufs(const mj_gpu *g, shape_bufs *b)
 {
     mj_gpu_free(g, b->w1), mj_gpu_free(g, b->w2), mj_gpu_free(g, b->x), mj_gpu_free(g, b->logits);
     mj_gpu_free(g, b->out), mj_gpu_free(g, b->out2), mj_gpu_free(g, b->ws);
+    bench_w4_weights_free(g, &b->w4);
     memset(b, 0, sizeof *b);
 }
 
@@ -722,9 +744,9 @@ static int shape_variants(const options *o, const model_shape *s, variant *v, in
             else
                 snprintf(x->label, sizeof x->label, "%s", o->backend[b]);
             snprintf(x->text, sizeof x->text,
-                     "backend=%s,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,"
+                     "backend=%s,quant=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,"
                      "topk=%d,arch=native%s%s",
-                     o->backend[b], s->act, s->hidden, s->inter, s->experts, s->topk,
+                     o->backend[b], s->quant ? s->quant : "bf16", s->act, s->hidden, s->inter, s->experts, s->topk,
                      is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
         }
     }
@@ -735,9 +757,9 @@ static int shape_variants(const options *o, const model_shape *s, variant *v, in
     if (o->check && simt_ref < 0) {
         snprintf(v[nv].label, sizeof v[nv].label, "simt");
         snprintf(v[nv].text, sizeof v[nv].text,
-                 "backend=simt,quant=bf16,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+                 "backend=simt,quant=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
                  "arch=native",
-                 s->act, s->hidden, s->inter, s->experts, s->topk);
+                 s->quant ? s->quant : "bf16", s->act, s->hidden, s->inter, s->experts, s->topk);
         nv++;
     }
     return nv;
@@ -753,8 +775,8 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     int simt_ref = -1;
     for (int i = 0; i < nv; i++)
         if (!strcmp(v[i].label, "simt")) simt_ref = i;
-    printf("== %s: H %d, I %d, E %d, k %d, %s, bf16, renormalize routing\n", s->name, s->hidden, s->inter,
-           s->experts, s->topk, s->act);
+    printf("== %s: H %d, I %d, E %d, k %d, %s, %s, renormalize routing\n", s->name, s->hidden, s->inter,
+           s->experts, s->topk, s->act, s->quant ? s->quant : "bf16");
     moejit_status st = MOEJIT_OK;
     for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
         st = bench_layer_build(ctx, v[i].text, &v[i].layer);
@@ -787,16 +809,19 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
         st = bench_layer_workspace(&v[i].layer, &a, &need);
         if (need > b.ws_bytes) b.ws_bytes = need;
     }
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw1 * 2, &b.w1);
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw2 * 2, &b.w2);
+    const int w4 = bench_w4_is_4bit(s->quant);
+    if (st == MOEJIT_OK && !w4) st = mj_gpu_alloc(g, nw1 * 2, &b.w1);
+    if (st == MOEJIT_OK && !w4) st = mj_gpu_alloc(g, nw2 * 2, &b.w2);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * (size_t)b.sets * 2, &b.x);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.logits_set * (size_t)b.sets * 4, &b.logits);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out2);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.ws_bytes, &b.ws);
     const uint64_t seed = 0x5eed0000ull + (uint64_t)(s - shapes) * 16;
-    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w1, nw1, MJ_DTYPE_BF16, seed + 1, 1.0f / sqrtf((float)s->hidden), stream);
-    if (st == MOEJIT_OK) st = bench_fill_run(g, fill, b.w2, nw2, MJ_DTYPE_BF16, seed + 2, 1.0f / sqrtf((float)s->inter), stream);
+    if (st == MOEJIT_OK && !w4) st = bench_fill_run(g, fill, b.w1, nw1, MJ_DTYPE_BF16, seed + 1, 1.0f / sqrtf((float)s->hidden), stream);
+    if (st == MOEJIT_OK && !w4) st = bench_fill_run(g, fill, b.w2, nw2, MJ_DTYPE_BF16, seed + 2, 1.0f / sqrtf((float)s->inter), stream);
+    if (st == MOEJIT_OK && w4)
+        st = bench_w4_weights_make(g, fill, s->quant, s->hidden, s->inter, s->experts, (int)rows1, seed, &b.w4, stream);
     /* Each input set from its own seed, token-major, so that a batch of B reads the same B
      * tokens of set i whatever the largest batch of the command (which sizes the sets): a row
      * does not depend on the other batches it was run with. */
@@ -872,6 +897,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             }
             snprintf(r->note, sizeof r->note, "%s", note);
             r->m = floor_of(s, gated, B, e_read, o);
+            if (w4) r->m = bench_w4_floor(r->m, s->quant, o->bw, o->peak); /* the 4-bit bytes */
             char clock[64];
             printf("time  %-16s B=%-6lld %-10s path %-5s %10.1f us  %6.2f TB/s  %7.1f TFLOP/s  floor %8.1f us "
                    "(%5.1f%%)  experts %.2f (uniform %.2f)  spread %.0f%%  SM %s\n",
@@ -966,7 +992,9 @@ int cmd_bench_layer(int argc, char **argv)
         {"no-reference", no_argument, NULL, 'N'},  {"help", no_argument, NULL, 'h'},
         {"list-specs", no_argument, NULL, 'L'},
         {"routing", required_argument, NULL, 'o'},
+        {"quant", required_argument, NULL, 'q'},
         {NULL, 0, NULL, 0}};
+    static const char *const quants[] = {"bf16", "w4a16", "mxfp4"};
     static const char *const backends[] = {"simt", "mma", "wgmma"};
     static const char *const tiles[] = {"auto", "large", "small", "tall", "pair"};
     options o;
@@ -980,6 +1008,7 @@ int cmd_bench_layer(int argc, char **argv)
     static const char *const routings[] = {"renormalize",    "softmax_topk", "sigmoid_topk",
                                            "sigmoid_renorm", "deepseek_v3",  "llama4"};
     o.routing[o.n_routings++] = "renormalize";
+    o.quant[o.n_quants++] = "bf16";
     int c;
     optind = 1;
     opterr = 0;
@@ -1021,6 +1050,14 @@ int cmd_bench_layer(int argc, char **argv)
             } else if (parse_word_list("--routing", optarg, o.routing, 6, &o.n_routings, routings, 6,
                                        "renormalize, softmax_topk, sigmoid_topk, sigmoid_renorm, deepseek_v3, "
                                        "llama4, all"))
+                return MJ_EXIT_USAGE;
+            break;
+        case 'q':
+            if (!strcmp(optarg, "all")) {
+                for (int i = 0; i < 3; i++) o.quant[i] = quants[i];
+                o.n_quants = 3;
+            } else if (parse_word_list("--quant", optarg, o.quant, 3, &o.n_quants, quants, 3,
+                                       "bf16, w4a16, mxfp4, all"))
                 return MJ_EXIT_USAGE;
             break;
         case 'n': o.time = 0; break;
