@@ -73,7 +73,7 @@ struct MmaW4Mainloop {
     static constexpr int kStageGroups = BKW > W::kGroup ? BKW / W::kGroup : 1;
     static constexpr int kGroupBufBytes = kRowsW * 2 * 4;
     static constexpr int kSmemBytes = kStages * kStageBytes + (kWOnA ? 0 : 2 * kGroupBufBytes);
-    static_assert(kWOnA || (kStageGroups <= 2 && kRowsW * kStageGroups <= 2 * kThreads),
+    static_assert(kWOnA || (kStageGroups <= 2 && kRowsW * kStageGroups <= kThreads),
                   "one thread loads the constants of one (row, group) of a stage");
     static constexpr int kWRowsPerPass = kThreads / kWChunks, kXRowsPerPass = kThreads / kXChunks;
     static constexpr int kLoadsW = kRowsW / kWRowsPerPass;

@@ -50,15 +50,18 @@ extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 // The decode GEMMs of the layer's weight format: 16-bit, or 4-bit where the layer header
 // (mma_w4_layer.cuh) defines MJ_TC_W4 and the format mj::tc_layer::W4. The batch-1 GEMM2 +
 // finalize and the persistent decode layer are 16-bit only: a 4-bit plan never launches them
-// (runtime/gemm_plan.c), so their 4-bit entries are empty.
+// (runtime/gemm_plan.c), so their 4-bit entries are empty, and the routed GEMM1 always
+// publishes the tile table and routing its GEMM2 and finalize read.
 #ifdef MJ_TC_W4
 #define MJ_TC_GEMM1_ACT_SMALL(...) mj::w4_gemm1_act_small<kDtype, W4, kActKind>(__VA_ARGS__)
 #define MJ_TC_GEMM2_SMALL(...) mj::w4_gemm2_small<kDtype, W4>(__VA_ARGS__)
 #define MJ_TC_16BIT_ONLY(p) return
+#define MJ_TC_T1_BUILT false
 #else
 #define MJ_TC_GEMM1_ACT_SMALL(...) mj::gemm1_act_small<kDtype, kActKind>(__VA_ARGS__)
 #define MJ_TC_GEMM2_SMALL(...) mj::gemm2_small<kDtype>(__VA_ARGS__)
 #define MJ_TC_16BIT_ONLY(p) (void)0
+#define MJ_TC_T1_BUILT true
 #endif
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_ROUTE_THREADS)
@@ -145,8 +148,8 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
     // Before the batch-1 GEMM2 + finalize, whose blocks route for themselves and stream W2
     // before their wait (mma_gemm2.cuh), that grid may launch at once; before mj_gemm2_small,
     // only after the mainloop (mma_gemm1_act.cuh says why).
-    const bool t1 = MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk),
-                                             p.num_local_experts, dim<kPinnedExperts>(p.num_experts));
+    const bool t1 = MJ_TC_T1_BUILT && MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk),
+                                                               p.num_local_experts, dim<kPinnedExperts>(p.num_experts));
     if (t1) mj::grid_dep_launch();
     __shared__ mj::DecodeRouting routing;
     const int bid = static_cast<int>(blockIdx.x);
