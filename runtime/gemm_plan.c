@@ -164,7 +164,9 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
     plan->gemm2_splits = plan->persistent_splits;
     /* the shallow blocks need an SM of 228 KiB (sm_90a, sm_100a: three blocks of 60 KiB stages
      * and ~7 KiB of routing fit; measured on sm_90a only), unless the mode names the blocks */
-    if (decode == MJ_DECODE_PERSISTENT_SHALLOW || decode == MJ_DECODE_PERSISTENT_DEEP)
+    if (mj_quant_is_4bit(spec->quant)) /* 4-bit: the deep blocks only (templates/mma_w4_layer.cuh) */
+        plan->persistent_shallow = 0;
+    else if (decode == MJ_DECODE_PERSISTENT_SHALLOW || decode == MJ_DECODE_PERSISTENT_DEEP)
         plan->persistent_shallow = decode == MJ_DECODE_PERSISTENT_SHALLOW;
     else if (spec->arch == MJ_ARCH_SM90A || spec->arch == MJ_ARCH_SM100A)
         plan->persistent_shallow = mj_gemm_plan_persistent_shallow(routed, args->inter, gated, sms);
@@ -192,8 +194,7 @@ void mj_gemm_plan_make(const moejit_spec *spec, const moejit_moe_args *args, int
                                                         (int)args->num_experts, (int)e_local, args->inter);
     chain_kernels(spec, args, precomputed, e_local, &p);
     p.finalize_wide = MJ_TC_FINALIZE_WIDE(T, args->hidden, p.chain_splits);
-    p.persistent_candidate = T >= 1 && T <= MJ_MMA_PERSISTENT_MAX_TOKENS && !precomputed && small &&
-                             !mj_quant_is_4bit(spec->quant); /* the persistent layer is 16-bit only */
+    p.persistent_candidate = T >= 1 && T <= MJ_MMA_PERSISTENT_MAX_TOKENS && !precomputed && small;
     p.workspace_splits = p.chain_splits;
     if (p.persistent_candidate) {
         const int ps = mj_gemm_plan_persistent_splits(args->inter);

@@ -49,6 +49,7 @@ typedef struct mj_mma_forward {
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     int sms;               /* the device's SMs (set where the plan's decode layer was decided) */
+    int w4;                /* 4-bit weights: the GEMMs' pipelines are common/mma_w4_params.h's */
     mj_layer_params p;
 } mj_mma_forward;
 

@@ -230,6 +230,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->T = args->num_tokens, f->pairs = f->T * args->topk;
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
+    f->w4 = mj_quant_is_4bit(spec->quant);
     f->precomputed = spec->routing == MJ_ROUTING_PRECOMPUTED;
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     f->programmatic = spec->arch >= MJ_ARCH_SM90A ? k.pdl : MJ_PDL_OFF;
@@ -272,7 +273,8 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
          * words (templates/decode_persistent.cuh) */
         const int shallow = plan->persistent_shallow;
         const int kernel = shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW : MJ_MMA_K_DECODE_PERSISTENT;
-        const int smem = shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
+        const int smem = f->w4 ? MJ_W4_DECODE_SMEM /* 4-bit: deep blocks only */
+                               : shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
         const int per_sm = shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, m->kernels[kernel], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");

@@ -54,8 +54,9 @@ template <Dtype D, class W, int kStages = MJ_W4_SMALL_STAGES>
 using W4SmallMain = MmaW4Mainloop<D, W, MJ_MMA_SMALL_THREADS, MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_W4_SMALL_BK,
                                   kStages, true, MJ_MMA_SMALL_BW / 16, 1, 1, 2>;
 
-// gemm1_act_small with 4-bit W1 (same tile, grid, epilogue).
-template <Dtype D, class W, int kAct>
+// gemm1_act_small with 4-bit W1 (same tile, grid, epilogue); kStages: the chain's
+// MJ_W4_SMALL_STAGES or the persistent decode layer's depth.
+template <Dtype D, class W, int kAct, int kStages = MJ_W4_SMALL_STAGES>
 __device__ __forceinline__ void w4_gemm1_act_small(const mj_layer_params &p, const ActParams &act, int H, int I,
                                                    int k, unsigned char *smem, const RowTile &tile, const int *rows,
                                                    int col_tile)
@@ -63,8 +64,9 @@ __device__ __forceinline__ void w4_gemm1_act_small(const mj_layer_params &p, con
     constexpr bool kGated = act_is_gated(kAct);
     constexpr int BW = MJ_MMA_SMALL_BW;
     constexpr int kCols = kGated ? BW / 2 : BW;
-    using Main = W4SmallMain<D, W>;
-    static_assert(Main::kSmemBytes == MJ_W4_SMALL_SMEM, "host and device must agree on shared memory");
+    using Main = W4SmallMain<D, W, kStages>;
+    static_assert(Main::kSmemBytes == kStages * MJ_W4_STAGE_BYTES(MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_W4_SMALL_BK),
+                  "host and device must agree on shared memory");
     const int j0 = col_tile * kCols;
     const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
     const u16 *x = reinterpret_cast<const u16 *>(p.x);
@@ -100,19 +102,20 @@ __device__ __forceinline__ void w4_gemm1_act_small(const mj_layer_params &p, con
         }
 }
 
-// gemm2_small_tile with 4-bit W2: one split's K range of W2 rows [h0, h0 + 64).
-template <Dtype D, class W>
+// gemm2_small_tile with 4-bit W2: one split's K range of W2 rows [h0, h0 + 64); gate: the
+// mainloop's (mma_w4_mainloop.cuh: run_gated).
+template <Dtype D, class W, int kStages, class Gate>
 __device__ __forceinline__ void w4_gemm2_small_tile(const mj_layer_params &p, int H, int I, unsigned char *smem,
-                                                    const RowTile &tile, const int *rows, int h0, int split)
+                                                    const RowTile &tile, const int *rows, int h0, int split, Gate gate)
 {
-    using Main = W4SmallMain<D, W>;
+    using Main = W4SmallMain<D, W, kStages>;
     int k0, klen;
     gemm2_split_range(I, p.gemm2_splits > 1 ? p.gemm2_splits : 1, split, &k0, &klen);
     const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I;
     auto w_row = [&](int r) { return w4_w2<W>(p, tile.expert, h0 + r, H, I); };
     auto x_row = [&](int n) -> const u16 * { return n < tile.rows ? inter + static_cast<i64>(n) * I : nullptr; };
     typename Main::Acc acc;
-    Main::run(smem, w_row, x_row, k0, k0 + (klen > 0 ? klen : 0), acc);
+    Main::run_gated(smem, w_row, x_row, k0, k0 + (klen > 0 ? klen : 0), acc, gate);
 
     const bool split_y = p.gemm2_splits > 1;
     float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
@@ -143,8 +146,10 @@ __device__ __forceinline__ void w4_gemm2_small(const mj_layer_params &p, int H, 
     const int rest = bid / col_tiles;
     RowTile tile;
     if (!find_row_tile<MJ_MMA_SMALL_BT>(p, rest % p.max_tiles, &tile)) return;
-    w4_gemm2_small_tile<D, W>(p, H, I, smem, tile, reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
-                              (bid % col_tiles) * MJ_MMA_SMALL_BW, rest / p.max_tiles);
+    w4_gemm2_small_tile<D, W, MJ_W4_SMALL_STAGES>(p, H, I, smem, tile,
+                                                  reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
+                                                  (bid % col_tiles) * MJ_MMA_SMALL_BW, rest / p.max_tiles,
+                                                  typename W4SmallMain<D, W>::NoGate{});
 }
 
 // ---- large path: tokens on M (128), weight rows on N (128) ----------------------------------
@@ -247,5 +252,22 @@ __device__ __forceinline__ void w4_gemm2_large(const mj_layer_params &p, int H, 
             }
         }
 }
+
+// The persistent decode layer's two GEMMs for 4-bit weights (decode_persistent.cuh: its
+// Gemms parameter), at its pipeline depth kStages.
+template <Dtype D, class W, int kAct, int kStages>
+struct W4DecodeGemms {
+    __device__ __forceinline__ static void gemm1(const mj_layer_params &p, const ActParams &act, int H, int I, int k,
+                                                 unsigned char *smem, const RowTile &tile, const int *rows, int c)
+    {
+        w4_gemm1_act_small<D, W, kAct, kStages>(p, act, H, I, k, smem, tile, rows, c);
+    }
+    template <class Gate>
+    __device__ __forceinline__ static void gemm2(const mj_layer_params &p, int H, int I, unsigned char *smem,
+                                                 const RowTile &tile, const int *rows, int h0, int split, Gate gate)
+    {
+        w4_gemm2_small_tile<D, W, kStages>(p, H, I, smem, tile, rows, h0, split, gate);
+    }
+};
 
 } // namespace mj

@@ -131,16 +131,28 @@ struct MmaW4Mainloop {
         ld.dst_x0 = static_cast<u32>(kWBytes + xr * kXRowBytes + x_chunk(xr, ld.xc) * 16);
     }
 
-    // The chunks of the stage at absolute k0 (k_hi: the end of this tile's K range).
-    __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int k_hi)
+    // The weight chunks, the activation chunks, or both of the stage at absolute k0 (k_hi: the
+    // end of this tile's K range).
+    __device__ __forceinline__ static void load_stage_w(const Loader &ld, u32 stage_base, int k0, int k_hi)
     {
-        const int kw = k0 + ld.wc * 32, kx = k0 + ld.xc * 8;
+        const int kw = k0 + ld.wc * 32;
 #pragma unroll
         for (int i = 0; i < kLoadsW; ++i) {
             const bool live = kw < k_hi && ld.w[i] != nullptr;
             cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, live ? ld.w[i] + kw / 2 : ld.safe,
                         live ? 16 : 0);
         }
+    }
+
+    __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int k_hi)
+    {
+        load_stage_w(ld, stage_base, k0, k_hi);
+        load_stage_x(ld, stage_base, k0, k_hi);
+    }
+
+    __device__ __forceinline__ static void load_stage_x(const Loader &ld, u32 stage_base, int k0, int k_hi)
+    {
+        const int kx = k0 + ld.xc * 8;
         if (ld.x_live) {
 #pragma unroll
             for (int i = 0; i < kLoadsX; ++i) {
@@ -268,11 +280,30 @@ struct MmaW4Mainloop {
         }
     }
 
+    struct NoGate {
+        static constexpr bool kWaits = false;
+        __device__ __forceinline__ void operator()() const {}
+    };
+
     // w_row(r): weight tile row r (W4Row, data == nullptr: padding); x_row(n): activation tile
     // row n's base (nullptr: padding); both at k = 0; the tile's K range is [k_lo, k_hi).
     template <class WRow, class XRow>
     __device__ __forceinline__ static void run(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi, Acc &acc)
     {
+        run_gated(smem, w_row, x_row, k_lo, k_hi, acc, NoGate{});
+    }
+
+    // run, but the activations are read only once gate() has returned (a Gate with kWaits =
+    // true, called by every thread; decode_persistent.cuh: the GEMM1 tiles a GEMM2 tile
+    // reads): the prologue's weight chunks (and scales) are requested first, then the gate
+    // waits, then the prologue's activation chunks follow as one more commit group per stage,
+    // as in MmaMainloop::run_gated (whose wait_group accounting holds here unchanged).
+    template <class WRow, class XRow, class Gate>
+    __device__ __forceinline__ static void run_gated(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi,
+                                                     Acc &acc, Gate gate)
+    {
+        constexpr bool kGated = Gate::kWaits;
+        static_assert(!kGated || kWOnA, "only the decode GEMMs (weights on A) wait for their activations");
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
@@ -305,11 +336,22 @@ struct MmaW4Mainloop {
         const int k_tiles = k_hi > k_lo ? (k_hi - k_lo + BKW - 1) / BKW : 0;
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
-            if (s < k_tiles) load_stage(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+            if (s < k_tiles) {
+                if constexpr (kGated) load_stage_w(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                else load_stage(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+            }
             cp_async_commit();
         }
         W4Group cur[kMyW], nxt[kMyW];
         if constexpr (kWOnA) load_groups(mine, k_lo, k_hi, cur);
+        if constexpr (kGated) {
+            gate();
+#pragma unroll
+            for (int s = 0; s < kStages - 1; ++s) {
+                if (s < k_tiles) load_stage_x(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                cp_async_commit();
+            }
+        }
         int read_stage = 0, write_stage = kStages - 1;
         for (int kt = 0; kt < k_tiles; ++kt) {
             cp_async_wait<kStages - 2>();

@@ -47,21 +47,30 @@ using namespace mj::layer_cfg;
 // this declaration; they run one or few blocks per SM, so it costs no occupancy that matters.
 extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 
-// The decode GEMMs of the layer's weight format: 16-bit, or 4-bit where the layer header
-// (mma_w4_layer.cuh) defines MJ_TC_W4 and the format mj::tc_layer::W4. The batch-1 GEMM2 +
-// finalize and the persistent decode layer are 16-bit only: a 4-bit plan never launches them
-// (runtime/gemm_plan.c), so their 4-bit entries are empty, and the routed GEMM1 always
-// publishes the tile table and routing its GEMM2 and finalize read.
+// The decode GEMMs of the layer's weight format (the chain's and the persistent layer's):
+// 16-bit, or 4-bit where the layer header (mma_w4_layer.cuh) defines MJ_TC_W4 and the format
+// mj::tc_layer::W4. The batch-1 GEMM2 + finalize and the persistent layer's shallow blocks are
+// 16-bit only (4-bit, the shallow kernel spilled at the 128 registers ptxas gave it): a 4-bit
+// plan never launches them (runtime/gemm_plan.c), so their 4-bit entries are empty, and the
+// routed GEMM1 always publishes the tile table and routing its GEMM2 and finalize read.
 #ifdef MJ_TC_W4
 #define MJ_TC_GEMM1_ACT_SMALL(...) mj::w4_gemm1_act_small<kDtype, W4, kActKind>(__VA_ARGS__)
 #define MJ_TC_GEMM2_SMALL(...) mj::w4_gemm2_small<kDtype, W4>(__VA_ARGS__)
 #define MJ_TC_16BIT_ONLY(p) return
 #define MJ_TC_T1_BUILT false
+#define MJ_TC_DECODE_GEMMS(stages) mj::W4DecodeGemms<kDtype, W4, kActKind, stages>
+// their blocks per SM as a bound (two fit the shared memory): without it ptxas aimed at more
+// and spilled (the persistent layer at 3 or 4 blocks, the routed GEMM1 at 7)
+#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_MMA_DECODE_BLOCKS_PER_SM
+#define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS, 2
 #else
 #define MJ_TC_GEMM1_ACT_SMALL(...) mj::gemm1_act_small<kDtype, kActKind>(__VA_ARGS__)
 #define MJ_TC_GEMM2_SMALL(...) mj::gemm2_small<kDtype>(__VA_ARGS__)
 #define MJ_TC_16BIT_ONLY(p) (void)0
 #define MJ_TC_T1_BUILT true
+#define MJ_TC_DECODE_GEMMS(stages) mj::DecodeGemms16<kDtype, kActKind, stages>
+#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS
+#define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS
 #endif
 
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_ROUTE_THREADS)
@@ -121,7 +130,7 @@ mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
     mj::offsets_stage<MJ_MMA_SMALL_BT>(p);
 }
 
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_SMALL_BOUNDS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_wait(); // and grid_dep_launch after its mainloop (mma_gemm1_act.cuh)
@@ -138,7 +147,7 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 // routing): every block routes the batch itself and derives its row tile (decode_route.cuh),
 // so the layer is three launches: this, mj_gemm2_small, mj_finalize (or two: this and
 // mj_gemm2_finalize_t1).
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_SMALL_BOUNDS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
@@ -166,7 +175,7 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
                           dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
 }
 
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_SMALL_BOUNDS)
 mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
@@ -247,17 +256,16 @@ template <int kStages>
 __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p)
 {
     const GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
-    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages>(
+    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages, MJ_TC_DECODE_GEMMS(kStages)>(
         p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
 } // namespace tc_layer
 } // namespace mj
 
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_DECODE_BOUNDS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
-    MJ_TC_16BIT_ONLY(p);
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
 }
 

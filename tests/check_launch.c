@@ -1435,9 +1435,9 @@ START_TEST(four_bit_tensor_core_inputs_are_checked_naming_the_field)
 }
 END_TEST
 
-/* The 4-bit layers launch the 16-bit chain's kernels and grids with their own pipelines'
- * shared memory; never the batch-1 GEMM2 + finalize, the persistent layer, or wgmma's own
- * prefill GEMMs (and so no tensor maps). */
+/* The 4-bit layers launch the 16-bit chain's kernels and grids, and its persistent decode
+ * layer, with their own pipelines' shared memory; never the batch-1 GEMM2 + finalize or
+ * wgmma's own prefill GEMMs (and so no tensor maps). */
 START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
 {
     const char *const specs[] = {MMA_W4, MMA_W4_ZP, WGMMA_MX};
@@ -1451,10 +1451,18 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
         ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_SMALL_SMEM);
         ck_assert_uint_eq(tc_gemm(1)->smem, MJ_W4_SMALL_SMEM);
         ck_assert_int_eq(tc_attr_smem, MJ_W4_SMALL_SMEM);
-        tc_forward(specs[i], 4, 2048, 768, 128, 8, 0, 0, 0); /* the bf16 layer runs its persistent grid here */
+        tc_forward(specs[i], 4, 2048, 768, 128, 8, 0, 0, 0); /* the persistent layer, as for bf16 */
+        ck_assert_int_eq(n_tc_recs, 2);
+        ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_DECODE_RESET);
+        ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT); /* 4-bit: the deep blocks only */
+        ck_assert_uint_eq(tc_recs[1].smem, MJ_W4_DECODE_SMEM);
+        ck_assert_uint_eq(tc_recs[1].gx, 2 * 132);
+        ck_assert_int_eq(tc_attr_smem, MJ_W4_DECODE_SMEM);
+        tc_forward(specs[i], 12, 2048, 768, 128, 8, 0, 0, 0); /* the chain: fused routing, small GEMMs */
         ck_assert_int_eq(n_tc_recs, 4);
         ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
         ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT_SMALL);
+        ck_assert_uint_eq(tc_gemm(1)->smem, MJ_W4_SMALL_SMEM);
         tc_forward(specs[i], 4096, 2048, 768, 128, 8, 0, 0, 0); /* 256 rows per expert: wgmma's pair path for bf16 */
         ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
         ck_assert_int_eq(tc_gemm(1)->kernel, MJ_MMA_K_GEMM2);
@@ -1464,11 +1472,6 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
         ck_assert_int_eq(tc_gemm(0)->map, -1);
         ck_assert_int_eq(n_tc_maps, 0);
     }
-    /* bf16 at T = 4 on this shape: the persistent layer (what the 4-bit plan leaves out) */
-    tc_forward(MMA, 4, 2048, 768, 128, 8, 0, 0, 0);
-    ck_assert_int_eq(tc_recs[n_tc_recs - 1].kernel == MJ_MMA_K_DECODE_PERSISTENT ||
-                         tc_recs[n_tc_recs - 1].kernel == MJ_MMA_K_DECODE_PERSISTENT_SHALLOW,
-                     1);
 }
 END_TEST
 

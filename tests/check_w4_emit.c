@@ -105,8 +105,9 @@ END_TEST
 /* ---- compiles ---------------------------------------------------------------------------- */
 
 /* The GEMM kernels a 4-bit layer runs (tc_layer_stages.cuh, mma_layer.cuh). */
-static const char *const kGemms[] = {"mj_gemm1_act", "mj_gemm2", "mj_gemm1_act_small", "mj_gemm2_small",
-                                     "mj_gemm1_act_small_routed"};
+static const char *const kGemms[] = {"mj_gemm1_act",       "mj_gemm2",
+                                     "mj_gemm1_act_small", "mj_gemm2_small",
+                                     "mj_gemm1_act_small_routed", "mj_decode_persistent"};
 enum { N_GEMMS = sizeof kGemms / sizeof kGemms[0] };
 
 /* Per GEMM kernel: SASS lines with HMMA.16816, LDGSTS and local memory; -1 without nvdisasm. */
@@ -160,7 +161,7 @@ static void compile_and_check(const char *text)
     ck_assert_msg(fail == NULL, "%s", fail);
     int hmma[N_GEMMS], ldgsts[N_GEMMS], local[N_GEMMS];
     if (sass_counts(&prog, hmma, ldgsts, local) == 0) {
-        char report[512];
+        char report[768];
         int at = snprintf(report, sizeof report, "w4 %s:", text);
         for (int i = 0; i < N_GEMMS; i++) {
             ck_assert_msg(hmma[i] > 0 && ldgsts[i] > 0 && local[i] == 0, "%s %s SASS: HMMA %d, LDGSTS %d, local %d",

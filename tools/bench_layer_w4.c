@@ -19,8 +19,11 @@
 #include <string.h>
 
 #include "core/halfconv.h"
+#include "core/settings.h"
 #include "core/spec.h"
 #include "reference/reference.h"
+#include "runtime/gemm_plan.h"
+#include "templates/common/mma_params.h"
 
 int bench_w4_is_4bit(const char *quant) { return quant && (!strncmp(quant, "w4a16", 5) || !strcmp(quant, "mxfp4")); }
 
@@ -304,9 +307,19 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
         snprintf(line, sizeof line, "REFERENCE FAILED: %s", moejit_last_error());
     else
         ok = judge(c, out, again, ideal, replay, (long long)n, line, sizeof line);
+    /* the forced decode mode must have run the persistent layer (deep blocks) */
+    const int mode = L->knobs.decode;
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(L->spec, &a, g->sms, mode, &plan);
+    if (mode == MJ_DECODE_PERSISTENT_DEEP && (!plan.persistent_splits || plan.persistent_shallow)) {
+        snprintf(line, sizeof line, "not the persistent decode layer  FAIL");
+        ok = 0;
+    }
 done:
-    fprintf(log, "reference %-4s %-24s %-40s T=%-4lld%s %s\n", c->dtype, c->quant, c->act, T,
-            c->ep_local > 0 ? " ep" : "", line);
+    fprintf(log, "reference %-4s %-24s %-40s T=%-4lld%s%s %s\n", c->dtype, c->quant, c->act, T,
+            c->ep_local > 0 ? " ep" : "",
+            L->knobs.decode == MJ_DECODE_PERSISTENT_DEEP ? " persistent" : "",
+            line);
     for (int i = 0; i < 9; i++) mj_gpu_free(g, d[i]);
     host_free(&h1), host_free(&h2);
     free(x), free(lg), free(out), free(again), free(ideal), free(replay);
@@ -336,10 +349,21 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
         bench_layer_free(&L);
         return n_ts;
     }
-    for (int i = 0; i < n_ts; i++) *failed += !w4_run(g, &L, c, ts[i], log);
+    int runs = 0;
+    for (int i = 0; i < n_ts; i++) {
+        *failed += !w4_run(g, &L, c, ts[i], log);
+        runs++;
+        if (ts[i] > MJ_MMA_PERSISTENT_MAX_TOKENS) continue;
+        /* and the persistent decode layer, forced (4-bit: its deep blocks only) */
+        const int mode = L.knobs.decode;
+        L.knobs.decode = MJ_DECODE_PERSISTENT_DEEP;
+        *failed += !w4_run(g, &L, c, ts[i], log);
+        L.knobs.decode = mode;
+        runs++;
+    }
     bench_layer_free(&L);
     fflush(log);
-    return n_ts;
+    return runs;
 }
 
 /* The cases of one format: H = 5m and I = 3m for m its shape multiple (K tails past a 128-k
