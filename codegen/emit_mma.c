@@ -108,7 +108,7 @@ static void emit_w4(mj_buf *b, const moejit_spec *spec, const mj_mma_flavour *f)
 {
     const int mx = spec->quant == MJ_QUANT_MXFP4;
     mj_buf_printf(b, "// 4-bit weights streamed packed, dequantized in registers%s\n",
-                  f->has_tall_and_pair ? " (the layer runs mma's 4-bit GEMMs on both paths)" : "");
+                  f->has_tall_and_pair ? " (the layer runs mma's 4-bit GEMMs)" : "");
     mj_buf_printf(b, "constexpr Quant kQuant = %s;\n", mx ? "Quant::mxfp4" : "Quant::w4a16");
     mj_buf_printf(b, "constexpr int kInt4Group = %d;\n", mx ? 0 : spec->group_size);
     mj_buf_printf(b, "constexpr bool kInt4Zero = %s;\n\n", !mx && spec->zero_point ? "true" : "false");
@@ -137,7 +137,10 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     mj_emit_pinned_shape(&b, spec);
     const int w4 = is_w4(spec);
     if (w4) emit_w4(&b, spec, f);
-    mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
+    mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile,
+                  w4 && f->has_tall_and_pair ? "mma's 4-bit GEMMs (large and small paths) are compiled; the "
+                                               "launcher picks per forward"
+                                             : f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);
     return mj_emit_finish(&b, w4 ? f->w4_layer_header : f->layer_header, who, f->kernel_names, f->n_kernels, out);

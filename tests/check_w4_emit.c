@@ -60,6 +60,7 @@ START_TEST(source_names_the_format_and_the_4bit_layer)
     char *d = source_of("backend=wgmma,quant=mxfp4,dtype=fp16,act=silu,arch=sm_90a");
     ck_assert_ptr_nonnull(strstr(d, "constexpr Quant kQuant = Quant::mxfp4;"));
     ck_assert_ptr_nonnull(strstr(d, "runs mma's 4-bit GEMMs"));
+    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: mma's 4-bit GEMMs (large and small paths) are compiled"));
     ck_assert_ptr_nonnull(strstr(d, "#include \"wgmma_w4_layer.cuh\""));
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     for (int i = 0; i < MJ_WGMMA_NUM_KERNELS; i++) ck_assert_ptr_nonnull(strstr(d, names[i]));
