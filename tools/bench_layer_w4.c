@@ -209,6 +209,7 @@ typedef struct w4_case {
     w4_fmt f;
     const char *quant, *dtype, *act;
     int H, I, E, K, ep_local, nan;
+    const char *routing; /* the spec's routing fields (NULL: renormalize) */
 } w4_case;
 
 /* Errors of out against the reference over the finite reference values; the NaN positions
@@ -270,7 +271,9 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
     double *ideal = malloc(n * sizeof *ideal), *replay = malloc(n * sizeof *replay);
     w4_host h1, h2;
     memset(&h1, 0, sizeof h1), memset(&h2, 0, sizeof h2);
-    CUdeviceptr d[9] = {0}; /* x, logits, out, w1, w1 scale, w1 zero, w2, w2 scale, w2 zero */
+    CUdeviceptr d[10] = {0}; /* x, logits, out, w1, w1 scale, w1 zero, w2, w2 scale, w2 zero, bias */
+    const int dsv3 = L->spec->routing == MJ_ROUTING_DEEPSEEK_V3;
+    float bias[8]; /* deepseek_v3's selection bias (E = 8) */
     int ok = 0;
     char line[256] = "";
     moejit_status st = MOEJIT_ERR_OUT_OF_MEMORY;
@@ -292,6 +295,9 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
     a.x = (void *)d[0], a.router_logits = (void *)d[1], a.out = (void *)d[2];
     a.w1 = (void *)d[3], a.w1_scale = (void *)d[4], a.w1_zero = (void *)d[5];
     a.w2 = (void *)d[6], a.w2_scale = (void *)d[7], a.w2_zero = (void *)d[8];
+    for (int e = 0; e < 8; e++) bias[e] = (float)(0.5 * uniform_pm1());
+    if (!st && dsv3) st = mj_gpu_upload_values(g, bias, (size_t)c->E, MJ_DTYPE_FP32, &d[9]);
+    a.routing_bias = (const float *)d[9];
     if (!st) st = forward_twice(g, L, &a, d[2], dt, out, again);
     if (st) {
         snprintf(line, sizeof line, "RUN FAILED: %s", moejit_last_error());
@@ -303,6 +309,10 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
     R.expert_offset = a.expert_offset, R.num_local_experts = a.num_local_experts;
     R.act = &L->spec->act, R.routing = L->spec->routing, R.w1_layout = L->spec->w1_layout, R.dtype = dt;
     R.x = x, R.router_logits = lg, R.w1 = h1.deq, R.w2 = h2.deq;
+    if (dsv3) {
+        R.n_group = L->spec->n_group, R.topk_group = L->spec->topk_group;
+        R.routed_scaling = L->spec->routed_scaling, R.routing_bias = bias;
+    }
     if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_TC) != MOEJIT_OK)
         snprintf(line, sizeof line, "REFERENCE FAILED: %s", moejit_last_error());
     else
@@ -320,7 +330,7 @@ done:
             c->ep_local > 0 ? " ep" : "",
             L->knobs.decode == MJ_DECODE_PERSISTENT_DEEP ? " persistent" : "",
             line);
-    for (int i = 0; i < 9; i++) mj_gpu_free(g, d[i]);
+    for (int i = 0; i < 10; i++) mj_gpu_free(g, d[i]);
     host_free(&h1), host_free(&h2);
     free(x), free(lg), free(out), free(again), free(ideal), free(replay);
     return ok;
@@ -332,9 +342,9 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
 {
     char text[512];
     snprintf(text, sizeof text,
-             "backend=%s,quant=%s,dtype=%s,act=%s,routing=renormalize,hidden=%d,inter=%d,experts=%d,topk=%d,"
+             "backend=%s,quant=%s,dtype=%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
              "arch=native",
-             backend, c->quant, c->dtype, c->act, c->H, c->I, c->E, c->K);
+             backend, c->quant, c->dtype, c->act, c->routing ? c->routing : "renormalize", c->H, c->I, c->E, c->K);
     if (!g) { /* (the NaN case reuses the first case's layer) */
         static char last[512];
         if (c->nan) return 0;
@@ -375,7 +385,7 @@ static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *bac
     static const long long ts[] = {1, 5, 37, 300}, ep_ts[] = {3}, nan_ts[] = {37, 300};
     const w4_fmt f = fmt_of(quant);
     const int m = f.mx ? 32 : f.zp ? 2 * f.group : f.group;
-    w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0};
+    w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0, NULL};
     int runs = w4_layer(g, ctx, backend, &c, ts, 4, log, failed);
     c.ep_local = 4;
     runs += w4_layer(g, ctx, backend, &c, ep_ts, 1, log, failed);
@@ -397,15 +407,37 @@ static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *bac
     return runs;
 }
 
-int bench_w4_reference_checks(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *const *quants,
-                              int n_quants, FILE *log, int *failed)
+/* Each routing method of routings but renormalize on one 4-bit layer (mxfp4, gpt-oss's SwiGLU;
+ * deepseek_v3 with a selection bias, llama4 top-1): the routing kernels are the 16-bit layers',
+ * run here in front of the 4-bit GEMMs and inside the 4-bit persistent layer. */
+static int w4_routing_cases(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *const *routings,
+                            int n_routings, FILE *log, int *failed)
 {
+    static const long long ts[] = {1, 5, 37, 300};
+    w4_case c = {fmt_of("mxfp4"), "mxfp4", "bf16", "swiglu(alpha=1.702,beta=1,limit=7)", 160, 96, 8, 2, 0, 0, NULL};
+    int runs = 0;
+    for (int r = 0; r < n_routings; r++) {
+        if (!strcmp(routings[r], "renormalize")) continue;
+        const int llama4 = !strcmp(routings[r], "llama4");
+        c.K = llama4 ? 1 : 2;
+        c.routing = !strcmp(routings[r], "deepseek_v3") ? "deepseek_v3,n_group=4,topk_group=2,routed_scaling=2.5"
+                                                         : routings[r];
+        runs += w4_layer(g, ctx, backend, &c, ts, 4, log, failed);
+    }
+    return runs;
+}
+
+int bench_w4_reference_checks(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *const *quants,
+                              int n_quants, const char *const *routings, int n_routings, FILE *log, int *failed)
+{
+    int w4 = 0;
+    for (int q = 0; q < n_quants; q++) w4 |= !strcmp(quants[q], "w4a16") || !strcmp(quants[q], "mxfp4");
+    int runs = w4 ? w4_routing_cases(g, ctx, backend, routings, n_routings, log, failed) : 0;
     static const char *const gated[] = {"swiglu"}, *const two[] = {"swiglu", "relu2"},
                              *const oss[] = {"swiglu(alpha=1.702,beta=1,limit=7)", "relu2", "silu"};
     static const char *const w4a16[] = {"w4a16,group=32", "w4a16,group=64", "w4a16,group=128",
                                         "w4a16,group=32,zero_point=1", "w4a16,group=64,zero_point=1",
                                         "w4a16,group=128,zero_point=1"};
-    int runs = 0;
     for (int q = 0; q < n_quants; q++) {
         if (!strcmp(quants[q], "mxfp4")) {
             runs += w4_format_cases(g, ctx, backend, "mxfp4", oss, 3, 1, 1, log, failed);

@@ -40,9 +40,10 @@ void bench_w4_weights_free(const mj_gpu *g, bench_w4_weights *w);
 
 /* The float64 reference cases of backend's 4-bit layers (mma or wgmma) for the formats named
  * in quants ("w4a16": groups 32, 64, 128 with and without zero points; "mxfp4": also a NaN
- * scale), printed to log; g NULL: prints their layers' specs instead. Returns the number of
+ * scale), and, with either, each routing method of routings but renormalize on an mxfp4
+ * layer; printed to log; g NULL: prints their layers' specs instead. Returns the number of
  * runs; *failed counts those that failed. */
 int bench_w4_reference_checks(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *const *quants,
-                              int n_quants, FILE *log, int *failed);
+                              int n_quants, const char *const *routings, int n_routings, FILE *log, int *failed);
 
 #endif

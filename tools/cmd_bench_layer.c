@@ -84,7 +84,8 @@ static const char usage[] =
     "                   methods not yet validated)\n"
     "  --quant LIST     with --check: the float64 cases' weight formats: bf16 (default: the cases\n"
     "                   above), w4a16 (groups 32, 64, 128, with and without zero points), mxfp4 (also\n"
-    "                   a NaN scale), or all\n"
+    "                   a NaN scale), or all; with a 4-bit format, --routing's methods also run on an\n"
+    "                   mxfp4 layer\n"
     "  --no-reference   with --check: the model-shape comparisons only (no float64 cases, whose\n"
     "                   ~50 small layers per backend take minutes to compile)\n"
     "  --no-time        checks only\n"
@@ -633,7 +634,7 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
         const char *be = o->backend[b];
         if (!strcmp(be, "simt")) continue;
         /* the 4-bit formats of --quant (bench_layer_w4.c), then the 16-bit cases */
-        n += bench_w4_reference_checks(g, ctx, be, o->quant, o->n_quants, stdout, failed);
+        n += bench_w4_reference_checks(g, ctx, be, o->quant, o->n_quants, o->routing, o->n_routings, stdout, failed);
         if (!bf16) continue;
         for (int r = 0; r < o->n_routings; r++) {
             if (!strcmp(o->routing[r], "renormalize")) continue;
