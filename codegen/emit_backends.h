@@ -34,6 +34,7 @@ typedef struct mj_mma_flavour {
     int n_kernels;
     int has_tall_and_pair;    /* the tile=tall and tile=pair paths exist (wgmma) */
     int has_fp8;              /* quant=fp8_tensor and fp8_block build (wgmma: templates/wgmma_fp8.cuh) */
+    const char *w4_layer_header; /* the template included last for 4-bit weights (w4a16, mxfp4) */
 } mj_mma_flavour;
 
 /* mj_emit_mma's contract and refusals for the flavour's backend (and arch, if sm90a_only). */

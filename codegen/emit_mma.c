@@ -29,29 +29,57 @@
 static const char *const kernel_names[MJ_MMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST};
 _Static_assert(MJ_MMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the mma layer must fit in mj_program.kernels");
 
-/* The quantizations of the flavour: 16-bit everywhere, fp8 (e4m3 weights) where it has the fp8
- * GEMMs; the dtype (x, out) is the 16-bit quant's own, or either for fp8. */
+static int is_w4(const moejit_spec *s) { return s->quant == MJ_QUANT_W4A16 || s->quant == MJ_QUANT_MXFP4; }
+
+/* What a 4-bit layer adds: its dtype, pinned dimensions in whole scale groups, and (wgmma,
+ * which runs mma's kernels for it) no tall or pair tiles. */
+static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
+{
+    const char *be = mj_backend_names[f->backend];
+    if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype bf16 or fp16, got %s",
+                       mj_quant_names[s->quant], mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
+    const int m = s->quant == MJ_QUANT_MXFP4 ? MJ_MXFP4_GROUP : s->zero_point ? 2 * s->group_size : s->group_size;
+    if (s->hidden % m || s->inter % m)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "%s: quant=%s%s needs a multiple of %d (its scale groups along K), got %d",
+                       s->hidden % m ? "hidden" : "inter", mj_quant_names[s->quant],
+                       s->quant == MJ_QUANT_W4A16 && s->zero_point ? " with zero points" : "", m,
+                       s->hidden % m ? s->hidden : s->inter);
+    const int path = mj_mma_path_of(s->tile);
+    if (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR)
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s runs mma's 4-bit GEMMs, which know %s; got %s",
+                       mj_quant_names[s->quant], be, MJ_MMA_TILE_NAMES, s->tile);
+    return MOEJIT_OK;
+}
+
+/* The quantizations of the flavour: 16-bit everywhere, 4-bit (mma's 4-bit GEMMs) on both,
+ * fp8 (e4m3 weights) where it has the fp8 GEMMs; the dtype (x, out) is the 16-bit quant's own,
+ * or either for fp8 and 4-bit. The fp8 and 4-bit GEMMs' epilogues know none of
+ * weight_layout.cuh's options: their layers take up_gate without biases or overrides. */
 static moejit_status check_quant(const moejit_spec *s, const mj_mma_flavour *f)
 {
     const char *be = mj_backend_names[f->backend];
-    const int fp8 = s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK;
-    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16 && !(fp8 && f->has_fp8))
+    const int fp8 = s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK, w4 = is_w4(s);
+    if (s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16 && !(fp8 && f->has_fp8) && !w4)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "quant: backend %s supports %s; got %s", be,
-                       f->has_fp8 ? "bf16, fp16, fp8_tensor, fp8_block" : "bf16, fp16",
+                       f->has_fp8 ? "bf16, fp16, fp8_tensor, fp8_block, w4a16, mxfp4" : "bf16, fp16, w4a16, mxfp4",
                        mj_emit_name_or(mj_quant_names, MJ_QUANT_COUNT, (int)s->quant));
-    if (fp8) {
-        if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
+    if (fp8 || w4) {
+        if (w4) {
+            moejit_status st = check_w4(s, f);
+            if (st != MOEJIT_OK) return st;
+        } else if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16) {
             return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype bf16 or fp16, got %s",
                            mj_quant_names[s->quant], mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
-        if (s->quant == MJ_QUANT_FP8_BLOCK && s->fp8_act != MJ_FP8_ACT_TENSOR)
+        } else if (s->quant == MJ_QUANT_FP8_BLOCK && s->fp8_act != MJ_FP8_ACT_TENSOR) {
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                            "fp8_act: only quant=fp8_tensor chooses it (tensor, token, static)");
-        /* the fp8 GEMMs' epilogues (templates/wgmma_fp8.cuh) know none of weight_layout.cuh's options */
+        }
         if (s->w1_layout != MJ_W1_UP_GATE || s->bias != MJ_BIAS_NONE || s->act_overrides != MJ_OVERRIDES_NONE)
-            return mj_fail(MOEJIT_ERR_UNSUPPORTED, "%s: backend %s's fp8 layers take w1_layout=up_gate, bias=none, "
+            return mj_fail(MOEJIT_ERR_UNSUPPORTED, "%s: backend %s's %s layers take w1_layout=up_gate, bias=none, "
                            "act_overrides=none; got %s",
                            s->w1_layout != MJ_W1_UP_GATE ? "w1_layout" : s->bias != MJ_BIAS_NONE ? "bias" : "act_overrides",
-                           be,
+                           be, mj_quant_names[s->quant],
                            s->w1_layout != MJ_W1_UP_GATE ? mj_w1_layout_names[s->w1_layout]
                            : s->bias != MJ_BIAS_NONE    ? mj_bias_names[s->bias]
                                                         : mj_act_overrides_names[s->act_overrides]);
@@ -118,6 +146,17 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
     return MOEJIT_OK;
 }
 
+/* The 4-bit weight format's constants (the 16-bit layers' source has none: it stays as it was). */
+static void emit_w4(mj_buf *b, const moejit_spec *spec, const mj_mma_flavour *f)
+{
+    const int mx = spec->quant == MJ_QUANT_MXFP4;
+    mj_buf_printf(b, "// 4-bit weights streamed packed, dequantized in registers%s\n",
+                  f->has_tall_and_pair ? " (the layer runs mma's 4-bit GEMMs)" : "");
+    mj_buf_printf(b, "constexpr Quant kQuant = %s;\n", mx ? "Quant::mxfp4" : "Quant::w4a16");
+    mj_buf_printf(b, "constexpr int kInt4Group = %d;\n", mx ? 0 : spec->group_size);
+    mj_buf_printf(b, "constexpr bool kInt4Zero = %s;\n\n", !mx && spec->zero_point ? "true" : "false");
+}
+
 moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour *f, mj_source *out)
 {
     const char *be = mj_backend_names[f->backend];
@@ -155,10 +194,15 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     if (spec->act_overrides == MJ_OVERRIDES_PER_EXPERT)
         mj_buf_puts(&b, "// per-expert activation overrides (act_param) applied in GEMM1's epilogue\n"
                         "constexpr bool kActOverrides = true;\n\n");
-    mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile, f->tile_note);
+    const int w4 = is_w4(spec);
+    if (w4) emit_w4(&b, spec, f);
+    mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile,
+                  w4 && f->has_tall_and_pair ? "mma's 4-bit GEMMs (large and small paths) are compiled; the "
+                                               "launcher picks per forward"
+                                             : f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);
-    return mj_emit_finish(&b, f->layer_header, who, f->kernel_names, f->n_kernels, out);
+    return mj_emit_finish(&b, w4 ? f->w4_layer_header : f->layer_header, who, f->kernel_names, f->n_kernels, out);
 }
 
 moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out)
@@ -170,6 +214,7 @@ moejit_status mj_emit_mma(const moejit_spec *spec, mj_source *out)
                                        kernel_names,
                                        MJ_MMA_NUM_KERNELS,
                                        0,
-                                       0};
+                                       0,
+                                       "mma_w4_layer.cuh"};
     return mj_emit_mma_flavour(spec, &mma, out);
 }

@@ -35,6 +35,7 @@ moejit_status mj_emit_wgmma(const moejit_spec *spec, mj_source *out)
              MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_BK, MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN, MJ_WGMMA_BK,
              MJ_WGMMA_PAIR_CTAS, MJ_WGMMA_STAGES, MJ_WGMMA_SHORT_BM, MJ_WGMMA_SHORT_BN, MJ_WGMMA_BK,
              MJ_WGMMA_SHORT_STAGES);
-    const mj_mma_flavour wgmma = {MJ_BACKEND_WGMMA, 1, note, "wgmma_layer.cuh", kernel_names, MJ_WGMMA_NUM_KERNELS, 1, 1};
+    const mj_mma_flavour wgmma = {MJ_BACKEND_WGMMA, 1, note, "wgmma_layer.cuh", kernel_names, MJ_WGMMA_NUM_KERNELS, 1, 1,
+                                  "wgmma_w4_layer.cuh"};
     return mj_emit_mma_flavour(spec, &wgmma, out);
 }

@@ -24,6 +24,9 @@
 #define ALL_BIASES (MJ_BIT(MJ_BIAS_NONE) | MJ_BIT(MJ_BIAS_B1) | MJ_BIT(MJ_BIAS_B2) | MJ_BIT(MJ_BIAS_BOTH))
 #define ALL_OVERRIDES (MJ_BIT(MJ_OVERRIDES_NONE) | MJ_BIT(MJ_OVERRIDES_PER_EXPERT))
 #define TC_QUANTS (MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16))
+/* 4-bit weights on the tensor-core backends: built and checked on the CPU (NVRTC, SASS, the
+ * dequantization against the contract's decoding), not yet run on a device. */
+#define TC_W4_QUANTS (MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4))
 #define TC_DTYPES (MJ_BIT(MJ_DTYPE_BF16) | MJ_BIT(MJ_DTYPE_FP16))
 
 /* simt builds every value of the contract, each validated by the GPU suite (tests/gpu). */
@@ -80,7 +83,7 @@ const mj_backend_caps mj_backend_table[] = {
     {
         .backend = MJ_BACKEND_MMA,
         .summary = "warp-level tensor cores (mma.sync, ldmatrix, cp.async), sm_80+",
-        .built = TC_BUILT(TC_QUANTS, ALL_ARCHS),
+        .built = TC_BUILT(TC_QUANTS | TC_W4_QUANTS, ALL_ARCHS),
         .validated = TC_VALIDATED(TC_QUANTS, ALL_ARCHS),
     },
     {
@@ -89,7 +92,7 @@ const mj_backend_caps mj_backend_table[] = {
         .backend = MJ_BACKEND_WGMMA,
         .summary = "warpgroup MMA (wgmma, TMA and cp.async on mbarriers, warp-specialized, "
                    "persistent) for prefill, mma's kernels for decode; sm_90a only",
-        .built = TC_BUILT(WGMMA_BUILT_QUANTS, MJ_BIT(MJ_ARCH_SM90A)),
+        .built = TC_BUILT(WGMMA_BUILT_QUANTS | TC_W4_QUANTS, MJ_BIT(MJ_ARCH_SM90A)),
         .validated = TC_VALIDATED(TC_QUANTS, MJ_BIT(MJ_ARCH_SM90A)),
     },
 };
@@ -199,12 +202,14 @@ static int any_unvalidated(const mj_caps_table *t)
 
 /* ---- the check ----------------------------------------------------------------------------------- */
 
-/* Products the per-field masks cannot express: wgmma's fp8 layers take W1 in up_gate without
- * biases or overrides (their epilogues, templates/wgmma_fp8.cuh, know none of them). */
+/* Products the per-field masks cannot express: the tensor-core backends' fp8 and 4-bit layers
+ * take W1 in up_gate without biases or overrides (their epilogues, templates/wgmma_fp8.cuh and
+ * mma_w4_gemm.cuh, know none of them). */
 static moejit_status check_combinations(const moejit_spec *s)
 {
     const int fp8 = s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK;
-    if (s->backend != MJ_BACKEND_WGMMA || !fp8) return MOEJIT_OK;
+    const int w4 = s->quant == MJ_QUANT_W4A16 || s->quant == MJ_QUANT_MXFP4;
+    if (s->backend == MJ_BACKEND_SIMT || !(fp8 || w4)) return MOEJIT_OK;
     const char *field = s->w1_layout != MJ_W1_UP_GATE       ? "w1_layout"
                         : s->bias != MJ_BIAS_NONE            ? "bias"
                         : s->act_overrides != MJ_OVERRIDES_NONE ? "act_overrides"
@@ -214,9 +219,10 @@ static moejit_status check_combinations(const moejit_spec *s)
                         : s->bias != MJ_BIAS_NONE      ? bias_name((int)s->bias)
                                                        : overrides_name((int)s->act_overrides);
     return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                   "backend wgmma does not support %s %s with quant %s; its fp8 layers take w1_layout=up_gate, "
+                   "backend %s does not support %s %s with quant %s; its %s layers take w1_layout=up_gate, "
                    "bias=none, act_overrides=none",
-                   field, value ? value : "?", mj_quant_names[s->quant]);
+                   mj_backend_names[s->backend], field, value ? value : "?", mj_quant_names[s->quant],
+                   fp8 ? "fp8" : "4-bit");
 }
 
 moejit_status mj_check_support(const moejit_spec *spec)

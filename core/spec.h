@@ -22,6 +22,9 @@ typedef enum mj_quant {
     MJ_QUANT_MXFP4, MJ_QUANT_COUNT
 } mj_quant;
 
+/* The 4-bit weight formats (packed two per byte, dequantized in the kernel). */
+static inline int mj_quant_is_4bit(mj_quant q) { return q == MJ_QUANT_W4A16 || q == MJ_QUANT_MXFP4; }
+
 /* Element type of x, out, biases (and of the weights for bf16/fp16 quant). */
 typedef enum mj_dtype { MJ_DTYPE_BF16 = 0, MJ_DTYPE_FP16, MJ_DTYPE_FP32, MJ_DTYPE_COUNT } mj_dtype;
 

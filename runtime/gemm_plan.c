@@ -73,13 +73,20 @@ static int fp8_weights(const moejit_spec *spec)
 
 /* The built-in rule: small up to the backend's rows per local expert, wgmma's pair from
  * MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT, else large (tall only when forced or tuned). */
+/* Whether a forward of spec runs wgmma's own prefill GEMMs (tall, pair, short tiles): a 4-bit
+ * layer of wgmma runs mma's 4-bit kernels on both paths (templates/wgmma_w4_layer.cuh). */
+static int wgmma_prefill(const moejit_spec *spec)
+{
+    return mj_backend_has_tall_and_pair_paths(spec->backend) && !mj_quant_is_4bit(spec->quant);
+}
+
 static int rule_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    const int64_t small_max = spec->backend == MJ_BACKEND_WGMMA ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
-                                                                : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
+    const int64_t small_max = wgmma_prefill(spec) ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
+                                                  : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
     if (pairs <= small_max * e_local && !fp8_weights(spec)) return MJ_MMA_PATH_SMALL;
-    if (mj_backend_has_tall_and_pair_paths(spec->backend) &&
+    if (wgmma_prefill(spec) &&
         pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
         return MJ_MMA_PATH_PAIR;
     return MJ_MMA_PATH_LARGE;
@@ -92,6 +99,7 @@ static int chosen_path(const moejit_spec *spec, const moejit_moe_args *args, int
     const int forced = mj_mma_path_of(spec->tile);
     if (forced > MJ_MMA_PATH_AUTO) return forced;
     const int tuned = mj_tune_path(spec, args);
+    if (!wgmma_prefill(spec) && (tuned == MJ_MMA_PATH_TALL || tuned == MJ_MMA_PATH_PAIR)) return MJ_MMA_PATH_LARGE;
     return tuned != MJ_MMA_PATH_AUTO && !(tuned == MJ_MMA_PATH_SMALL && fp8_weights(spec)) ? tuned : rule;
 }
 
@@ -100,20 +108,22 @@ static int chosen_path(const moejit_spec *spec, const moejit_moe_args *args, int
  * as full, as the unfused GEMM2's; with k = 6 they outnumber them and fit one wave only three
  * to an SM (the shallow kernel); other k, untried, and an expert-parallel rank keep GEMM2 and
  * finalize. */
-static int t1_kernel(const moejit_moe_args *args, const mj_gemm_plan *p, int precomputed, int64_t e_local)
+static int t1_kernel(const moejit_spec *spec, const moejit_moe_args *args, const mj_gemm_plan *p, int precomputed,
+                     int64_t e_local)
 {
-    if (p->path != MJ_MMA_PATH_SMALL || precomputed ||
+    if (p->path != MJ_MMA_PATH_SMALL || precomputed || mj_quant_is_4bit(spec->quant) || /* 16-bit only */
         !MJ_MMA_T1_GEMM2_FINALIZE(args->num_tokens, p->chain_splits, args->topk, e_local, args->num_experts))
         return -1;
     return args->topk == MJ_MMA_T1_SLOTS ? MJ_MMA_K_GEMM2_FINALIZE_T1 : MJ_MMA_K_GEMM2_FINALIZE_T1_SHALLOW;
 }
 
 /* The chain's kernels of the plan's path. */
-static void chain_kernels(const moejit_moe_args *args, int precomputed, int64_t e_local, mj_gemm_plan *p)
+static void chain_kernels(const moejit_spec *spec, const moejit_moe_args *args, int precomputed, int64_t e_local,
+                          mj_gemm_plan *p)
 {
     const int small = p->path == MJ_MMA_PATH_SMALL, tall = p->path == MJ_MMA_PATH_TALL;
     const int pair = p->path == MJ_MMA_PATH_PAIR, short_tiles = p->short_tiles;
-    const int t1_k = t1_kernel(args, p, precomputed, e_local);
+    const int t1_k = t1_kernel(spec, args, p, precomputed, e_local);
     p->t1_fused = t1_k >= 0;
     p->k_gemm1 = small         ? (p->routed_gemm1 ? MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED : MJ_MMA_K_GEMM1_ACT_SMALL)
                  : tall        ? MJ_WGMMA_K_GEMM1_ACT_TALL
@@ -161,7 +171,9 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
     plan->gemm2_splits = plan->persistent_splits;
     /* the shallow blocks need an SM of 228 KiB (sm_90a, sm_100a: three blocks of 60 KiB stages
      * and ~7 KiB of routing fit; measured on sm_90a only), unless the mode names the blocks */
-    if (decode == MJ_DECODE_PERSISTENT_SHALLOW || decode == MJ_DECODE_PERSISTENT_DEEP)
+    if (mj_quant_is_4bit(spec->quant)) /* 4-bit: the deep blocks only (templates/mma_w4_layer.cuh) */
+        plan->persistent_shallow = 0;
+    else if (decode == MJ_DECODE_PERSISTENT_SHALLOW || decode == MJ_DECODE_PERSISTENT_DEEP)
         plan->persistent_shallow = decode == MJ_DECODE_PERSISTENT_SHALLOW;
     else if (spec->arch == MJ_ARCH_SM90A || spec->arch == MJ_ARCH_SM100A)
         plan->persistent_shallow = mj_gemm_plan_persistent_shallow(routed, args->inter, gated, sms);
@@ -177,7 +189,7 @@ void mj_gemm_plan_make(const moejit_spec *spec, const moejit_moe_args *args, int
     p.rule_path = rule_path(spec, args);
     p.path = T == 0 ? MJ_MMA_PATH_AUTO : chosen_path(spec, args, p.rule_path);
     const int small = p.path == MJ_MMA_PATH_SMALL;
-    p.short_tiles = mj_backend_has_tall_and_pair_paths(spec->backend) && p.path == MJ_MMA_PATH_LARGE && gated &&
+    p.short_tiles = wgmma_prefill(spec) && p.path == MJ_MMA_PATH_LARGE && gated &&
                     pairs <= (int64_t)MJ_WGMMA_SHORT_MAX_ROWS_PER_EXPERT * e_local;
     p.pair_order = p.path == MJ_MMA_PATH_PAIR && pairs < (int64_t)MJ_WGMMA_PAIR_ORDER_MAX_ROWS * e_local;
     p.row_tile = row_tile(spec, &p);
@@ -187,7 +199,7 @@ void mj_gemm_plan_make(const moejit_spec *spec, const moejit_moe_args *args, int
     p.chain_splits = !small ? 1
                             : mj_gemm_plan_chain_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW), T, (int)args->topk,
                                                         (int)args->num_experts, (int)e_local, args->inter);
-    chain_kernels(args, precomputed, e_local, &p);
+    chain_kernels(spec, args, precomputed, e_local, &p);
     p.finalize_wide = MJ_TC_FINALIZE_WIDE(T, args->hidden, p.chain_splits);
     p.persistent_candidate = T >= 1 && T <= MJ_MMA_PERSISTENT_MAX_TOKENS && !precomputed && small;
     p.workspace_splits = p.chain_splits;

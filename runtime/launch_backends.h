@@ -49,6 +49,7 @@ typedef struct mj_mma_forward {
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     int sms;               /* the device's SMs (set where the plan's decode layer was decided) */
+    int w4;                /* 4-bit weights: the GEMMs' pipelines are common/mma_w4_params.h's */
     mj_layer_params p;
 } mj_mma_forward;
 
@@ -68,6 +69,11 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
 moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
                                   const mj_module *m, const moejit_moe_args *args, void *workspace,
                                   size_t workspace_bytes, const mj_launch_knobs *knobs, mj_mma_forward *f);
+/* A whole forward on mma's kernels (the mma layer, and a 4-bit wgmma layer, which runs mma's
+ * 4-bit GEMMs on both paths: templates/wgmma_w4_layer.cuh). */
+moejit_status mj_launch_mma_kernels_forward(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
+                                            const mj_module *m, const moejit_moe_args *args, void *workspace,
+                                            size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs);
 /* Refuses GEMM grids (or row tiles) past INT32_MAX, naming num_tokens. */
 moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2);
 /* The decode (small) path's GEMM grids, the same in both layers: weight tiles x row tiles,

@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "templates/common/mma_params.h"
+#include "templates/common/mma_w4_params.h"
 #include "templates/common/params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/args_check.h"
@@ -86,6 +87,9 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (mj_tc_is_fp8(spec) && path == MJ_MMA_PATH_SMALL)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED,
                        "tile: an fp8 %s layer has no small path; use auto, large, tall or pair; got %s", be, spec->tile);
+    if (mj_quant_is_4bit(spec->quant) && (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s runs mma's 4-bit GEMMs, which know %s; got %s",
+                       mj_quant_names[spec->quant], be, MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
 
@@ -167,7 +171,8 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
     }
     /* scales, zero points (none: 16-bit weights), b1, b2 and the overrides, as every backend
      * checks them; the overrides only in a layer built for them */
-    st = mj_launch_check_format_inputs(spec, a);
+    st = mj_launch_check_w4_inputs(spec, a); /* 4-bit first: its messages say what the format has */
+    if (st == MOEJIT_OK) st = mj_launch_check_format_inputs(spec, a);
     if (st != MOEJIT_OK) return st;
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
         if (a->act_param[i] && spec->act_overrides != MJ_OVERRIDES_PER_EXPERT)
@@ -227,6 +232,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->T = args->num_tokens, f->pairs = f->T * args->topk;
     f->H = args->hidden, f->I = args->inter, f->e_local = mj_launch_local_experts(args);
     f->gated = moejit_activation_is_gated(&spec->act);
+    f->w4 = mj_quant_is_4bit(spec->quant);
     f->precomputed = spec->routing == MJ_ROUTING_PRECOMPUTED;
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     f->programmatic = spec->arch >= MJ_ARCH_SM90A ? k.pdl : MJ_PDL_OFF;
@@ -269,7 +275,8 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
          * words (templates/decode_persistent.cuh) */
         const int shallow = plan->persistent_shallow;
         const int kernel = shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW : MJ_MMA_K_DECODE_PERSISTENT;
-        const int smem = shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
+        const int smem = f->w4 ? MJ_W4_DECODE_SMEM /* 4-bit: deep blocks only */
+                               : shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
         const int per_sm = shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, m->kernels[kernel], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
@@ -325,28 +332,37 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     return MOEJIT_OK;
 }
 
-moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
-                                    const moejit_moe_args *args, void *workspace,
-                                    size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
+moejit_status mj_launch_mma_kernels_forward(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
+                                            const mj_module *m, const moejit_moe_args *args, void *workspace,
+                                            size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
     mj_mma_forward f;
-    moejit_status st = mj_launch_mma_begin(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
+    moejit_status st = mj_launch_mma_begin(l, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
 
-    const int small = f.plan.path == MJ_MMA_PATH_SMALL;
+    /* 4-bit weights: the same tiles and grids, their own pipelines (common/mma_w4_params.h) */
+    const int small = f.plan.path == MJ_MMA_PATH_SMALL, w4 = mj_quant_is_4bit(spec->quant);
     mj_mma_gemms g = {0, 0, small ? MJ_MMA_SMALL_THREADS : MJ_MMA_LARGE_THREADS,
-                      small ? MJ_MMA_SMALL_SMEM : MJ_MMA_LARGE_SMEM, NULL, NULL};
+                      small ? (w4 ? MJ_W4_SMALL_SMEM : MJ_MMA_SMALL_SMEM) : (w4 ? MJ_W4_LARGE_SMEM : MJ_MMA_LARGE_SMEM),
+                      NULL, NULL};
     if (small) {
         mj_launch_mma_small_grids(&f, &g.g1, &g.g2);
     } else { /* intermediate columns per CTA of GEMM1, hidden columns per CTA of GEMM2 */
         g.g1 = ceil_div(f.I, f.gated ? MJ_MMA_LARGE_BN / 2 : MJ_MMA_LARGE_BN) * f.plan.max_tiles;
         g.g2 = ceil_div(f.H, MJ_MMA_LARGE_BN) * f.plan.max_tiles;
     }
-    st = mj_launch_mma_grids_fit(&mma_launcher, &f, g.g1, g.g2);
+    st = mj_launch_mma_grids_fit(l, &f, g.g1, g.g2);
     if (st != MOEJIT_OK) return st;
 
     CUdevice dev;
     CUresult r = d->cuCtxGetDevice(&dev);
     if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuCtxGetDevice");
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
+}
+
+moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec, const mj_module *m,
+                                    const moejit_moe_args *args, void *workspace,
+                                    size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
+{
+    return mj_launch_mma_kernels_forward(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, stream, knobs);
 }

@@ -129,6 +129,9 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
                                       const moejit_moe_args *args, void *workspace,
                                       size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
+    if (spec && mj_quant_is_4bit(spec->quant)) /* mma's 4-bit GEMMs on both paths, no tensor maps */
+        return mj_launch_mma_kernels_forward(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, stream,
+                                             knobs);
     mj_mma_forward f;
     moejit_status st =
         mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);

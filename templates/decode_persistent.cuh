@@ -161,11 +161,31 @@ __device__ __forceinline__ int decode_row_list(PersistentDecode &s, int k, int t
     return s.tiles;
 }
 
+// The 16-bit GEMMs of the persistent decode layer (Gemms below; the 4-bit ones are
+// mma_w4_gemm.cuh's W4DecodeGemms).
+template <Dtype D, int kAct, int kStages, class X = PlainLayer>
+struct DecodeGemms16 {
+    using Extras = X; // the epilogues' W1 layout, biases and overrides (weight_layout.cuh)
+    __device__ __forceinline__ static void gemm1(const mj_layer_params &p, const ActParams &act, int H, int I, int k,
+                                                 unsigned char *smem, const RowTile &tile, const int *rows, int c)
+    {
+        gemm1_act_small<D, kAct, kStages, X>(p, act, H, I, k, smem, tile, rows, c);
+    }
+    template <class Gate>
+    __device__ __forceinline__ static void gemm2(const mj_layer_params &p, int H, int I, unsigned char *smem,
+                                                 const RowTile &tile, const int *rows, int h0, int split, Gate gate)
+    {
+        gemm2_small_tile<D, kStages, Gate, X>(p, H, I, smem, tile, rows, h0, split, gate);
+    }
+};
+
 // The persistent decode layer: routes the batch, builds its row list (decode_row_list), then
 // takes work items from the queue until none is left: GEMM1 tiles, then GEMM2 tiles behind
 // their gates, the last GEMM2 tile of a column range summing out there. kStages:
-// MJ_MMA_DECODE_STAGES or MJ_MMA_DECODE_SHALLOW_STAGES (the pipeline depth of every tile).
-template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages, class X = PlainLayer>
+// MJ_MMA_DECODE_STAGES or MJ_MMA_DECODE_SHALLOW_STAGES (the pipeline depth of every tile);
+// Gemms: the tiles' GEMMs (DecodeGemms16, or the 4-bit weights' W4DecodeGemms) and their Extras.
+template <Dtype D, int kAct, Routing kRouting, Dtype kLogits, int kMaxE, int kMaxK, int kStages,
+          class Gemms = DecodeGemms16<D, kAct, kStages>>
 __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, const ActParams &act, int H, int I,
                                                   int E, int k, const GroupRouting &gr, unsigned char *smem)
 {
@@ -218,7 +238,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             const int b = item / c1;
             const RowTile tile = {s.tile_expert[b], s.tile_row0[b], s.tile_rows[b]};
             const int c = item % c1;
-            gemm1_act_small<D, kAct, kStages, X>(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
+            Gemms::gemm1(p, act, H, I, k, smem, tile, &s.rows[tile.row0], c);
             __threadfence(); // this thread's intermediate stores, before the count
             __syncthreads();
             if (tid == 0) atomicAdd(gemm1_done + b * splits + c * kCols1 / split_k, 1);
@@ -228,8 +248,8 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
             // its gate: the GEMM1 items of b that write its K range (none if the range is empty)
             const int first1 = split * split_k / kCols1;
             const int end1 = min(c1, ((split + 1) * split_k + kCols1 - 1) / kCols1);
-            gemm2_small_tile<D, kStages, WaitForCount, X>(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
-                                WaitForCount{gemm1_done + b * splits + split, max(end1 - first1, 0)});
+            Gemms::gemm2(p, H, I, smem, tile, &s.rows[tile.row0], col * BW, split,
+                         WaitForCount{gemm1_done + b * splits + split, max(end1 - first1, 0)});
             __threadfence(); // this thread's y stores, before the count
             __syncthreads();
             if (tid == 0) s.finalizes = atomicAdd(gemm2_done + col, 1) == n * splits - 1;
@@ -238,7 +258,7 @@ __device__ __forceinline__ void decode_persistent(const mj_layer_params &p, cons
                 __threadfence(); // the other items' y stores, counted before ours, are visible
                 const int c = col * BW + tid % (BW / 4) * 4; // BW / 4 threads per token
                 for (int t = tid / (BW / 4); t < T && c < H; t += MJ_MMA_SMALL_THREADS / (BW / 4))
-                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true, X::kB2>(
+                    finalize_cols<D, kMaxK, /*kYInDtype=*/true, 4, /*kFromL2=*/true, Gemms::Extras::kB2>(
                         p, t, c, H, k, s.ids + t * k, s.weights + t * k);
             }
         }

@@ -28,25 +28,38 @@
 #include "tc_layer_stages.cuh"
 
 // (256, 2): two CTAs per SM (2 x 96 KB of stages), so one CTA's epilogue and prologue hide
-// behind the other's mainloop; caps registers at 128 per thread.
+// behind the other's mainloop; caps registers at 128 per thread. (The 4-bit layer sets its own
+// minimum: mma_w4_layer.cuh.)
+#ifndef MJ_TC_LARGE_MIN_BLOCKS
+#define MJ_TC_LARGE_MIN_BLOCKS 2
+#endif
 #if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
+extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, MJ_TC_LARGE_MIN_BLOCKS)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
+#ifdef MJ_TC_W4
+    mj::w4_gemm1_act_large<kDtype, W4, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
+                                                 dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+#else
     mj::gemm1_act_large<kDtype, kActKind, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                           dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
+#endif
 }
 #endif
 
 #if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
+extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, MJ_TC_LARGE_MIN_BLOCKS)
 mj_gemm2(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
+#ifdef MJ_TC_W4
+    mj::w4_gemm2_large<kDtype, W4>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+#else
     mj::gemm2_large<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+#endif
 }
 #endif
 

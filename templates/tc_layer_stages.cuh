@@ -83,6 +83,33 @@ static_assert(!kTcFp8 || kTcQuant == Quant::fp8_block || kTcQuant == Quant::fp8_
 // this declaration; they run one or few blocks per SM, so it costs no occupancy that matters.
 extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 
+// The decode GEMMs of the layer's weight format (the chain's and the persistent layer's):
+// 16-bit, or 4-bit where the layer header (mma_w4_layer.cuh) defines MJ_TC_W4 and the format
+// mj::tc_layer::W4. The batch-1 GEMM2 + finalize and the persistent layer's shallow blocks are
+// 16-bit only (4-bit, the shallow kernel spilled at the 128 registers ptxas gave it): a 4-bit
+// plan never launches them (runtime/gemm_plan.c), so their 4-bit entries are empty, and the
+// routed GEMM1 always publishes the tile table and routing its GEMM2 and finalize read.
+#ifdef MJ_TC_W4
+#define MJ_TC_GEMM1_ACT_SMALL(...) mj::w4_gemm1_act_small<kDtype, W4, kActKind>(__VA_ARGS__)
+#define MJ_TC_GEMM2_SMALL(...) mj::w4_gemm2_small<kDtype, W4>(__VA_ARGS__)
+#define MJ_TC_16BIT_ONLY(p) return
+#define MJ_TC_T1_BUILT false
+#define MJ_TC_DECODE_GEMMS(stages) mj::W4DecodeGemms<kDtype, W4, kActKind, stages>
+// their blocks per SM as a bound (two fit the shared memory): without it ptxas aimed at more
+// and spilled (the persistent layer at 3 or 4 blocks, the routed GEMM1 at 7)
+#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_MMA_DECODE_BLOCKS_PER_SM
+#define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS, 2
+#else
+#define MJ_TC_GEMM1_ACT_SMALL(...) mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(__VA_ARGS__)
+#define MJ_TC_GEMM2_SMALL(...) mj::gemm2_small<kDtype, Extras>(__VA_ARGS__)
+#define MJ_TC_16BIT_ONLY(p) (void)0
+#define MJ_TC_T1_BUILT true
+#define MJ_TC_DECODE_GEMMS(stages) mj::DecodeGemms16<kDtype, kActKind, stages, Extras>
+#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS
+#define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS
+#endif
+
+
 #if MJ_TC_BUILDS(MJ_TC_BIT_ROUTE)
 extern "C" __global__ void __launch_bounds__(MJ_SIMT_ROUTE_THREADS)
 mj_route(const __grid_constant__ mj_layer_params p)
@@ -159,7 +186,7 @@ mj_expert_offsets_small(const __grid_constant__ mj_layer_params p)
 #endif
 
 #if MJ_TC_BUILDS(MJ_TC_BIT_SMALL)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_SMALL_BOUNDS)
 mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
@@ -168,9 +195,9 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
     const int bid = static_cast<int>(blockIdx.x);
     mj::RowTile tile;
     if (!mj::find_row_tile<MJ_MMA_SMALL_BT>(p, bid % p.max_tiles, &tile)) return;
-    mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
-                                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
-                                          reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
+    MJ_TC_GEMM1_ACT_SMALL(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile,
+                          reinterpret_cast<const int *>(p.ws_rows) + tile.row0, bid / p.max_tiles);
 }
 #endif
 
@@ -179,7 +206,7 @@ mj_gemm1_act_small(const __grid_constant__ mj_layer_params p)
 // so the layer is three launches: this, mj_gemm2_small, mj_finalize (or two: this and
 // mj_gemm2_finalize_t1).
 #if MJ_TC_BUILDS(MJ_TC_BIT_ROUTED)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_SMALL_BOUNDS)
 mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
@@ -190,8 +217,8 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
     // Before the batch-1 GEMM2 + finalize, whose blocks route for themselves and stream W2
     // before their wait (mma_gemm2.cuh), that grid may launch at once; before mj_gemm2_small,
     // only after the mainloop (mma_gemm1_act.cuh says why).
-    const bool t1 = MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk),
-                                             p.num_local_experts, dim<kPinnedExperts>(p.num_experts));
+    const bool t1 = MJ_TC_T1_BUILT && MJ_MMA_T1_GEMM2_FINALIZE(p.num_tokens, p.gemm2_splits, dim<kPinnedTopk>(p.topk),
+                                                               p.num_local_experts, dim<kPinnedExperts>(p.num_experts));
     if (t1) mj::grid_dep_launch();
     __shared__ mj::DecodeRouting routing;
     const int bid = static_cast<int>(blockIdx.x);
@@ -204,19 +231,19 @@ mj_gemm1_act_small_routed(const __grid_constant__ mj_layer_params p)
                                                               dim<kPinnedTopk>(p.topk), gr, b, col_tile == 0 && !t1,
                                                               bid == 0 && !t1, routing, &tile))
         return;
-    mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
-                                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
+    MJ_TC_GEMM1_ACT_SMALL(p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter),
+                          dim<kPinnedTopk>(p.topk), mj_tc_smem, tile, routing.rows, col_tile);
 }
 #endif
 
 #if MJ_TC_BUILDS(MJ_TC_BIT_SMALL)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_SMALL_BOUNDS)
 mj_gemm2_small(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
-    mj::gemm2_small<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+    MJ_TC_GEMM2_SMALL(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 }
 #endif
 
@@ -228,6 +255,7 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
+    MJ_TC_16BIT_ONLY(p);
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_STAGES, MJ_MMA_T1_SMEM, kRouting, kLogitsDtype, kMaxE, Extras>(
@@ -241,6 +269,7 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_gemm2_finalize_t1_shallow(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
+    MJ_TC_16BIT_ONLY(p);
     using namespace mj::tc_layer;
     const mj::GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
     mj::gemm2_finalize_t1<kDtype, MJ_MMA_T1_SHALLOW_STAGES, MJ_MMA_T1_SHALLOW_SMEM, kRouting, kLogitsDtype, kMaxE, Extras>(
@@ -303,7 +332,7 @@ template <int kStages>
 __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p)
 {
     const GroupRouting gr = {kNGroup, kTopkGroup, kRoutedScaling};
-    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages, Extras>(
+    decode_persistent<kDtype, kActKind, kRouting, kLogitsDtype, kMaxE, kMaxK, kStages, MJ_TC_DECODE_GEMMS(kStages)>(
         p, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedExperts>(p.num_experts),
         dim<kPinnedTopk>(p.topk), gr, mj_tc_smem);
 }
@@ -311,7 +340,7 @@ __device__ __forceinline__ void decode_persistent_layer(const mj_layer_params &p
 } // namespace mj
 
 #if MJ_TC_BUILDS(MJ_TC_BIT_PERSISTENT)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
+extern "C" __global__ void __launch_bounds__(MJ_TC_DECODE_BOUNDS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
@@ -326,6 +355,7 @@ extern "C" __global__ void __launch_bounds__(MJ_MMA_SMALL_THREADS)
 mj_decode_persistent_shallow(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
+    MJ_TC_16BIT_ONLY(p);
     mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_SHALLOW_STAGES>(p);
 }
 #endif

@@ -455,6 +455,51 @@ START_TEST(bench_layer_list_specs_lists_the_fp8_layers_asked_for)
 }
 END_TEST
 
+/* The 4-bit float64 cases and model shapes (--quant): every group with and without zero points
+ * and mxfp4, bf16 and fp16, on both tensor-core backends, then the 4-bit shapes with simt; each
+ * once, and each a layer `warm` plans. */
+START_TEST(bench_layer_lists_the_4bit_layers)
+{
+    static const char *const env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--check", "--quant", "w4a16,mxfp4", "--backend", "mma,wgmma",
+                    "--no-time", "--shapes", "gpt-oss-120b-mxfp4,qwen3-30b-a3b-w4a16", "--list-specs",
+                    (const char *)NULL);
+    ASSERT_RC(0);
+    char *list = strdup(r.out);
+    ck_assert_ptr_nonnull(list);
+    const char *lines[64];
+    int n = 0, zp = 0, fp16 = 0, mx = 0, g32 = 0, g64 = 0, g128 = 0, simt = 0;
+    for (char *save = NULL, *l = strtok_r(list, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        ck_assert_msg(strstr(l, "quant=w4a16,group=") || strstr(l, "quant=mxfp4,"), "line: %s", l);
+        for (int i = 0; i < n; i++) ck_assert_msg(strcmp(lines[i], l) != 0, "listed twice: %s", l);
+        ck_assert_int_lt(n, 64);
+        lines[n++] = l;
+        zp += strstr(l, "zero_point=1") != NULL, fp16 += strstr(l, "dtype=fp16") != NULL;
+        mx += strstr(l, "quant=mxfp4") != NULL, simt += strncmp(l, "backend=simt,", 13) == 0;
+        g32 += strstr(l, "group=32") != NULL, g64 += strstr(l, "group=64") != NULL, g128 += strstr(l, "group=128") != NULL;
+    }
+    ck_assert_msg(n == 30 && zp == 8 && fp16 == 4 && mx == 11 && g32 == 4 && g64 == 6 && g128 == 9 && simt == 2,
+                  "%d layers, %d zero points, %d fp16, %d mxfp4, groups %d/%d/%d, %d simt:\n%s", n, zp, fp16, mx, g32,
+                  g64, g128, simt, r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "backend=mma,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),routing=renormalize,"
+                                        "hidden=2880,inter=2880,experts=128,topk=4"));
+    const char *argv[80];
+    int a = 0;
+    argv[a++] = "warm", argv[a++] = "--dry-run", argv[a++] = "--arch", argv[a++] = "sm_90a";
+    for (int i = 0; i < n; i++) argv[a++] = lines[i];
+    argv[a] = NULL;
+    char *out = strdup(r.out);
+    mj_test_cli_result_free(&r);
+    mj_test_cli_runv(&t, env, &r, argv);
+    ASSERT_RC(0);
+    char want[80];
+    snprintf(want, sizeof want, "%d to compile, 0 already present, 0 unsupported", n);
+    ck_assert_msg(strstr(r.out, want), "wanted '%s':\n%s\nlist:\n%s", want, r.out, out);
+    free(out);
+    free(list);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -489,6 +534,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, tune_without_a_device_exits_1_and_writes_nothing);
     tcase_add_test(tc, bench_layer_list_specs_lists_warmable_layers_without_a_device);
     tcase_add_test(tc, bench_layer_list_specs_lists_the_fp8_layers_asked_for);
+    tcase_add_test(tc, bench_layer_lists_the_4bit_layers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "templates/common/mma_params.h"
+#include "templates/common/mma_w4_params.h"
 #include "templates/common/params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/driver.h"
@@ -1620,6 +1621,90 @@ START_TEST(a_tuning_table_entry_flips_the_auto_path_only)
 }
 END_TEST
 
+/* ---- 4-bit weights on the tensor-core backends ------------------------------------------------ */
+
+#define MMA_W4 "backend=mma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a"
+#define MMA_W4_ZP "backend=mma,quant=w4a16,group=64,zero_point=1,act=swiglu,routing=renormalize,arch=sm_90a"
+#define WGMMA_MX "backend=wgmma,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),routing=renormalize,arch=sm_90a"
+
+static void tc_w4_refused(const char *text, const char *part)
+{
+    moejit_spec *s = spec_of(text);
+    moejit_moe_args a = args_for(s, 2, 2880, 2880, 8, 2);
+    mj_driver d;
+    mj_module m;
+    tc_setup(&d, &m);
+    const moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, 1u << 30, NULL, &g_knobs);
+    ck_assert_msg(st != MOEJIT_OK && strstr(moejit_last_error(), part), "%s: %s lacks '%s'", text,
+                  moejit_last_error(), part);
+    ck_assert_int_eq(n_tc_recs, 0);
+    moejit_spec_destroy(s);
+}
+
+START_TEST(four_bit_tensor_core_inputs_are_checked_naming_the_field)
+{
+    forward_fails(MMA_W4_ZP, 2, 256, 256, 4, 2, drop_w2_zero,
+                  "args.w2_zero: must not be NULL (quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2])");
+    forward_fails(MMA_W4, 2, 256, 256, 4, 2, drop_w1_scale,
+                  "args.w1_scale: must not be NULL (quant=w4a16: dtype [E_local, N, K/group])");
+    forward_fails(WGMMA_MX, 2, 2880, 2880, 4, 2, drop_w2_scale,
+                  "args.w2_scale: must not be NULL (quant=mxfp4: e8m0 bytes [E_local, N, K/32])");
+    forward_fails(MMA_W4, 2, 256, 256, 4, 2, odd_w2_scale_by_one, "args.w2_scale: must be 2-byte aligned");
+    forward_ok(WGMMA_MX, 0, 2880, 2880, 4, 2, odd_w2_scale_by_one); /* e8m0 bytes: any address; T = 0 */
+    forward_fails(MMA_W4, 2, 256, 256, 4, 2, add_w1_zero, "args.w1_zero: must be NULL");
+    forward_fails(WGMMA_MX, 2, 2880, 2880, 4, 2, add_w1_zero,
+                  "args.w1_zero: must be NULL: quant=mxfp4 has no zero points");
+    forward_fails(MMA_W4, 2, 256, 256, 4, 2, odd_w1, "args.w1: must be 16-byte aligned");
+    /* group divisibility (two groups per zero-point byte) and the 32-element chunks */
+    forward_fails(MMA_W4_ZP, 2, 192, 256, 4, 2, NULL, "args.hidden: must be a multiple of 128");
+    forward_fails(MMA_W4, 2, 256, 64, 4, 2, NULL, "args.inter: must be a multiple of 128");
+    forward_fails(WGMMA_MX, 2, 2880, 48, 4, 2, NULL, "args.inter: must be a multiple of 32");
+    /* wgmma runs mma's 4-bit GEMMs: no tall or pair tiles */
+    tc_w4_refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=tall,arch=sm_90a", "tile: a mxfp4 layer of backend wgmma");
+    tc_w4_refused("backend=wgmma,quant=w4a16,act=swiglu,tile=pair,arch=sm_90a", "tile:");
+}
+END_TEST
+
+/* The 4-bit layers launch the 16-bit chain's kernels and grids, and its persistent decode
+ * layer, with their own pipelines' shared memory; never the batch-1 GEMM2 + finalize or
+ * wgmma's own prefill GEMMs (and so no tensor maps). */
+START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
+{
+    const char *const specs[] = {MMA_W4, MMA_W4_ZP, WGMMA_MX};
+    for (int i = 0; i < 3; i++) {
+        tc_forward(specs[i], 1, 2048, 768, 128, 8, 0, 0, 0); /* batch 1: GEMM1's blocks route */
+        ck_assert_int_eq(n_tc_recs, 3);
+        ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED);
+        ck_assert_int_eq(tc_gemm(1)->kernel, MJ_MMA_K_GEMM2_SMALL);
+        ck_assert_int_eq(tc_gemm(2)->kernel, MJ_MMA_K_FINALIZE);
+        ck_assert_uint_eq(tc_gemm(0)->gx, 216); /* the 16-bit small tiles: 24 column tiles x 9 row tiles */
+        ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_SMALL_SMEM);
+        ck_assert_uint_eq(tc_gemm(1)->smem, MJ_W4_SMALL_SMEM);
+        ck_assert_int_eq(tc_attr_smem, MJ_W4_SMALL_SMEM);
+        tc_forward(specs[i], 4, 2048, 768, 128, 8, 0, 0, 0); /* the persistent layer, as for bf16 */
+        ck_assert_int_eq(n_tc_recs, 2);
+        ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_DECODE_RESET);
+        ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT); /* 4-bit: the deep blocks only */
+        ck_assert_uint_eq(tc_recs[1].smem, MJ_W4_DECODE_SMEM);
+        ck_assert_uint_eq(tc_recs[1].gx, 2 * 132);
+        ck_assert_int_eq(tc_attr_smem, MJ_W4_DECODE_SMEM);
+        tc_forward(specs[i], 12, 2048, 768, 128, 8, 0, 0, 0); /* the chain: fused routing, small GEMMs */
+        ck_assert_int_eq(n_tc_recs, 4);
+        ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
+        ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT_SMALL);
+        ck_assert_uint_eq(tc_gemm(1)->smem, MJ_W4_SMALL_SMEM);
+        tc_forward(specs[i], 4096, 2048, 768, 128, 8, 0, 0, 0); /* 256 rows per expert: wgmma's pair path for bf16 */
+        ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
+        ck_assert_int_eq(tc_gemm(1)->kernel, MJ_MMA_K_GEMM2);
+        ck_assert_uint_eq(tc_gemm(0)->block, MJ_MMA_LARGE_THREADS);
+        ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_LARGE_SMEM);
+        ck_assert_uint_eq(tc_gemm(0)->gx, 4608); /* the 16-bit large tiles: 12 column tiles x 384 row tiles */
+        ck_assert_int_eq(tc_gemm(0)->map, -1);
+        ck_assert_int_eq(n_tc_maps, 0);
+    }
+}
+END_TEST
+
 static Suite *launch_suite(void)
 {
     Suite *s = suite_create("launch");
@@ -1658,6 +1743,8 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, wgmma_fp8_runs_its_gemms_on_every_path_with_byte_maps);
     tcase_add_test(tc, wgmma_fp8_arguments_are_checked_naming_the_field);
     tcase_add_test(tc, wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales);
+    tcase_add_test(tc, four_bit_tensor_core_inputs_are_checked_naming_the_field);
+    tcase_add_test(tc, four_bit_forwards_run_the_chain_with_their_own_pipelines);
     suite_add_tcase(s, tc);
     return s;
 }

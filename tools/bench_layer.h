@@ -15,9 +15,10 @@ typedef struct bench_model_shape {
     const char *name;
     int hidden, inter, experts, topk;
     const char *act;
+    const char *quant; /* the spec's weight format fields ("mxfp4", "w4a16,group=128"); NULL: bf16 */
 } bench_model_shape;
 
-/* The i-th model shape (0, 1, ...); NULL past the last. */
+/* The i-th model shape of bf16 weights (0, 1, ...); NULL past the last. */
 const bench_model_shape *bench_layer_shape(int i);
 
 /* argv[0] is "layer" (or the program name); returns an exit code of cli.h. */

@@ -23,6 +23,8 @@ static const bench_quant quants[] = {
     {"fp8_token", "quant=fp8_tensor,fp8_act=token", 1, 0, 0, 272, 208},
     {"fp8_static", "quant=fp8_tensor,fp8_act=static", 1, 0, 1, 272, 208},
     {"fp8_block", "quant=fp8_block", 1, 1, 0, 640, 384},
+    {"w4a16", "quant=w4a16,group=128", 0, 0, 0, 0, 0, 1},
+    {"mxfp4", "quant=mxfp4", 0, 0, 0, 0, 0, 1},
 };
 
 const bench_quant *bench_quant_find(const char *name)

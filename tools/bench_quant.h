@@ -20,9 +20,10 @@ typedef struct bench_quant {
     int block;         /* fp8_block: [E, N/128, K/128] scales; else [E] per matrix */
     int static_x;      /* x arrives as e4m3 with x_scale */
     int check_h, check_i; /* the float64 cases' H and I (multiples of 128 for fp8_block, of 16 else) */
+    int w4;            /* 4-bit weights: bench_layer_w4.c's float64 cases and weights */
 } bench_quant;
 
-#define BENCH_QUANT_NAMES "bf16, fp8_tensor, fp8_token, fp8_static, fp8_block"
+#define BENCH_QUANT_NAMES "bf16, fp8_tensor, fp8_token, fp8_static, fp8_block, w4a16, mxfp4"
 
 /* The format named name, or NULL. */
 const bench_quant *bench_quant_find(const char *name);

@@ -26,6 +26,7 @@
 #include "tools/bench_floor.h"
 #include "tools/bench_layer.h"
 #include "tools/bench_layer_run.h"
+#include "tools/bench_layer_w4.h"
 #include "tools/cli.h"
 #include "core/halfconv.h"
 #include "codegen/layer_modules.h"
@@ -47,11 +48,17 @@ static const model_shape shapes[] = {
     {"nemotron", 2688, 1856, 128, 6, "relu2"},
     {"gpt-oss-bf16", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)"},
     {"kimi-k2", 7168, 2048, 384, 8, "swiglu"},
+    /* 4-bit weights (bench_layer_w4.c); gpt-oss's interleaved W1 and biases come with the
+     * tensor-core backends' support for them */
+    {"gpt-oss-120b-mxfp4", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)", "mxfp4"},
+    {"qwen3-30b-a3b-w4a16", 2048, 768, 128, 8, "swiglu", "w4a16,group=128"},
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+#define N_BF16_SHAPES 6 /* the 4-bit shapes follow (`moejit tune` takes the bf16 ones) */
+#define W4_SHAPES "gpt-oss-120b-mxfp4, qwen3-30b-a3b-w4a16"
 #define DEFAULT_SHAPES "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
 
-const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_SHAPES ? &shapes[i] : NULL; }
+const bench_model_shape *bench_layer_shape(int i) { return i >= 0 && i < N_BF16_SHAPES ? &shapes[i] : NULL; }
 
 static const char usage[] =
     "usage: moejit bench layer [--shapes LIST] [--batches LIST] [--backend LIST] [--tile LIST] [--quant LIST]\n"
@@ -66,7 +73,8 @@ static const char usage[] =
     "time, effective TB/s on the weight bytes the batch touches, TFLOP/s and the fraction of the\n"
     "roofline floor max(W / bw, F / peak).\n"
     "\n"
-    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, kimi-k2, or all\n"
+    "  --shapes LIST    " DEFAULT_SHAPES " (default), gpt-oss-bf16, kimi-k2, " W4_SHAPES "\n"
+    "                   (4-bit weights: MOEJIT_ALLOW_UNVALIDATED=1 on mma and wgmma), or all\n"
     "  --batches LIST   tokens per forward (default 1,8,64,512,4096)\n"
     "  --backend LIST   simt, mma, wgmma (default mma)\n"
     "  --tile LIST      mma/wgmma tile field: auto (default: the launch-time heuristic), large, small,\n"
@@ -107,7 +115,9 @@ static const char usage[] =
     "Examples:\n"
     "  moejit bench layer --check\n"
     "  moejit bench layer --backend wgmma --quant fp8_block --shapes deepseek-v3,kimi-k2,qwen3-235b-a22b\n"
-    "  moejit bench layer --shapes qwen3-30b-a3b --batches 1,64 --tile small,large --backend mma,simt\n";
+    "  moejit bench layer --shapes qwen3-30b-a3b --batches 1,64 --tile small,large --backend mma,simt\n"
+    "  MOEJIT_ALLOW_UNVALIDATED=1 moejit bench layer --check --quant w4a16,mxfp4 --no-time --shapes \\\n"
+    "      gpt-oss-120b-mxfp4 --backend mma,wgmma\n";
 
 typedef struct options {
     int shape[N_SHAPES], n_shapes;
@@ -117,7 +127,7 @@ typedef struct options {
     int n_backends;
     const char *tile[5];
     int n_tiles;
-    const bench_quant *quant[5]; /* --quant */
+    const bench_quant *quant[8]; /* --quant */
     int n_quants;
     int check, reference, time, list_specs, extras;
     const char *layer_routing; /* --layer-routing: the timed layers' routing method */
@@ -164,7 +174,7 @@ static int parse_shapes(const char *value, options *o)
     }
     if (n <= 0) {
         cli_error("bench layer: --shapes: unknown or empty list '%s'; allowed: " DEFAULT_SHAPES
-                  ", gpt-oss-bf16, all",
+                  ", gpt-oss-bf16, " W4_SHAPES ", all",
                   value);
         return -1;
     }
@@ -193,16 +203,21 @@ static int parse_word_list(const char *opt, const char *value, const char **out,
 
 static int parse_quants(const char *value, options *o)
 {
-    char items[6][32];
-    int n = split(value, items, 6);
+    char items[9][32];
+    int n = split(value, items, 9);
     o->n_quants = 0;
-    for (int i = 0; i < n && n <= 5; i++) {
+    if (n == 1 && !strcmp(items[0], "all")) { /* every format once */
+        static const char *const all[] = {"bf16", "fp8_tensor", "fp8_token", "fp8_static", "fp8_block", "w4a16", "mxfp4"};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) o->quant[o->n_quants++] = bench_quant_find(all[i]);
+        return 0;
+    }
+    for (int i = 0; i < n && n <= 8; i++) {
         const bench_quant *q = bench_quant_find(items[i]);
         if (!q) n = -1;
         else o->quant[o->n_quants++] = q;
     }
-    if (n <= 0 || n > 5) {
-        cli_error("bench layer: --quant: bad list '%s'; allowed: " BENCH_QUANT_NAMES, value);
+    if (n <= 0 || n > 8) {
+        cli_error("bench layer: --quant: bad list '%s'; allowed: " BENCH_QUANT_NAMES ", all", value);
         return -1;
     }
     return 0;
@@ -219,6 +234,7 @@ static bench_floor floor_of(const model_shape *s, int gated, long long B, double
 
 typedef struct shape_bufs {
     CUdeviceptr w1, w2, x, logits, out, out2, ws;
+    bench_w4_weights w4; /* a 4-bit shape's weights (w1 and w2 unused) */
     size_t ws_bytes, x_set, logits_set; /* elements per input set (at the largest batch) */
     size_t x_elem;                      /* bytes per x element: 2, or 1 (static fp8 x) */
     int sets;
@@ -245,6 +261,14 @@ static moejit_status enqueue_forward(void *vctx, int i, CUstream stream)
     return bench_layer_forward(c->g, c->layer, &a, c->b->ws, c->b->ws_bytes, stream);
 }
 
+/* The 4-bit format fields of shape s's weights in a run of q ("mxfp4", "w4a16,group=128"), or
+ * NULL for 16-bit and fp8 weights: a 4-bit shape's own, else q's. */
+static const char *shape_w4_quant(const model_shape *s, const bench_quant *q)
+{
+    if (bench_w4_is_4bit(s->quant)) return s->quant;
+    return q && q->w4 ? q->spec + strlen("quant=") : NULL;
+}
+
 static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUdeviceptr out,
                     moejit_moe_args *a)
 {
@@ -254,6 +278,7 @@ static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUde
     a->x = (void *)b->x, a->router_logits = (void *)b->logits;
     a->w1 = (void *)b->w1, a->w2 = (void *)b->w2, a->out = (void *)out;
     if (b->quant) bench_quant_args(b->quant, &b->scales, a);
+    if (shape_w4_quant(s, b->quant)) bench_w4_args(&b->w4, a);
 }
 
 /* Runs one forward of set 0 into out (poisoned first) and downloads it as floats. */
@@ -748,7 +773,7 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
         "situ", "swiglu(alpha=1.702,beta=1,limit=7)", "situ(gate_scale=4,linear_scale=25,clamp_limit=6)"};
     int n = 0, bf16 = 0;
     for (int q = 0; q < o->n_quants; q++) {
-        bf16 |= !o->quant[q]->fp8;
+        bf16 |= !o->quant[q]->fp8 && !o->quant[q]->w4;
         if (!o->quant[q]->fp8) continue;
         /* fp8's float64 cases on wgmma (mma has no fp8 layer), each --routing method */
         for (int b = 0; b < o->n_backends; b++)
@@ -760,6 +785,15 @@ static int reference_checks(const mj_gpu *g, moejit_context *ctx, const options 
             }
         set_ref_routing("renormalize", ref_K, 0);
     }
+    /* the 4-bit formats of --quant (bench_layer_w4.c), then the 16-bit cases */
+    const char *w4_names[8];
+    int n_w4 = 0;
+    for (int q = 0; q < o->n_quants; q++)
+        if (o->quant[q]->w4 && n_w4 < 8) w4_names[n_w4++] = o->quant[q]->name;
+    for (int b = 0; b < o->n_backends && n_w4; b++)
+        if (strcmp(o->backend[b], "simt") != 0)
+            n += bench_w4_reference_checks(g, ctx, o->backend[b], w4_names, n_w4, o->routing, o->n_routings, stdout,
+                                           failed);
     for (int b = 0; b < o->n_backends && bf16; b++) {
         const char *be = o->backend[b];
         if (!strcmp(be, "simt")) continue;
@@ -861,6 +895,7 @@ static void free_bufs(const mj_gpu *g, shape_bufs *b)
     mj_gpu_free(g, b->w1), mj_gpu_free(g, b->w2), mj_gpu_free(g, b->x), mj_gpu_free(g, b->logits);
     mj_gpu_free(g, b->out), mj_gpu_free(g, b->out2), mj_gpu_free(g, b->ws);
     bench_quant_free(g, &b->scales);
+    bench_w4_weights_free(g, &b->w4);
     memset(b, 0, sizeof *b);
 }
 
@@ -879,14 +914,26 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
 {
     int nv = 0;
     memset(v, 0, 16 * sizeof *v);
-    /* fp8: the label says so (bf16's stay as they were) */
-    const char *qlabel = q->fp8 ? q->name : "", *qsep = q->fp8 ? " " : "";
+    *n_user = 0;
+    /* a 4-bit shape runs in its own format, once: as --quant's first entry that is not fp8 */
+    if (s->quant) {
+        const bench_quant *own = NULL;
+        for (int i = 0; i < o->n_quants && !own; i++)
+            if (!o->quant[i]->fp8) own = o->quant[i];
+        if (q != own) return 0;
+    }
+    const char *w4 = shape_w4_quant(s, q);
+    char qspec[80];
+    snprintf(qspec, sizeof qspec, "%s%s", s->quant ? "quant=" : "", s->quant ? s->quant : q->spec);
+    /* fp8 and 4-bit: the label says so (bf16's stay as they were) */
+    const int named = q->fp8 || q->w4;
+    const char *qlabel = named ? q->name : "", *qsep = named ? " " : "";
     for (int b = 0; b < o->n_backends; b++) {
         if (q->fp8 && !strcmp(o->backend[b], "mma")) continue; /* mma has no fp8 layer */
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
             if (is_mma && (!strcmp(o->tile[t], "tall") || !strcmp(o->tile[t], "pair")) &&
-                strcmp(o->backend[b], "wgmma") != 0)
+                (strcmp(o->backend[b], "wgmma") != 0 || w4)) /* 4-bit: mma's GEMMs, no tall or pair */
                 continue;
             if (q->fp8 && is_mma && !strcmp(o->tile[t], "small")) continue; /* fp8: no small path */
             variant *x = &v[nv++];
@@ -897,7 +944,7 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
             snprintf(x->text, sizeof x->text,
                      "backend=%s,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,"
                      "topk=%d,arch=native%s%s",
-                     o->backend[b], q->spec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
+                     o->backend[b], qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
                      is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
         }
     }
@@ -910,7 +957,7 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
         snprintf(v[nv].text, sizeof v[nv].text,
                  "backend=simt,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
                  "arch=native",
-                 q->spec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk);
+                 qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk);
         nv++;
     }
     return nv;
@@ -924,7 +971,10 @@ static moejit_status fill_shape(const mj_gpu *g, const bench_fill *fill, const m
     const bench_quant *q = b->quant;
     const uint64_t seed = 0x5eed0000ull + (uint64_t)(s - shapes) * 16;
     moejit_status st = MOEJIT_OK;
-    if (q->fp8) {
+    const char *w4 = shape_w4_quant(s, q);
+    if (w4) {
+        st = bench_w4_weights_make(g, fill, w4, s->hidden, s->inter, s->experts, (int)rows1, seed, &b->w4, stream);
+    } else if (q->fp8) {
         st = bench_fill_e4m3(g, fill, b->w1, nw1, seed + 1, stream);
         if (st == MOEJIT_OK) st = bench_fill_e4m3(g, fill, b->w2, nw2, seed + 2, stream);
         if (st == MOEJIT_OK)
@@ -962,7 +1012,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     for (int i = 0; i < nv; i++)
         if (!strncmp(v[i].label, "simt", 4)) simt_ref = i;
     printf("== %s: H %d, I %d, E %d, k %d, %s, %s, %s routing\n", s->name, s->hidden, s->inter,
-           s->experts, s->topk, s->act, q->name, o->layer_routing);
+           s->experts, s->topk, s->act, s->quant ? s->quant : q->name, o->layer_routing);
     moejit_status st = MOEJIT_OK;
     for (int i = 0; i < nv && st == MOEJIT_OK; i++) {
         st = bench_layer_build(ctx, v[i].text, &v[i].layer);
@@ -1000,8 +1050,9 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
         st = bench_layer_workspace(&v[i].layer, &a, &need);
         if (need > b.ws_bytes) b.ws_bytes = need;
     }
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw1 * w_elem, &b.w1);
-    if (st == MOEJIT_OK) st = mj_gpu_alloc(g, nw2 * w_elem, &b.w2);
+    const int w4 = shape_w4_quant(s, q) != NULL;
+    if (st == MOEJIT_OK && !w4) st = mj_gpu_alloc(g, nw1 * w_elem, &b.w1);
+    if (st == MOEJIT_OK && !w4) st = mj_gpu_alloc(g, nw2 * w_elem, &b.w2);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * (size_t)b.sets * b.x_elem, &b.x);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.logits_set * (size_t)b.sets * 4, &b.logits);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out);
@@ -1072,6 +1123,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
             }
             snprintf(r->note, sizeof r->note, "%s", note);
             r->m = floor_of(s, gated, B, e_read, o);
+            if (w4) r->m = bench_w4_floor(r->m, shape_w4_quant(s, q), o->bw, o->peak); /* the 4-bit bytes */
             char clock[64];
             printf("time  %-16s B=%-6lld %-10s path %-5s %10.1f us  %6.2f TB/s  %7.1f TFLOP/s  floor %8.1f us "
                    "(%5.1f%%)  experts %.2f (uniform %.2f)  spread %.0f%%  SM %s\n",

@@ -107,9 +107,9 @@ def test_warm_and_inspect_compile(tmp_path):
 def test_warm_reports_every_failure():
     with pytest.raises(moejit.Unsupported) as e:
         moejit.warm(["backend=simt,quant=bf16,act=relu,arch=sm_80",
-                     "backend=mma,quant=mxfp4,arch=sm_80"])
+                     "backend=wgmma,quant=bf16,arch=sm_80"])
     results = e.value.results
-    assert results[0].ok and not results[1].ok and "mxfp4" in results[1].message
+    assert results[0].ok and not results[1].ok and "sm_80" in results[1].message
 
 
 def test_configure_cache_dir(tmp_path):

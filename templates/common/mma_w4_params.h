@@ -1,0 +1,36 @@
+/*
+ * This file contains what the host and the 4-bit GEMMs of the tensor-core layers share (quant
+ * w4a16 and mxfp4, templates/mma_w4_gemm.cuh): each path's k per stage, pipeline depth and
+ * dynamic shared memory. Their tiles are the 16-bit paths' (common/mma_params.h: 64 weight
+ * rows x 16 tokens small, 128 x 128 large), so the row tiles, grids and workspace are too;
+ * only the stages differ, since a stage of packed weights is a quarter of the bytes. Plain C,
+ * included by the templates (NVRTC) and by runtime/launch_mma.c, launch_wgmma.c.
+ *
+ *   small (decode)  128 k per stage: 64 rows x 64 bytes of packed weights + 16 x 256 bytes of
+ *                   activations = 8 KiB; 10 stages (80 KiB: two CTAs per SM on sm_90, and the
+ *                   99 KiB of sm_86/89/120), 36 KiB of weights in flight per CTA
+ *   persistent      the decode layer's deep blocks: 9 stages of the small path's (72 KiB)
+ *   large           64 k per stage: 128 rows x 32 bytes + 128 x 128 bytes = 20 KiB; 4 stages
+ *                   and 2 KiB of scale constants (82 KiB, two CTAs per SM as the 16-bit large path)
+ */
+#ifndef MJ_TEMPLATES_COMMON_MMA_W4_PARAMS_H
+#define MJ_TEMPLATES_COMMON_MMA_W4_PARAMS_H
+
+#define MJ_W4_SMALL_BK 128
+#define MJ_W4_SMALL_STAGES 10
+#define MJ_W4_LARGE_BK 64
+#define MJ_W4_LARGE_STAGES 4
+
+/* one stage: packed weight rows (BK/2 bytes each), then activation rows (2·BK bytes each) */
+#define MJ_W4_STAGE_BYTES(weight_rows, token_rows, bk) ((weight_rows) * (bk) / 2 + (token_rows) * (bk) * 2)
+#define MJ_W4_SMALL_SMEM (MJ_W4_SMALL_STAGES * MJ_W4_STAGE_BYTES(64, 16, MJ_W4_SMALL_BK))
+/* the large path adds two buffers of the stage's scale-group constants: 128 rows x 2 x 4 bytes */
+#define MJ_W4_LARGE_SMEM (MJ_W4_LARGE_STAGES * MJ_W4_STAGE_BYTES(128, 128, MJ_W4_LARGE_BK) + 2 * 128 * 2 * 4)
+/* the persistent decode layer's deep blocks in 4-bit stages (MJ_MMA_DECODE_STAGES of
+ * common/mma_params.h, which every user of this includes first; its shallow blocks are 16-bit only) */
+#define MJ_W4_DECODE_SMEM (MJ_MMA_DECODE_STAGES * MJ_W4_STAGE_BYTES(64, 16, MJ_W4_SMALL_BK))
+#if MJ_W4_SMALL_SMEM > 101376 || MJ_W4_LARGE_SMEM > 101376
+#error "the 4-bit GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
+#endif
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * This file contains the bit-level half of the tensor-core backends' 4-bit weight decoding
+ * (int4 of w4a16, e2m1 of mxfp4): from one 32-bit word of packed nibbles (8 elements, the
+ * even index in the low nibble) to the 16-bit patterns of MMA operand pairs, and the dtype
+ * patterns of the constants and scales the arithmetic half (mma_w4_dequant.cuh) multiplies
+ * them by. Plain C shared by the templates (NVRTC) and the host tests, which check every
+ * nibble, zero point and e8m0 byte against the contract's decoding (tests/check_w4_bits.c).
+ *
+ * Pair i (0..3) of a word is its byte i: nibble 2i goes to the LOW half of the result, nibble
+ * 2i + 1 to the high half, which is the order an MMA register holds two consecutive k.
+ *
+ *   int4   prmt(q, q >> 4) puts nibble 2i in bits 0..3 and 2i + 1 in bits 16..19; OR-ing the
+ *          pattern of the dtype's 2^m (bf16 128 = 0x4300, fp16 1024 = 0x6400, whose ulp is 1)
+ *          gives the exact values 2^m + n; subtracting 2^m + zp leaves n − zp exactly
+ *   e2m1   prmt(q << 4, q) puts the nibbles in bits 12..15 and 28..31; the sign bit stays and
+ *          the three exponent and mantissa bits shift down to the dtype's two lowest exponent
+ *          bits and its top mantissa bit, which reads e2m1 · 2^-126 (bf16) or · 2^-14 (fp16),
+ *          subnormal codes included; multiplying by 2^126 or 2^14 is exact
+ *
+ * (The Marlin kernels' idea of building 16-bit values with one LOP3 on an exponent pattern,
+ * applied here to the contract's unpermuted nibble order with a PRMT per pair.)
+ */
+#ifndef MJ_TEMPLATES_COMMON_W4_BITS_H
+#define MJ_TEMPLATES_COMMON_W4_BITS_H
+
+#ifdef __CUDACC_RTC__
+#define MJ_W4_FN __device__ __forceinline__
+typedef unsigned int mj_w4_u32;
+#else
+#include <stdint.h>
+#define MJ_W4_FN static inline
+typedef uint32_t mj_w4_u32;
+#endif
+
+/* prmt selector of pair i: result bytes 0, 1 from byte i of the first operand, 2, 3 from
+ * byte i of the second (only one byte of each half is kept by what follows) */
+#define MJ_W4_PAIR_SEL(i) ((unsigned)(i) | ((unsigned)(i) << 4) | ((4u + (unsigned)(i)) << 8) | ((4u + (unsigned)(i)) << 12))
+
+/* Dtype patterns (bf16 / fp16) of the constants the arithmetic half uses. */
+#define MJ_W4_U4_BASE_BF16 0x4300u  /* 128: its ulp is 1, so 128 + n is exact */
+#define MJ_W4_U4_BASE_FP16 0x6400u  /* 1024 */
+#define MJ_W4_E2M1_UNIT_BF16 0x7e80u /* 2^126: an e2m1 pattern reads 2^-126 times its value */
+#define MJ_W4_E2M1_UNIT_FP16 0x7400u /* 2^14 */
+
+/* The PTX prmt (default mode: selector nibbles 0..7 pick bytes of {b, a}). */
+MJ_W4_FN mj_w4_u32 mj_w4_prmt(mj_w4_u32 a, mj_w4_u32 b, mj_w4_u32 sel)
+{
+#ifdef __CUDACC_RTC__
+    mj_w4_u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+#else
+    const uint64_t x = ((uint64_t)b << 32) | a;
+    mj_w4_u32 r = 0;
+    for (int i = 0; i < 4; i++) r |= (mj_w4_u32)((x >> (8 * ((sel >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+    return r;
+#endif
+}
+
+/* int4 pair i of q as the dtype patterns of 2^m + n (q_shr4 = q >> 4, shared by the 4 pairs). */
+MJ_W4_FN mj_w4_u32 mj_w4_u4_pair(mj_w4_u32 q, mj_w4_u32 q_shr4, int i, int fp16)
+{
+    const mj_w4_u32 base = fp16 ? MJ_W4_U4_BASE_FP16 : MJ_W4_U4_BASE_BF16;
+    return (mj_w4_prmt(q, q_shr4, MJ_W4_PAIR_SEL(i)) & 0x000f000fu) | (base << 16) | base;
+}
+
+/* e2m1 pair i of q as the dtype patterns of e2m1 · 2^-126 (bf16) or · 2^-14 (fp16)
+ * (q_shl4 = q << 4, shared by the 4 pairs). */
+MJ_W4_FN mj_w4_u32 mj_w4_e2m1_pair(mj_w4_u32 q, mj_w4_u32 q_shl4, int i, int fp16)
+{
+    const mj_w4_u32 r = mj_w4_prmt(q_shl4, q, MJ_W4_PAIR_SEL(i));
+    return (r & 0x80008000u) | (fp16 ? (r >> 3) & 0x0e000e00u : (r >> 6) & 0x01c001c0u);
+}
+
+/* The dtype pattern of 2^m + zp (zp 0..15), subtracted from an int4 pair. */
+MJ_W4_FN mj_w4_u32 mj_w4_u4_bias(mj_w4_u32 zp, int fp16) { return (fp16 ? MJ_W4_U4_BASE_FP16 : MJ_W4_U4_BASE_BF16) | (zp & 0xfu); }
+
+/* The dtype pattern of the e8m0 scale 2^(s − 127): s = 255 is NaN; bf16 holds every other
+ * value (s = 0 as a subnormal); fp16 holds 2^-24 .. 2^15, below which a scale is 0 and above
+ * which it is infinity (the dequantized weight is an fp16 value). */
+MJ_W4_FN mj_w4_u32 mj_w4_e8m0_scale(mj_w4_u32 s, int fp16)
+{
+    s &= 0xffu;
+    if (!fp16) return s == 255u ? 0x7fc0u : s == 0u ? 0x0040u : s << 7;
+    if (s == 255u) return 0x7e00u;
+    const int e = (int)s - 127;
+    if (e > 15) return 0x7c00u;
+    if (e >= -14) return (mj_w4_u32)(e + 15) << 10;
+    if (e >= -24) return 1u << (e + 24);
+    return 0u;
+}
+
+#endif

@@ -1,0 +1,128 @@
+// This file contains the arithmetic half of the tensor-core backends' 4-bit weight decoding
+// (the bit half is common/w4_bits.h): a weight row's constants for one scale group, and a
+// packed pair turned into an MMA operand register of two dtype values by two packed FMAs:
+//
+//   w4a16  ((2^m + q) · 1 − (2^m + zp)) · s    the subtraction is exact; one rounding
+//   mxfp4  ((e2m1 · 2^-u) · 2^u) · 2^(s−127)   both products exact within the dtype's range
+//
+// so a dequantized weight is (q − zp) · s rounded once to the dtype (exact for mxfp4 in bf16),
+// where simt keeps it in fp32 (docs/SEMANTICS.md). The padding of a tile (rows past N, k past
+// K) gets s = 0 and so contributes exact zeros, whatever the real scales (NaN included).
+#pragma once
+
+#include "common/params.h"
+#include "common/types.cuh"
+#include "common/w4_bits.h"
+
+namespace mj {
+
+template <Dtype D>
+__device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c)
+{
+    u32 d;
+    if constexpr (D == Dtype::bf16)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else
+        asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ u32 dup2(u32 h) { return (h & 0xffffu) * 0x10001u; }
+
+__device__ __forceinline__ u32 ld_nc_u16(const void *p)
+{
+    unsigned short v;
+    asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_nc_u8(const void *p)
+{
+    unsigned short v;
+    asm("ld.global.nc.u8 %0, [%1];\n" : "=h"(v) : "l"(p));
+    return v & 0xffu;
+}
+
+// One weight row of a 4-bit matrix: its packed elements, scales and zero points, each at the
+// row's first k (all nullptr: a padding row).
+struct W4Row {
+    const u8 *data;
+    const u8 *scale;
+    const u8 *zero;
+};
+
+// The constants of one (row, scale group): result = (v · m1 + a1) · s, -0 added last (with
+// zero points a1 comes from s's upper half, see group()).
+struct W4Group {
+    u32 m1, a1, s;
+};
+
+// The 4-bit format of quant Q (w4a16 with group kG and zero points kZ, or mxfp4) in a layer
+// of dtype D.
+template <Quant Q, Dtype D, int kG, bool kZ>
+struct W4Format {
+    static_assert(Q == Quant::w4a16 || Q == Quant::mxfp4, "a 4-bit format is w4a16 or mxfp4");
+    static_assert(D == Dtype::bf16 || D == Dtype::fp16, "a 4-bit layer computes in bf16 or fp16");
+    static constexpr bool kMx = Q == Quant::mxfp4;
+    static constexpr int kFp16 = D == Dtype::fp16 ? 1 : 0;
+    static constexpr int kGroup = kMx ? MJ_MXFP4_GROUP : kG;
+    static constexpr bool kZero = !kMx && kZ;
+    static_assert(kGroup == 32 || kGroup == 64 || kGroup == 128, "a 4-bit scale group is 32, 64 or 128");
+    static constexpr u32 kNegZero2 = 0x80008000u;
+
+    // Row n of matrix e of [E_l, nrows, K] weights with their scales and zero points.
+    __device__ __forceinline__ static W4Row row(const void *data, const void *scale, const void *zero, int e,
+                                                i64 nrows, i64 n, int K)
+    {
+        const i64 r = static_cast<i64>(e) * nrows + n, groups = K / kGroup;
+        W4Row w;
+        w.data = reinterpret_cast<const u8 *>(data) + r * (K / 2);
+        w.scale = reinterpret_cast<const u8 *>(scale) + r * groups * (kMx ? 1 : 2);
+        w.zero = kZero ? reinterpret_cast<const u8 *>(zero) + r * (groups / 2) : nullptr;
+        return w;
+    }
+
+    // The constants of group g of row w; live = false (padding, k past K): s = 0.
+    __device__ __forceinline__ static W4Group group(const W4Row &w, int g, bool live)
+    {
+        W4Group c;
+        if constexpr (kMx) {
+            c.m1 = dup2(kFp16 ? MJ_W4_E2M1_UNIT_FP16 : MJ_W4_E2M1_UNIT_BF16);
+            c.a1 = kNegZero2;
+            c.s = live ? dup2(mj_w4_e8m0_scale(ld_nc_u8(w.scale + g), kFp16)) : 0u;
+        } else {
+            c.m1 = dup2(kFp16 ? 0x3c00u : 0x3f80u);
+            c.a1 = dup2(mj_w4_u4_bias(MJ_INT4_DEFAULT_ZERO, kFp16) | 0x8000u);
+            c.s = live ? ld_nc_u16(w.scale + 2 * g) : 0u;
+            // with zero points s holds the scale's bits and the zero point above them (one
+            // register per row and group: the large path's budget), unpacked in pair()
+            if constexpr (kZero) c.s |= live ? ((ld_nc_u8(w.zero + (g >> 1)) >> ((g & 1) * 4)) & 0xfu) << 16 : 0u;
+            else c.s = dup2(c.s);
+        }
+        return c;
+    }
+
+    // The group whose s is s (what group() returned, stored and read back).
+    __device__ __forceinline__ static W4Group unpack(u32 s)
+    {
+        W4Group c;
+        c.m1 = dup2(kMx ? (kFp16 ? MJ_W4_E2M1_UNIT_FP16 : MJ_W4_E2M1_UNIT_BF16) : (kFp16 ? 0x3c00u : 0x3f80u));
+        c.a1 = kMx ? kNegZero2 : dup2(mj_w4_u4_bias(MJ_INT4_DEFAULT_ZERO, kFp16) | 0x8000u);
+        c.s = s;
+        return c;
+    }
+
+    // The word's shifted copy every pair of it shares (q >> 4 for int4, q << 4 for e2m1).
+    __device__ __forceinline__ static u32 aux(u32 q) { return kMx ? q << 4 : q >> 4; }
+
+    // Pair i (elements 2i, 2i + 1 of the word) as one operand register.
+    __device__ __forceinline__ static u32 pair(u32 q, u32 q_aux, int i, const W4Group &c)
+    {
+        const u32 v = kMx ? mj_w4_e2m1_pair(q, q_aux, i, kFp16) : mj_w4_u4_pair(q, q_aux, i, kFp16);
+        if constexpr (kZero)
+            return hfma2<D>(hfma2<D>(v, c.m1, dup2(mj_w4_u4_bias(c.s >> 16, kFp16) | 0x8000u)), dup2(c.s), kNegZero2);
+        return hfma2<D>(hfma2<D>(v, c.m1, c.a1), c.s, kNegZero2);
+    }
+};
+
+} // namespace mj

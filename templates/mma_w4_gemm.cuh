@@ -1,0 +1,276 @@
+// This file contains the GEMMs of the tensor-core layers for 4-bit weights (w4a16, mxfp4):
+// GEMM1 with the activation in its epilogue and GEMM2, each in the small (decode: weight rows
+// on M) and the large path, on the 4-bit mainloop (mma_w4_mainloop.cuh). Tiles, the W1 tile
+// rows (up and gate rows in groups of 8, mma_gemm1_act.cuh), the grids, the row tiles, the
+// K splits of the decode GEMM2 and the epilogues are the 16-bit GEMMs' (mma_gemm1_act.cuh,
+// mma_gemm2.cuh), so the rest of the layer runs unchanged and each output has one rounding
+// model whatever the weight format. What changes is the weight operand: each weight row is a
+// W4Row (packed bytes, scales, zero points) of the physical W1 / W2 row, which is where a W1
+// layout or a bias indexed by that row plugs in.
+#pragma once
+
+#include "weight_layout.cuh"
+
+#include "act.cuh"
+#include "common/grid_dep.cuh"
+#include "common/mma_params.h"
+#include "common/mma_w4_params.h"
+#include "common/params.h"
+#include "common/types.cuh"
+#include "mma_gemm1_act.cuh"
+#include "mma_gemm2.cuh"
+#include "mma_w4_mainloop.cuh"
+#include "permute.cuh"
+
+namespace mj {
+
+// Physical W1 row of weight-tile row r (w1_tile_row's interleaving), or -1 past I.
+template <bool kGated>
+__device__ __forceinline__ i64 w4_w1_row(int r, int j0, int I)
+{
+    const int j = kGated ? j0 + (r / 16) * 8 + r % 8 : j0 + r;
+    if (j >= I) return -1;
+    return kGated ? static_cast<i64>((r / 8) % 2) * I + j : static_cast<i64>(j);
+}
+
+// Weight row `row` of expert e of W1 (rows1 rows of H), or a padding row for row < 0.
+template <class W>
+__device__ __forceinline__ W4Row w4_w1(const mj_layer_params &p, int e, i64 rows1, i64 row, int H)
+{
+    if (row < 0) return W4Row{nullptr, nullptr, nullptr};
+    return W::row(reinterpret_cast<const void *>(p.w1), reinterpret_cast<const void *>(p.w1_scale),
+                  reinterpret_cast<const void *>(p.w1_zero), e, rows1, row, H);
+}
+
+template <class W>
+__device__ __forceinline__ W4Row w4_w2(const mj_layer_params &p, int e, int h, int H, int I)
+{
+    if (h >= H) return W4Row{nullptr, nullptr, nullptr};
+    return W::row(reinterpret_cast<const void *>(p.w2), reinterpret_cast<const void *>(p.w2_scale),
+                  reinterpret_cast<const void *>(p.w2_zero), e, H, h, I);
+}
+
+// ---- small path: weight rows on M (64), tokens on N (16) ------------------------------------
+
+template <Dtype D, class W, int kStages = MJ_W4_SMALL_STAGES>
+using W4SmallMain = MmaW4Mainloop<D, W, MJ_MMA_SMALL_THREADS, MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_W4_SMALL_BK,
+                                  kStages, true, MJ_MMA_SMALL_BW / 16, 1, 1, 2>;
+
+// gemm1_act_small with 4-bit W1 (same tile, grid, epilogue); kStages: the chain's
+// MJ_W4_SMALL_STAGES or the persistent decode layer's depth.
+template <Dtype D, class W, int kAct, int kStages = MJ_W4_SMALL_STAGES>
+__device__ __forceinline__ void w4_gemm1_act_small(const mj_layer_params &p, const ActParams &act, int H, int I,
+                                                   int k, unsigned char *smem, const RowTile &tile, const int *rows,
+                                                   int col_tile)
+{
+    constexpr bool kGated = act_is_gated(kAct);
+    constexpr int BW = MJ_MMA_SMALL_BW;
+    constexpr int kCols = kGated ? BW / 2 : BW;
+    using Main = W4SmallMain<D, W, kStages>;
+    static_assert(Main::kSmemBytes == kStages * MJ_W4_STAGE_BYTES(MJ_MMA_SMALL_BW, MJ_MMA_SMALL_BT, MJ_W4_SMALL_BK),
+                  "host and device must agree on shared memory");
+    const int j0 = col_tile * kCols;
+    const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
+    const u16 *x = reinterpret_cast<const u16 *>(p.x);
+    auto w_row = [&](int r) { return w4_w1<W>(p, tile.expert, rows1, w4_w1_row<kGated>(r, j0, I), H); };
+    auto x_row = [&](int n) -> const u16 * {
+        if (n >= tile.rows) return nullptr;
+        return x + static_cast<i64>(rows[n] / k) * H;
+    };
+    typename Main::Acc acc;
+    Main::run(smem, w_row, x_row, 0, H, acc);
+    grid_dep_launch(); // only after the mainloop (gemm1_act_small says why)
+
+    u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
+    const int g8 = Main::a_index(0, 0);
+#pragma unroll
+    for (int nf = 0; nf < 2; ++nf)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int n = Main::b_index(nf, e);
+            if (n >= tile.rows) continue;
+            u16 *dst = inter + static_cast<i64>(tile.row0 + n) * I;
+            const float *c = acc.c[0][nf];
+            if constexpr (kGated) {
+                const int j = j0 + (g8 / 16) * 8 + g8 % 8;
+                if (j < I) dst[j] = from_float<D>(apply_gated_act<kAct>(c[e], c[2 + e], act));
+            } else {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int j = j0 + g8 + 8 * h;
+                    if (j < I) dst[j] = from_float<D>(apply_act<kAct>(c[2 * h + e], act));
+                }
+            }
+        }
+}
+
+// gemm2_small_tile with 4-bit W2: one split's K range of W2 rows [h0, h0 + 64); gate: the
+// mainloop's (mma_w4_mainloop.cuh: run_gated).
+template <Dtype D, class W, int kStages, class Gate>
+__device__ __forceinline__ void w4_gemm2_small_tile(const mj_layer_params &p, int H, int I, unsigned char *smem,
+                                                    const RowTile &tile, const int *rows, int h0, int split, Gate gate)
+{
+    using Main = W4SmallMain<D, W, kStages>;
+    int k0, klen;
+    gemm2_split_range(I, p.gemm2_splits > 1 ? p.gemm2_splits : 1, split, &k0, &klen);
+    const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I;
+    auto w_row = [&](int r) { return w4_w2<W>(p, tile.expert, h0 + r, H, I); };
+    auto x_row = [&](int n) -> const u16 * { return n < tile.rows ? inter + static_cast<i64>(n) * I : nullptr; };
+    typename Main::Acc acc;
+    Main::run_gated(smem, w_row, x_row, k0, k0 + (klen > 0 ? klen : 0), acc, gate);
+
+    const bool split_y = p.gemm2_splits > 1;
+    float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
+    u16 *yh = reinterpret_cast<u16 *>(p.ws_y);
+#pragma unroll
+    for (int nf = 0; nf < 2; ++nf)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int n = Main::b_index(nf, e);
+            if (n >= tile.rows) continue;
+            const i64 row = static_cast<i64>(rows[n]) * H;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int col = h0 + Main::a_index(0, h);
+                if (col >= H) continue;
+                if (split_y) y[row + col] = acc.c[0][nf][2 * h + e];
+                else yh[row + col] = from_float<D>(acc.c[0][nf][2 * h + e]);
+            }
+        }
+}
+
+// gemm2_small with 4-bit W2 (same block order).
+template <Dtype D, class W>
+__device__ __forceinline__ void w4_gemm2_small(const mj_layer_params &p, int H, int I, unsigned char *smem)
+{
+    const int bid = static_cast<int>(blockIdx.x);
+    const int col_tiles = (H + MJ_MMA_SMALL_BW - 1) / MJ_MMA_SMALL_BW;
+    const int rest = bid / col_tiles;
+    RowTile tile;
+    if (!find_row_tile<MJ_MMA_SMALL_BT>(p, rest % p.max_tiles, &tile)) return;
+    w4_gemm2_small_tile<D, W, MJ_W4_SMALL_STAGES>(p, H, I, smem, tile,
+                                                  reinterpret_cast<const int *>(p.ws_rows) + tile.row0,
+                                                  (bid % col_tiles) * MJ_MMA_SMALL_BW, rest / p.max_tiles,
+                                                  typename W4SmallMain<D, W>::NoGate{});
+}
+
+// ---- large path: tokens on M (128), weight rows on N (128) ----------------------------------
+
+template <Dtype D, class W>
+using W4LargeMain = MmaW4Mainloop<D, W, MJ_MMA_LARGE_THREADS, MJ_MMA_LARGE_BN, MJ_MMA_LARGE_BM, MJ_W4_LARGE_BK,
+                                  MJ_W4_LARGE_STAGES, false, 2, 4, 4, 4>;
+
+// gemm1_act_large with 4-bit W1 (same raster, tile, epilogue).
+template <Dtype D, class W, int kAct>
+__device__ __forceinline__ void w4_gemm1_act_large(const mj_layer_params &p, const ActParams &act, int H, int I,
+                                                   int k, unsigned char *smem)
+{
+    constexpr bool kGated = act_is_gated(kAct);
+    constexpr int BM = MJ_MMA_LARGE_BM, BN = MJ_MMA_LARGE_BN;
+    constexpr int kCols = kGated ? BN / 2 : BN;
+    using Main = W4LargeMain<D, W>;
+    static_assert(Main::kSmemBytes == MJ_W4_LARGE_SMEM, "host and device must agree on shared memory");
+    const int n_tiles = (I + kCols - 1) / kCols;
+    int row_tile, col_tile;
+    raster_grouped(static_cast<int>(blockIdx.x), n_tiles, p.max_tiles, &row_tile, &col_tile);
+    RowTile tile;
+    if (!find_row_tile<BM>(p, row_tile, &tile)) return;
+    const int j0 = col_tile * kCols;
+    const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
+    const u16 *x = reinterpret_cast<const u16 *>(p.x);
+    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
+    auto x_row = [&](int m) -> const u16 * {
+        if (m >= tile.rows) return nullptr;
+        return x + static_cast<i64>(rows[m] / k) * H;
+    };
+    auto w_row = [&](int r) { return w4_w1<W>(p, tile.expert, rows1, w4_w1_row<kGated>(r, j0, I), H); };
+    typename Main::Acc acc;
+    Main::run(smem, w_row, x_row, 0, H, acc);
+
+    u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
+#pragma unroll
+    for (int mf = 0; mf < 4; ++mf)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = Main::a_index(mf, h);
+            if (m >= tile.rows) continue;
+            u16 *dst = inter + static_cast<i64>(tile.row0 + m) * I;
+            if constexpr (kGated) {
+#pragma unroll
+                for (int pr = 0; pr < 2; ++pr) {
+                    const int j = j0 + (Main::b_index(2 * pr, 0) / 16) * 8 + Main::b_index(2 * pr, 0) % 8;
+                    if (j >= I) continue;
+                    const float *u = acc.c[mf][2 * pr];
+                    const float *g = acc.c[mf][2 * pr + 1];
+                    *reinterpret_cast<u32 *>(dst + j) =
+                        act_pack2<D>(apply_gated_act<kAct>(u[2 * h], g[2 * h], act),
+                                     apply_gated_act<kAct>(u[2 * h + 1], g[2 * h + 1], act));
+                }
+            } else {
+#pragma unroll
+                for (int nf = 0; nf < 4; ++nf) {
+                    const int j = j0 + Main::b_index(nf, 0);
+                    if (j >= I) continue;
+                    const float *c = acc.c[mf][nf];
+                    *reinterpret_cast<u32 *>(dst + j) =
+                        act_pack2<D>(apply_act<kAct>(c[2 * h], act), apply_act<kAct>(c[2 * h + 1], act));
+                }
+            }
+        }
+}
+
+// gemm2_large with 4-bit W2.
+template <Dtype D, class W>
+__device__ __forceinline__ void w4_gemm2_large(const mj_layer_params &p, int H, int I, unsigned char *smem)
+{
+    constexpr int BM = MJ_MMA_LARGE_BM, BN = MJ_MMA_LARGE_BN;
+    using Main = W4LargeMain<D, W>;
+    const int n_tiles = (H + BN - 1) / BN;
+    int row_tile, col_tile;
+    raster_grouped(static_cast<int>(blockIdx.x), n_tiles, p.max_tiles, &row_tile, &col_tile);
+    RowTile tile;
+    if (!find_row_tile<BM>(p, row_tile, &tile)) return;
+    const int h0 = col_tile * BN;
+    const u16 *inter = reinterpret_cast<const u16 *>(p.ws_inter) + static_cast<i64>(tile.row0) * I;
+    auto x_row = [&](int m) -> const u16 * { return m < tile.rows ? inter + static_cast<i64>(m) * I : nullptr; };
+    auto w_row = [&](int r) { return w4_w2<W>(p, tile.expert, h0 + r, H, I); };
+    typename Main::Acc acc;
+    Main::run(smem, w_row, x_row, 0, I, acc);
+
+    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
+    u16 *y = reinterpret_cast<u16 *>(p.ws_y);
+#pragma unroll
+    for (int mf = 0; mf < 4; ++mf)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = Main::a_index(mf, h);
+            if (m >= tile.rows) continue;
+            u16 *dst = y + static_cast<i64>(rows[m]) * H;
+#pragma unroll
+            for (int nf = 0; nf < 4; ++nf) {
+                const int col = h0 + Main::b_index(nf, 0);
+                if (col >= H) continue;
+                *reinterpret_cast<u32 *>(dst + col) = pack2_rn<D>(acc.c[mf][nf][2 * h], acc.c[mf][nf][2 * h + 1]);
+            }
+        }
+}
+
+// The persistent decode layer's two GEMMs for 4-bit weights (decode_persistent.cuh: its
+// Gemms parameter), at its pipeline depth kStages.
+template <Dtype D, class W, int kAct, int kStages>
+struct W4DecodeGemms {
+    using Extras = PlainLayer; // 4-bit layers take up_gate without biases or overrides
+    __device__ __forceinline__ static void gemm1(const mj_layer_params &p, const ActParams &act, int H, int I, int k,
+                                                 unsigned char *smem, const RowTile &tile, const int *rows, int c)
+    {
+        w4_gemm1_act_small<D, W, kAct, kStages>(p, act, H, I, k, smem, tile, rows, c);
+    }
+    template <class Gate>
+    __device__ __forceinline__ static void gemm2(const mj_layer_params &p, int H, int I, unsigned char *smem,
+                                                 const RowTile &tile, const int *rows, int h0, int split, Gate gate)
+    {
+        w4_gemm2_small_tile<D, W, kStages>(p, H, I, smem, tile, rows, h0, split, gate);
+    }
+};
+
+} // namespace mj

@@ -1,0 +1,393 @@
+// This file contains the tensor-core GEMM mainloop of the `mma` backend for 4-bit weights
+// (w4a16, mxfp4): the weights stream into shared memory as the packed bytes they are (a
+// quarter of a bf16 layer's bytes), each thread dequantizes its own MMA operand registers
+// from them (mma_w4_dequant.cuh), and the 16-bit activations come in as in the 16-bit
+// mainloop. The weight rows are the MMA's M (kWOnA: the decode path) or its N (the large path).
+//
+//   k order, weights on A (decode)
+//              an MMA sums its 16 k in any order as long as A and B agree, so inside a stage of
+//              BKW = 128 k, thread t of each quad (t = lane % 4) owns the contiguous run
+//              [32t, 32t + 32) of every row: k-step s of the stage multiplies elements
+//              4s..4s+3 of the runs (MMA k-index 2t, 2t+1 -> run 4s, 4s+1; 2t+8, 2t+9 ->
+//              4s+2, 4s+3). A thread's weights are then one 16-byte shared load per row and
+//              stage, a run lies in one scale group (groups of >= 32, aligned), and its
+//              activations are 16-byte loads of 4 words that feed two k-steps; activation
+//              chunk c of row r sits at c ^ (r & 1) ^ ((c & 8) >> 2), so the 8 lanes of a
+//              16-byte load phase (2 rows x 4 runs) hit 8 bank groups
+//   k order, weights on B (large)
+//              the MMA's own order (compute_stage_wb): the activations are ldmatrix reads of
+//              the 16-bit mainloop's layout, which keeps its 64 accumulators within the
+//              128-register cap of two CTAs per SM; each thread takes byte t of the weight words
+//   global ->  cp.async.cg 16-byte chunks, kStages stages in flight (the 16-bit mainloop's
+//   shared     pipeline: wait_group(kStages-2), one __syncthreads per stage); per stage the
+//              weights' kRowsW rows of BKW/2 bytes (no swizzle: a load phase reads consecutive
+//              bytes), then the activations' kRowsX rows of 2·BKW bytes
+//   scales     read from global (ld.global.nc): on A per thread for its own rows one stage
+//              ahead (the next stage's before this stage's math); on B a thread per (row,
+//              group) two stages ahead into a shared buffer the stage's math reads; a row's
+//              scales along K are contiguous, so most of these loads hit L1
+//
+// The accumulator fragment and a_index / b_index are the 16-bit mainloop's (mma_mainloop.cuh),
+// so its epilogues apply unchanged. Determinism: each output is a fixed sequence of MMAs over
+// the stages in order, independent of the tile position. k_lo and k_hi - k_lo are multiples of
+// 32 (4-bit shapes are, docs/SEMANTICS.md), so a 16-byte weight chunk is wholly in or past K.
+// (Marlin and Machete dequantize in registers the same way after cp.async of packed bytes;
+// their offline weight permutation is replaced here by the choice of k order above, which
+// leaves the contract's layout untouched.)
+#pragma once
+
+#include "common/mma_params.h"
+#include "common/ptx.cuh"
+#include "common/types.cuh"
+#include "mma_mainloop.cuh"
+#include "mma_w4_dequant.cuh"
+
+namespace mj {
+
+__device__ __forceinline__ void lds_128(u32 addr, u32 (&r)[4])
+{
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void lds_64(u32 addr, u32 &r0, u32 &r1)
+{
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+
+// W: a W4Format. kRowsW weight rows x kRowsX activation rows per CTA; BKW k per stage (64 or
+// 128); kWOnA: weights are A (M) and activations B (N), else the reverse.
+template <Dtype D, class W, int kThreads, int kRowsW, int kRowsX, int BKW, int kStages, bool kWOnA, int kWarpsM,
+          int kWarpsN, int MF, int NF>
+struct MmaW4Mainloop {
+    static constexpr int kSpan = BKW / 4;            // k of a row one thread owns per stage
+    static constexpr int kPairs = BKW / 32;          // pairs of k-steps per stage
+    static constexpr int kWRowBytes = BKW / 2, kXRowBytes = BKW * 2;
+    static constexpr int kWChunks = kWRowBytes / 16, kXChunks = kXRowBytes / 16;
+    static constexpr int kWBytes = kRowsW * kWRowBytes;
+    static constexpr int kStageBytes = kWBytes + kRowsX * kXRowBytes;
+    // Weights on B: after the stages, two buffers of the stage's group constants (W4Group::s)
+    // of every weight row, at most two groups per stage (kept per thread in registers, the
+    // constants of its rows would spill).
+    static constexpr int kStageGroups = BKW > W::kGroup ? BKW / W::kGroup : 1;
+    static constexpr int kGroupBufBytes = kRowsW * 2 * 4;
+    static constexpr int kSmemBytes = kStages * kStageBytes + (kWOnA ? 0 : 2 * kGroupBufBytes);
+    static_assert(kWOnA || (kStageGroups <= 2 && kRowsW * kStageGroups <= kThreads),
+                  "one thread loads the constants of one (row, group) of a stage");
+    static constexpr int kWRowsPerPass = kThreads / kWChunks, kXRowsPerPass = kThreads / kXChunks;
+    static constexpr int kLoadsW = kRowsW / kWRowsPerPass;
+    static constexpr int kLoadsX = (kRowsX + kXRowsPerPass - 1) / kXRowsPerPass;
+    static constexpr int kMyW = kWOnA ? 2 * MF : NF; // weight rows this thread dequantizes
+    static constexpr int kRowsA = kWOnA ? kRowsW : kRowsX, kRowsB = kWOnA ? kRowsX : kRowsW;
+
+    static_assert(BKW == 64 || BKW == 128, "a run of BKW/4 k must fit the smallest scale group (32)");
+    static_assert(kWarpsM * kWarpsN * 32 == kThreads, "the warp grid must cover the CTA");
+    static_assert(kWarpsM * MF * 16 == kRowsA, "the warps' m16 fragments must cover A's rows");
+    static_assert(kWarpsN * NF * 8 == kRowsB, "the warps' n8 fragments must cover B's rows");
+    static_assert(kRowsW % kWRowsPerPass == 0, "the weight rows must be whole load passes");
+    static_assert(kXRowsPerPass % 2 == 0, "a thread's activation chunks must keep one swizzle phase");
+    static_assert(kRowsX % kXRowsPerPass == 0 || kRowsX < kXRowsPerPass,
+                  "the activation rows must be whole load passes, or fewer than one pass");
+    static_assert(kStages >= 2, "a pipeline needs at least two stages");
+
+    struct Acc {
+        float c[MF][NF][4];
+    };
+
+    // Swizzled 16-byte chunk index of activation chunk c of row r (weights on B: the 16-bit
+    // mainloop's c ^ (r % 8), which its ldmatrix reads need).
+    __device__ __forceinline__ static int x_chunk(int r, int c)
+    {
+        if constexpr (kWOnA) return c ^ (r & 1) ^ ((c & 8) >> 2);
+        else return c ^ (r & 7);
+    }
+
+    struct Loader {
+        const u8 *w[kLoadsW];
+        const u16 *x[kLoadsX];
+        int wc, xc;  // this thread's chunk column: weights (32 k each), activations (8 k each)
+        u32 dst_w0, dst_x0;
+        bool x_live; // kRowsX < kXRowsPerPass: only the first kRowsX row-threads load
+        const void *safe;
+    };
+
+    template <class WRow, class XRow>
+    __device__ __forceinline__ static void make_loader(Loader &ld, WRow w_row, XRow x_row)
+    {
+        const int tid = threadIdx.x;
+        const int wr = tid / kWChunks, xr = tid / kXChunks;
+        ld.wc = tid % kWChunks;
+        ld.xc = tid % kXChunks;
+#pragma unroll
+        for (int i = 0; i < kLoadsW; ++i) ld.w[i] = w_row(wr + i * kWRowsPerPass).data;
+        ld.x_live = xr < kRowsX;
+#pragma unroll
+        for (int i = 0; i < kLoadsX; ++i) ld.x[i] = ld.x_live ? x_row(xr + i * kXRowsPerPass) : nullptr;
+        const W4Row w0 = w_row(0);
+        ld.safe = w0.data != nullptr ? static_cast<const void *>(w0.data) : static_cast<const void *>(x_row(0));
+        if (ld.safe == nullptr) ld.safe = w0.scale; // never read: a zero-filled copy reads nothing
+        ld.dst_w0 = static_cast<u32>(wr * kWRowBytes + ld.wc * 16);
+        ld.dst_x0 = static_cast<u32>(kWBytes + xr * kXRowBytes + x_chunk(xr, ld.xc) * 16);
+    }
+
+    // The weight chunks, the activation chunks, or both of the stage at absolute k0 (k_hi: the
+    // end of this tile's K range).
+    __device__ __forceinline__ static void load_stage_w(const Loader &ld, u32 stage_base, int k0, int k_hi)
+    {
+        const int kw = k0 + ld.wc * 32;
+#pragma unroll
+        for (int i = 0; i < kLoadsW; ++i) {
+            const bool live = kw < k_hi && ld.w[i] != nullptr;
+            cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, live ? ld.w[i] + kw / 2 : ld.safe,
+                        live ? 16 : 0);
+        }
+    }
+
+    __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int k_hi)
+    {
+        load_stage_w(ld, stage_base, k0, k_hi);
+        load_stage_x(ld, stage_base, k0, k_hi);
+    }
+
+    __device__ __forceinline__ static void load_stage_x(const Loader &ld, u32 stage_base, int k0, int k_hi)
+    {
+        const int kx = k0 + ld.xc * 8;
+        if (ld.x_live) {
+#pragma unroll
+            for (int i = 0; i < kLoadsX; ++i) {
+                const bool live = kx < k_hi && ld.x[i] != nullptr;
+                cp_async_16(stage_base + ld.dst_x0 + i * kXRowsPerPass * kXRowBytes, live ? ld.x[i] + kx : ld.safe,
+                            live ? 16 : 0);
+            }
+        }
+    }
+
+    // Tile row of this thread's j-th weight row (kWOnA: fragment j / 2, half j % 2).
+    __device__ __forceinline__ static int my_w_row(int j)
+    {
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+        if constexpr (kWOnA) return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
+        else return (warp / kWarpsM) * NF * 8 + j * 8 + lane / 4;
+    }
+
+    // Tile row of this thread's activation row: kWOnA fragment j (n8), else fragment j / 2, half j % 2.
+    __device__ __forceinline__ static int my_x_row(int j)
+    {
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+        if constexpr (kWOnA) return (warp / kWarpsM) * NF * 8 + j * 8 + lane / 4;
+        else return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
+    }
+
+    // The scale-group constants of this thread's rows for the stage at absolute k0.
+    __device__ __forceinline__ static void load_groups(const W4Row (&mine)[kMyW], int k0, int k_hi, W4Group (&grp)[kMyW])
+    {
+        const int k = k0 + (threadIdx.x % 4) * kSpan;
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j) grp[j] = W::group(mine[j], k / W::kGroup, k < k_hi && mine[j].scale != nullptr);
+    }
+
+    // This thread's packed weights of a stage: kPairs words per row.
+    __device__ __forceinline__ static void load_weights(u32 stage_base, u32 (&wq)[kMyW][kPairs])
+    {
+        const u32 run = static_cast<u32>((threadIdx.x % 4) * kPairs * 4);
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j) {
+            const u32 addr = stage_base + static_cast<u32>(my_w_row(j) * kWRowBytes) + run;
+            if constexpr (kPairs == 4) {
+                u32 v[4];
+                lds_128(addr, v);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) wq[j][q] = v[q];
+            } else {
+                lds_64(addr, wq[j][0], wq[j][1]);
+            }
+        }
+    }
+
+    // Activation words 4p..4p+3 of this thread's run of its tile row r.
+    __device__ __forceinline__ static void load_x(u32 stage_base, int r, int p, u32 (&v)[4])
+    {
+        const int c = (threadIdx.x % 4) * kPairs + p;
+        lds_128(stage_base + static_cast<u32>(kWBytes + r * kXRowBytes + x_chunk(r, c) * 16), v);
+    }
+
+    // One stage's math, weights on A: kPairs x (weight word p dequantized, 16-byte activation
+    // loads, 2 k-steps).
+    __device__ __forceinline__ static void compute_stage(u32 stage_base, const W4Group (&grp)[kMyW], Acc &acc)
+    {
+        u32 wq[kMyW][kPairs];
+        load_weights(stage_base, wq);
+#pragma unroll
+        for (int p = 0; p < kPairs; ++p) {
+            u32 aux[kMyW];
+#pragma unroll
+            for (int j = 0; j < kMyW; ++j) aux[j] = W::aux(wq[j][p]);
+            u32 xb[NF][4];
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf) load_x(stage_base, my_x_row(nf), p, xb[nf]);
+#pragma unroll
+            for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+                for (int mf = 0; mf < MF; ++mf) {
+                    const int j0 = 2 * mf, j1 = 2 * mf + 1;
+                    const u32 a[4] = {W::pair(wq[j0][p], aux[j0], 2 * ss, grp[j0]),
+                                      W::pair(wq[j1][p], aux[j1], 2 * ss, grp[j1]),
+                                      W::pair(wq[j0][p], aux[j0], 2 * ss + 1, grp[j0]),
+                                      W::pair(wq[j1][p], aux[j1], 2 * ss + 1, grp[j1])};
+#pragma unroll
+                    for (int nf = 0; nf < NF; ++nf) mma_16816<D>(acc.c[mf][nf], a, xb[nf][2 * ss], xb[nf][2 * ss + 1]);
+                }
+        }
+    }
+
+    // Weights on B (the large path) keep the MMA's own k order instead of the runs: a k-step
+    // of the stage multiplies k 16s..16s+15, the activations come through ldmatrix from the
+    // 16-bit mainloop's layout (its register budget: 64 accumulators, a 128-register cap), and
+    // each thread takes byte t of the two weight words of each k-step (k 2t, 2t+1 and 2t+8,
+    // 2t+9 of the MMA's B fragment). Its scale groups (one or two per stage) are read here.
+    __device__ __forceinline__ static void compute_stage_wb(u32 stage_base, const u32 *groups, Acc &acc)
+    {
+        const int lane = threadIdx.x % 32, wm = (threadIdx.x / 32) % kWarpsM, t = lane % 4;
+        W4Group grp[kMyW][kStageGroups];
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j)
+#pragma unroll
+            for (int q = 0; q < kStageGroups; ++q) grp[j][q] = W::unpack(groups[q * kRowsW + my_w_row(j)]);
+        const int sw = lane % 8, a_hi = lane / 16;
+        const int a_row = wm * MF * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+        for (int ks = 0; ks < BKW / 16; ++ks) {
+            u32 a[MF][4];
+#pragma unroll
+            for (int mf = 0; mf < MF; ++mf)
+                ldmatrix_x4(stage_base + static_cast<u32>(kWBytes + (a_row + mf * 16) * kXRowBytes) +
+                                static_cast<u32>(((ks * 2 + a_hi) ^ sw) * 16),
+                            a[mf][0], a[mf][1], a[mf][2], a[mf][3]);
+            u32 b[NF][2];
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf) {
+                u32 w0, w1;
+                lds_64(stage_base + static_cast<u32>(my_w_row(nf) * kWRowBytes + ks * 8), w0, w1);
+                const W4Group &c = grp[nf][kStageGroups > 1 ? ks * 16 / W::kGroup : 0];
+                b[nf][0] = W::pair(w0, W::aux(w0), t, c);
+                b[nf][1] = W::pair(w1, W::aux(w1), t, c);
+            }
+#pragma unroll
+            for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+                for (int nf = 0; nf < NF; ++nf) mma_16816<D>(acc.c[mf][nf], a[mf], b[nf][0], b[nf][1]);
+        }
+    }
+
+    struct NoGate {
+        static constexpr bool kWaits = false;
+        __device__ __forceinline__ void operator()() const {}
+    };
+
+    // w_row(r): weight tile row r (W4Row, data == nullptr: padding); x_row(n): activation tile
+    // row n's base (nullptr: padding); both at k = 0; the tile's K range is [k_lo, k_hi).
+    template <class WRow, class XRow>
+    __device__ __forceinline__ static void run(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi, Acc &acc)
+    {
+        run_gated(smem, w_row, x_row, k_lo, k_hi, acc, NoGate{});
+    }
+
+    // run, but the activations are read only once gate() has returned (a Gate with kWaits =
+    // true, called by every thread; decode_persistent.cuh: the GEMM1 tiles a GEMM2 tile
+    // reads): the prologue's weight chunks (and scales) are requested first, then the gate
+    // waits, then the prologue's activation chunks follow as one more commit group per stage,
+    // as in MmaMainloop::run_gated (whose wait_group accounting holds here unchanged).
+    template <class WRow, class XRow, class Gate>
+    __device__ __forceinline__ static void run_gated(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi,
+                                                     Acc &acc, Gate gate)
+    {
+        constexpr bool kGated = Gate::kWaits;
+        static_assert(!kGated || kWOnA, "only the decode GEMMs (weights on A) wait for their activations");
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc.c[mf][nf][q] = 0.0f;
+        Loader ld;
+        make_loader(ld, w_row, x_row);
+        W4Row mine[kMyW];
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j) mine[j] = kWOnA ? w_row(my_w_row(j)) : W4Row{nullptr, nullptr, nullptr};
+        // weights on B: thread tid loads the constants of row tid % kRowsW, group tid / kRowsW
+        // of each stage two stages ahead of its math (held in `pending` over one stage, stored
+        // for the next: the k loop's __syncthreads publishes them, and the buffer it writes is
+        // the one the previous stage read)
+        u32 *const group_buf = reinterpret_cast<u32 *>(smem + kStages * kStageBytes);
+        const int g_row = threadIdx.x % kRowsW, g_q = threadIdx.x / kRowsW;
+        const bool g_loads = !kWOnA && g_q < kStageGroups;
+        const W4Row g_w = kWOnA ? W4Row{nullptr, nullptr, nullptr} : w_row(g_row);
+        auto stage_group = [&](int kt) -> u32 {
+            const int k = k_lo + kt * BKW + g_q * W::kGroup;
+            return W::group(g_w, k / W::kGroup, k < k_hi && g_w.scale != nullptr).s;
+        };
+        u32 pending = 0;
+        if (g_loads) {
+            group_buf[g_q * kRowsW + g_row] = stage_group(0);
+            pending = stage_group(1);
+        }
+        const u32 base = smem_addr(smem);
+        const int k_tiles = k_hi > k_lo ? (k_hi - k_lo + BKW - 1) / BKW : 0;
+#pragma unroll
+        for (int s = 0; s < kStages - 1; ++s) {
+            if (s < k_tiles) {
+                if constexpr (kGated) load_stage_w(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                else load_stage(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+            }
+            cp_async_commit();
+        }
+        W4Group cur[kMyW], nxt[kMyW];
+        if constexpr (kWOnA) load_groups(mine, k_lo, k_hi, cur);
+        if constexpr (kGated) {
+            gate();
+#pragma unroll
+            for (int s = 0; s < kStages - 1; ++s) {
+                if (s < k_tiles) load_stage_x(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                cp_async_commit();
+            }
+        }
+        int read_stage = 0, write_stage = kStages - 1;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            cp_async_wait<kStages - 2>();
+            __syncthreads();
+            const int next = kt + kStages - 1;
+            if (next < k_tiles) load_stage(ld, base + write_stage * kStageBytes, k_lo + next * BKW, k_hi);
+            cp_async_commit();
+            if constexpr (kWOnA) {
+                load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
+                compute_stage(base + read_stage * kStageBytes, cur, acc);
+#pragma unroll
+                for (int j = 0; j < kMyW; ++j) cur[j] = nxt[j];
+            } else {
+                if (g_loads) {
+                    group_buf[((kt + 1) % 2) * (kGroupBufBytes / 4) + g_q * kRowsW + g_row] = pending;
+                    pending = stage_group(kt + 2); // past the end: nothing read
+                }
+                compute_stage_wb(base + read_stage * kStageBytes, group_buf + (kt % 2) * (kGroupBufBytes / 4), acc);
+            }
+            read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+            write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+        }
+        cp_async_wait<0>();
+    }
+
+    // Where this thread's accumulators live (as MmaMainloop: A row of c[mf][nf][2h + e], B row).
+    __device__ __forceinline__ static int a_index(int mf, int h)
+    {
+        const int lane = threadIdx.x % 32, wm = (threadIdx.x / 32) % kWarpsM;
+        return wm * MF * 16 + mf * 16 + h * 8 + lane / 4;
+    }
+    __device__ __forceinline__ static int b_index(int nf, int e)
+    {
+        const int lane = threadIdx.x % 32, wn = (threadIdx.x / 32) / kWarpsM;
+        return wn * NF * 8 + nf * 8 + (lane % 4) * 2 + e;
+    }
+};
+
+} // namespace mj

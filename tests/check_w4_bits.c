@@ -1,0 +1,127 @@
+/*
+ * This file contains the CPU tests of the tensor-core backends' 4-bit weight decoding: the
+ * header the kernels compile (templates/common/w4_bits.h) compiled here as C, with its
+ * arithmetic half (templates/mma_w4_dequant.cuh: two packed FMAs, the last one rounding to
+ * the dtype) mirrored in float64, checked against the contract's decoding as the tests' own
+ * codecs write it (tests/lib/quant_ref.c): every nibble in every pair position of a word and
+ * in both halves, every zero point, every e8m0 byte, in bf16 and fp16.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "core/halfconv.h"
+#include "lib/check_main.h"
+#include "lib/quant_ref.h"
+#include "templates/common/w4_bits.h"
+
+static double half_value(uint32_t bits, int fp16)
+{
+    return fp16 ? mj_half_fp16_to_float((uint16_t)bits) : mj_half_bf16_to_float((uint16_t)bits);
+}
+
+static mj_dtype dtype_of(int fp16) { return fp16 ? MJ_DTYPE_FP16 : MJ_DTYPE_BF16; }
+
+/* Word q with byte b at pair position i and other bytes that differ from it. */
+static uint32_t word_with(unsigned b, int i)
+{
+    uint32_t q = 0x5a3cc3a5u ^ (b * 0x01010101u);
+    q &= ~(0xffu << (8 * i));
+    return q | ((uint32_t)b << (8 * i));
+}
+
+START_TEST(prmt_emulation_matches_the_ptx_definition)
+{
+    ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, 0x3210u), 0x33221100u);
+    ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, 0x7654u), 0x77665544u);
+    ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, 0x0404u), 0x00440044u);
+    ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, MJ_W4_PAIR_SEL(2)), 0x66662222u);
+}
+END_TEST
+
+/* int4: each half of pair i is 2^m + its nibble, the low half the even element (the
+ * contract's packing, read back by the tests' own nibble reader); minus 2^m + zp it is
+ * exactly q − zp for every zp, and times a scale it rounds once like the contract's value. */
+START_TEST(int4_pairs_decode_every_nibble_and_zero_point)
+{
+    static const double scales[] = {1.0, 0.0078125, -0.3359375, 3.1415926};
+    for (int fp16 = 0; fp16 <= 1; fp16++)
+        for (int i = 0; i < 4; i++)
+            for (unsigned b = 0; b < 256; b++) {
+                const uint32_t q = word_with(b, i);
+                const uint8_t bytes[4] = {q & 0xffu, (q >> 8) & 0xffu, (q >> 16) & 0xffu, q >> 24};
+                const uint32_t v = mj_w4_u4_pair(q, q >> 4, i, fp16);
+                const double base = fp16 ? 1024.0 : 128.0;
+                for (int h = 0; h < 2; h++) {
+                    const unsigned n = mj_qref_nibble(bytes, 8, 0, 2 * i + h);
+                    ck_assert_double_eq(half_value(v >> (16 * h), fp16), base + n);
+                    for (unsigned zp = 0; zp < 16; zp++) {
+                        const double diff = half_value(v >> (16 * h), fp16) - half_value(mj_w4_u4_bias(zp, fp16), fp16);
+                        ck_assert_double_eq(diff, (double)n - (double)zp);
+                        for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++) {
+                            const double sc = mj_half_round_double(scales[s], dtype_of(fp16));
+                            ck_assert_double_eq(mj_half_round_double(diff * sc, dtype_of(fp16)),
+                                                mj_half_round_double(((double)n - zp) * sc, dtype_of(fp16)));
+                        }
+                    }
+                }
+            }
+}
+END_TEST
+
+/* e2m1: each half of pair i, times the unit 2^126 (bf16) or 2^14 (fp16), is the contract's
+ * value of its nibble, sign of zero included. */
+START_TEST(e2m1_pairs_decode_every_nibble)
+{
+    for (int fp16 = 0; fp16 <= 1; fp16++) {
+        const double unit = half_value(fp16 ? MJ_W4_E2M1_UNIT_FP16 : MJ_W4_E2M1_UNIT_BF16, fp16);
+        ck_assert_double_eq(unit, fp16 ? 16384.0 : ldexp(1.0, 126));
+        for (int i = 0; i < 4; i++)
+            for (unsigned b = 0; b < 256; b++) {
+                const uint32_t q = word_with(b, i);
+                const uint8_t bytes[4] = {q & 0xffu, (q >> 8) & 0xffu, (q >> 16) & 0xffu, q >> 24};
+                const uint32_t v = mj_w4_e2m1_pair(q, q << 4, i, fp16);
+                for (int h = 0; h < 2; h++) {
+                    const unsigned n = mj_qref_nibble(bytes, 8, 0, 2 * i + h);
+                    const double got = half_value(v >> (16 * h), fp16) * unit, want = mj_qref_e2m1_to_double(n);
+                    ck_assert_msg(got == want && signbit(got) == signbit(want),
+                                  "fp16=%d pair %d byte 0x%02x half %d: nibble %u decodes to %g, want %g", fp16, i, b,
+                                  h, n, got, want);
+                }
+            }
+    }
+}
+END_TEST
+
+/* e8m0: bf16 holds 2^(s − 127) for every s (s = 0 as a subnormal), fp16 from 2^-24 to 2^15
+ * (below: 0, above: infinity, as the documented dequantization into fp16 rounds); 255 is NaN. */
+START_TEST(e8m0_scales_decode_every_byte)
+{
+    for (unsigned s = 0; s < 256; s++) {
+        const double want = mj_qref_e8m0_to_double((uint8_t)s);
+        const double bf = half_value(mj_w4_e8m0_scale(s, 0), 0), hf = half_value(mj_w4_e8m0_scale(s, 1), 1);
+        if (s == 255) {
+            ck_assert(isnan(want) && isnan(bf) && isnan(hf));
+            continue;
+        }
+        ck_assert_msg(bf == want, "bf16 e8m0 %u: %g, want %g", s, bf, want);
+        const int e = (int)s - 127;
+        const double hwant = e > 15 ? INFINITY : e < -24 ? 0.0 : want;
+        ck_assert_msg(hf == hwant, "fp16 e8m0 %u: %g, want %g", s, hf, hwant);
+    }
+}
+END_TEST
+
+static Suite *w4_bits_suite(void)
+{
+    Suite *s = suite_create("w4_bits");
+    TCase *tc = tcase_create("w4_bits");
+    tcase_add_test(tc, prmt_emulation_matches_the_ptx_definition);
+    tcase_add_test(tc, int4_pairs_decode_every_nibble_and_zero_point);
+    tcase_add_test(tc, e2m1_pairs_decode_every_nibble);
+    tcase_add_test(tc, e8m0_scales_decode_every_byte);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+MJ_CHECK_MAIN(w4_bits_suite)
