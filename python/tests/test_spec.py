@@ -61,7 +61,10 @@ def test_supports():
 def test_backend_auto_resolves_like_the_cli():
     spec = "backend=auto,quant=bf16,arch=sm_90a,w1_layout=interleaved"
     assert moejit.canonical(spec) == cli_inspect(spec)["spec"]
-    assert dict(split_fields(moejit.canonical(spec)))["backend"] == "simt"  # mma/wgmma: up_gate
+    assert dict(split_fields(moejit.canonical(spec)))["backend"] == "wgmma"
+    spec = "backend=auto,quant=mxfp4,arch=sm_90a,bias=both"
+    assert moejit.canonical(spec) == cli_inspect(spec)["spec"]
+    assert dict(split_fields(moejit.canonical(spec)))["backend"] == "simt"  # 4-bit tensor cores: no biases
 
 
 def test_moe_layer_validates_at_construction():
