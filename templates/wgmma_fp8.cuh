@@ -13,8 +13,11 @@
 //                          quantized by the route kernel (tc_fp8_quant.cuh); static x with
 //                          x_scale; fp8_block's intermediate, quantized by GEMM1's epilogue
 //                quantize  16-bit rows loaded, 16 values per lane, and quantized on their way
-//                          into the stage (v / s, cvt to e4m3): x of fp8_act=tensor (one scale
-//                          from the max of the route kernel's per-token amax), fp8_tensor's
+//                          into the stage (v / s through the scale's reciprocal, Fp8Div: the
+//                          IEEE quotient's codes without a division per value; padding rows
+//                          and k past K stored as zero codes), cvt to e4m3: x of
+//                          fp8_act=tensor (one scale from the max of the route kernel's
+//                          per-token amax), fp8_tensor's
 //                          intermediate (per row or per tensor, from GEMM1's epilogue amax),
 //                          and fp8_block's intermediate in the tall gated tiles (64 columns of
 //                          a 128-wide group per GEMM1 tile: the group's amax is the producer's)
@@ -103,11 +106,18 @@ __device__ __forceinline__ u32 producer_max_words(const u32 *words, i64 n, int t
     return v;
 }
 
-// 16 consecutive 16-bit values (lo: the first 8) -> 16 e4m3 codes with scale s, packed 4 per word.
+// 16 consecutive 16-bit values (lo: the first 8) -> 16 e4m3 codes with scale d.s, packed 4 per
+// word: through the reciprocal where d is fast (tc_fp8_quant.cuh), else dividing.
 template <Dtype D>
-__device__ __forceinline__ void quantize16(const Vec16 &lo, const Vec16 &hi, float s, u32 (&q)[4])
+__device__ __forceinline__ void quantize16(const Vec16 &lo, const Vec16 &hi, const Fp8Div &d, u32 (&q)[4])
 {
-    const Vec8 a = quantize8<D>(lo, s), b = quantize8<D>(hi, s);
+    Vec8 a, b;
+    if (d.fast) {
+        auto f = [&d](float x) { return fp8_quotient_fast(x, d); };
+        a = quantize8_by<D>(lo, f), b = quantize8_by<D>(hi, f);
+    } else {
+        a = quantize8<D>(lo, d.s), b = quantize8<D>(hi, d.s);
+    }
     q[0] = a.w[0], q[1] = a.w[1], q[2] = b.w[0], q[3] = b.w[1];
 }
 
@@ -143,10 +153,11 @@ __device__ __forceinline__ void wg_fp8_extents(int H, int I, WgSchedule &sc)
 
 // One producer thread's share of one stage: rows row_in + 16·i of the tile, 16 values from
 // K element kk each, quantized into the stage, the rows' scales beside it (lane kc 0 of a row).
+// Padding (rows past the tile's, k past K) is stored as zero codes without a quotient.
 template <class S, Dtype D, bool kGemm2, Fp8Scale kScale>
 __device__ __forceinline__ void wg_fp8_fill_stage(const mj_layer_params &p, const WgStages<S> &sm, int stage,
                                                   const RowTile &rt, const int *rows, int k, int K, int kt,
-                                                  int row_in, int kc, u32 a_dst, float s_all)
+                                                  int row_in, int kc, u32 a_dst, const Fp8Div &d_all)
 {
     constexpr int kRowsPerPass = S::kProducerThreads / 8;
     const int kk = kt * S::BK + kc * 16;
@@ -159,19 +170,19 @@ __device__ __forceinline__ void wg_fp8_fill_stage(const mj_layer_params &p, cons
         const int m = row_in + i * kRowsPerPass;
         const bool has_row = m < rt.rows;
         const i64 row = !has_row ? 0 : kGemm2 ? static_cast<i64>(rt.row0 + m) : static_cast<i64>(rows[m] / k);
-        u32 q[4];
-        float s = s_all;
+        u32 q[4] = {0u, 0u, 0u, 0u};
+        Fp8Div d = d_all;
         const u16 *src = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x) + row * ld + kk;
         const Vec16 lo = has_row && in_k ? ld_nc_16(src) : vec16_zero();
         const Vec16 hi = has_row && in_k ? ld_nc_16(src + 8) : vec16_zero();
         if constexpr (kScale == Fp8Scale::block) {
-            s = scale_of(max_over_lanes<8>(amax16<D>(lo, hi))); // the row's 8 lanes: its 128 values
+            d = fp8_div_of(scale_of(max_over_lanes<8>(amax16<D>(lo, hi)))); // the row's 8 lanes: its 128 values
         } else if constexpr (kScale == Fp8Scale::row) { // the intermediate's (x's are copied)
-            s = has_row ? scale_of(reinterpret_cast<const u32 *>(p.ws_interscale)[rt.row0 + m]) : 0.0f;
+            d = fp8_div_of(has_row ? scale_of(reinterpret_cast<const u32 *>(p.ws_interscale)[rt.row0 + m]) : 0.0f);
         }
-        quantize16<D>(lo, hi, s, q);
+        if (has_row && in_k) quantize16<D>(lo, hi, d, q);
         st_shared_v4(a_stage + a_dst + static_cast<u32>(i * kRowsPerPass * S::kRowBytes), q);
-        if (kc == 0) st_shared_u32(scales + 4u * static_cast<u32>(m), __float_as_uint(s));
+        if (kc == 0) st_shared_u32(scales + 4u * static_cast<u32>(m), __float_as_uint(d.s));
     }
 }
 
@@ -286,11 +297,11 @@ __device__ __forceinline__ void wg_producer_fp8(const mj_layer_params &p, const 
         }
         grid_dep_enter();
     }
-    float s_all = 0.0f; // the per-tensor scale (tensor)
+    Fp8Div d_all = fp8_div_of(0.0f); // the per-tensor scale (tensor), with its reciprocal
     if constexpr (kScale == Fp8Scale::tensor) {
-        if constexpr (kGemm2) s_all = scale_of(*reinterpret_cast<const u32 *>(p.ws_interscale));
-        else s_all = scale_of(producer_max_words(reinterpret_cast<const u32 *>(p.ws_xscale), p.num_tokens, tid,
-                                                 sm.bars + 192u));
+        if constexpr (kGemm2) d_all = fp8_div_of(scale_of(*reinterpret_cast<const u32 *>(p.ws_interscale)));
+        else d_all = fp8_div_of(scale_of(producer_max_words(reinterpret_cast<const u32 *>(p.ws_xscale), p.num_tokens,
+                                                            tid, sm.bars + 192u)));
     }
     PipeState<S::kStages> pipe;
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
@@ -318,7 +329,7 @@ __device__ __forceinline__ void wg_producer_fp8(const mj_layer_params &p, const 
             } else {
                 if (rt.rows > 0)
                     wg_fp8_fill_stage<S, D, kGemm2, kScale>(p, sm, pipe.stage, rt, rows, k, sc.K, kt, row_in, kc,
-                                                            a_dst, s_all);
+                                                            a_dst, d_all);
                 fence_proxy_async(); // the generic-proxy stores, before wgmma (async proxy) reads them
                 mbar_arrive(sm.full_bar(pipe.stage));
             }
