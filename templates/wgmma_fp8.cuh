@@ -10,14 +10,14 @@
 //                copy      e4m3 rows quantized before this GEMM, gathered by 16-byte cp.async
 //                          exactly as the 16-bit GEMMs gather, the scales by 4-byte cp.async:
 //                          x of fp8_block (1 x 128 scales) and fp8_act=token (per token), both
-//                          quantized by the route kernel (tc_fp8_quant.cuh); static x with
-//                          x_scale; fp8_block's intermediate, quantized by GEMM1's epilogue
+//                          quantized by the route kernel (tc_fp8_quant.cuh); x of
+//                          fp8_act=tensor, quantized once by the scatter kernel (the scale of
+//                          every row the one after the route kernel's amax words); static x
+//                          with x_scale; fp8_block's intermediate, quantized by GEMM1's epilogue
 //                quantize  16-bit rows loaded, 16 values per lane, and quantized on their way
 //                          into the stage (v / s through the scale's reciprocal, Fp8Div: the
 //                          IEEE quotient's codes without a division per value; padding rows
-//                          and k past K stored as zero codes), cvt to e4m3: x of
-//                          fp8_act=tensor (one scale from the max of the route kernel's
-//                          per-token amax), fp8_tensor's
+//                          and k past K stored as zero codes), cvt to e4m3: fp8_tensor's
 //                          intermediate (per row or per tensor, from GEMM1's epilogue amax),
 //                          and fp8_block's intermediate in the tall gated tiles (64 columns of
 //                          a 128-wide group per GEMM1 tile: the group's amax is the producer's)
@@ -53,8 +53,10 @@ namespace mj {
 
 // How an fp8 GEMM's producer fills its A stages (see the header): quantizing 16-bit rows with
 // scales of 1 x 128 groups (block), per row (row) or per tensor (tensor), or copying e4m3 rows
-// quantized before it, with the scale per tensor (static x), per row or per 128-wide K block.
-enum class Fp8Scale : int { block = 0, row, tensor, copy_tensor, copy_row, copy_block };
+// quantized before it, with the scale per tensor (static x), per row or per 128-wide K block,
+// or per tensor from the workspace (copy_ws_tensor: x of fp8_act=tensor, quantized by the
+// scatter kernel, its scale after the T amax words).
+enum class Fp8Scale : int { block = 0, row, tensor, copy_tensor, copy_row, copy_block, copy_ws_tensor };
 
 // kInterQ: GEMM1's epilogue quantized the intermediate (fp8_block where a tile's intermediate
 // columns are whole 128-wide groups: every shape but the tall gated one).
@@ -64,7 +66,7 @@ __host__ __device__ constexpr Fp8Scale fp8_scale_of()
     if (kQ == Quant::fp8_block) return !kGemm2 || kInterQ ? Fp8Scale::copy_block : Fp8Scale::block;
     if (kGemm2) return kFa == Fp8Act::token ? Fp8Scale::row : Fp8Scale::tensor;
     return kFa == Fp8Act::token ? Fp8Scale::copy_row : kFa == Fp8Act::static_scale ? Fp8Scale::copy_tensor
-                                                                                     : Fp8Scale::tensor;
+                                                                                     : Fp8Scale::copy_ws_tensor;
 }
 __host__ __device__ constexpr bool fp8_scale_copies(Fp8Scale s) { return s >= Fp8Scale::copy_tensor; }
 
@@ -82,27 +84,6 @@ __device__ __forceinline__ u32 ld_shared_u32(u32 addr)
 {
     u32 v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-// The producer warpgroup's own barrier (id 1; the CTA-wide one is 0).
-__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-
-// The max of n amax words, over the producer's 128 threads (scratch: 16 bytes of shared memory).
-__device__ __forceinline__ u32 producer_max_words(const u32 *words, i64 n, int tid, u32 scratch)
-{
-    u32 v = 0u;
-    for (i64 i = tid; i < n; i += 128) {
-        const u32 w = words[i];
-        v = w > v ? w : v;
-    }
-    v = max_over_lanes<32>(v);
-    if (tid % 32 == 0) st_shared_u32(scratch + 4u * static_cast<u32>(tid / 32), v);
-    producer_sync();
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-        const u32 o = ld_shared_u32(scratch + 4u * static_cast<u32>(w));
-        v = o > v ? o : v;
-    }
     return v;
 }
 
@@ -207,11 +188,13 @@ template <class S, bool kGemm2, Fp8Scale kScale>
 __device__ __forceinline__ void wg_fp8_copy_rows(const mj_layer_params &p, const RowTile &rt, const int *rows, int k,
                                                  int K, int row_in, int kc, WgFp8Copy<S> &c)
 {
+    constexpr bool kOne = kScale == Fp8Scale::copy_tensor || kScale == Fp8Scale::copy_ws_tensor; // one scale
     const u8 *base = reinterpret_cast<const u8 *>(kGemm2 ? p.ws_interq : kScale == Fp8Scale::copy_tensor ? p.x : p.ws_xq);
-    const float *scales = reinterpret_cast<const float *>(kScale == Fp8Scale::copy_tensor ? p.x_scale
-                                                          : kGemm2                       ? p.ws_interscale
-                                                                                         : p.ws_xscale);
-    const int stride = kScale == Fp8Scale::copy_tensor ? 0 : kScale == Fp8Scale::copy_row ? 1 : K / MJ_FP8_BLOCK;
+    const float *scales = kScale == Fp8Scale::copy_tensor ? reinterpret_cast<const float *>(p.x_scale)
+                          : kScale == Fp8Scale::copy_ws_tensor
+                              ? reinterpret_cast<const float *>(p.ws_xscale) + p.num_tokens
+                              : reinterpret_cast<const float *>(kGemm2 ? p.ws_interscale : p.ws_xscale);
+    const int stride = kOne ? 0 : kScale == Fp8Scale::copy_row ? 1 : K / MJ_FP8_BLOCK;
     c.base = base, c.scales = scales;
 #pragma unroll
     for (int i = 0; i < S::kRowsA; ++i) {
@@ -297,12 +280,10 @@ __device__ __forceinline__ void wg_producer_fp8(const mj_layer_params &p, const 
         }
         grid_dep_enter();
     }
-    Fp8Div d_all = fp8_div_of(0.0f); // the per-tensor scale (tensor), with its reciprocal
-    if constexpr (kScale == Fp8Scale::tensor) {
-        if constexpr (kGemm2) d_all = fp8_div_of(scale_of(*reinterpret_cast<const u32 *>(p.ws_interscale)));
-        else d_all = fp8_div_of(scale_of(producer_max_words(reinterpret_cast<const u32 *>(p.ws_xscale), p.num_tokens,
-                                                            tid, sm.bars + 192u)));
-    }
+    Fp8Div d_all = fp8_div_of(0.0f); // the per-tensor scale (tensor: GEMM2's), with its reciprocal
+    static_assert(kScale != Fp8Scale::tensor || kGemm2, "x per tensor is quantized by the scatter kernel");
+    if constexpr (kScale == Fp8Scale::tensor)
+        d_all = fp8_div_of(scale_of(*reinterpret_cast<const u32 *>(p.ws_interscale)));
     PipeState<S::kStages> pipe;
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
         RowTile rt;
