@@ -47,6 +47,7 @@ typedef struct mj_mma_forward {
     int64_t T, pairs, H, I, e_local;
     int gated;
     int precomputed;        /* routing=precomputed: ids may repeat an expert within a token */
+    int scatter_x;          /* the scatter kernel quantizes x (fp8_act=tensor): launched at every T */
     int programmatic; /* MJ_PDL_* (launch_common.h); MJ_PDL_OFF before sm_90 */
     int sms;               /* the device's SMs (set where the plan's decode layer was decided) */
     int w4;                /* 4-bit weights: the GEMMs' pipelines are common/mma_w4_params.h's */

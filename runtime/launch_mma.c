@@ -234,6 +234,7 @@ moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, 
     f->gated = moejit_activation_is_gated(&spec->act);
     f->w4 = mj_quant_is_4bit(spec->quant);
     f->precomputed = spec->routing == MJ_ROUTING_PRECOMPUTED;
+    f->scatter_x = mj_tc_fp8_scatter_quantizes_x(spec);
     /* griddepcontrol is sm_90's; the kernels of older archs run stream-ordered */
     f->programmatic = spec->arch >= MJ_ARCH_SM90A ? k.pdl : MJ_PDL_OFF;
     mj_launch_fill_params(args, &w, workspace, plan.max_tiles, &f->p);
@@ -306,10 +307,14 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     }
 
     void *params[] = {&f->p};
+    /* fp8_act=tensor: the scatter kernel also quantizes x (once, with the one scale it needs
+     * every route block's amax for), so it runs at every T, on enough blocks for x's rows */
+    const int64_t pair_blocks = ceil_div(f->pairs, MJ_SCATTER_PAIRS_PER_BLOCK), x_blocks = mj_tc_fp8_x_blocks(f->T);
+    const int64_t scatter_blocks = !f->scatter_x ? pair_blocks : pair_blocks > x_blocks ? pair_blocks : x_blocks;
     const launch_cfg seq[6] = {
         {MJ_MMA_K_ROUTE, MJ_ROUTE_BLOCKS(f->T), 1, MJ_SIMT_ROUTE_THREADS, 0, params},
         {plan->k_offsets, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params},
-        {MJ_MMA_K_SCATTER, ceil_div(f->pairs, MJ_SCATTER_PAIRS_PER_BLOCK), 1, MJ_SIMT_SCATTER_THREADS, 0, params},
+        {MJ_MMA_K_SCATTER, scatter_blocks, 1, MJ_SIMT_SCATTER_THREADS, 0, params},
         {gemms[0], g->g1, 1, g->threads, (unsigned)g->smem, g->params1 ? g->params1 : params},
         {gemms[1], t1 ? ceil_div(f->H, MJ_MMA_SMALL_BW / MJ_MMA_T1_SLOTS) : g->g2, 1, g->threads,
          (unsigned)gemm_smem[1], g->params2 ? g->params2 : params},
@@ -319,7 +324,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     const launch_cfg fused_cfg = {MJ_MMA_K_ROUTE_FUSED_SMALL, 1, 1, MJ_SIMT_OFFSETS_THREADS, 0, params};
     const int first = routed ? 3 : fused ? 2 : 0, last = t1 ? 4 : 5; /* t1: no finalize launch */
     for (int i = first; i <= last; i++) {
-        if (i == 2 && !fused && MJ_OFFSETS_SCATTER(f->pairs)) continue; /* the offsets kernel scattered */
+        if (i == 2 && !fused && MJ_OFFSETS_SCATTER(f->pairs) && !f->scatter_x) continue; /* the offsets kernel scattered */
         const launch_cfg *c = fused && i == 2 ? &fused_cfg : &seq[i];
         /* Each kernel may start early and waits in griddepcontrol.wait; under MOEJIT_PDL=inner
          * the first one waits for whatever the stream ran before (and for the memset) in the

@@ -63,13 +63,13 @@ void mj_tc_fp8_layout(const moejit_spec *spec, const moejit_moe_args *a, mj_ws_l
     const int block = spec->quant == MJ_QUANT_FP8_BLOCK, token = !block && spec->fp8_act == MJ_FP8_ACT_TOKEN;
     const int stat = !block && spec->fp8_act == MJ_FP8_ACT_STATIC;
     size_t at = w->total;
-    if (block || token) { /* x quantized by the route kernel */
+    if (!stat) { /* x quantized by the route kernel (block, token) or the scatter kernel (tensor) */
         w->xq = at;
         at = mj_launch_align_up(at + T * H);
     }
-    if (!stat) { /* x's scales: per 128 of H, per token, or each token's amax */
+    if (!stat) { /* x's scales: per 128 of H, per token, or each token's amax and then the scale */
         w->xscale = at;
-        at = mj_launch_align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : T));
+        at = mj_launch_align_up(at + 4 * (block ? T * (H / MJ_FP8_BLOCK) : token ? T : T + 1));
     }
     if (block) { /* the intermediate quantized by GEMM1's epilogue */
         w->interq = at;
@@ -78,4 +78,17 @@ void mj_tc_fp8_layout(const moejit_spec *spec, const moejit_moe_args *a, mj_ws_l
     w->interscale = at; /* its scales per 128 of I, or its amax words */
     at = mj_launch_align_up(at + 4 * (block ? pairs * (I / MJ_FP8_BLOCK) : token ? pairs : 1));
     w->total = at;
+}
+
+int mj_tc_fp8_scatter_quantizes_x(const moejit_spec *spec)
+{
+    return spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_TENSOR;
+}
+
+/* Four rows of x per warp of a scatter block (templates/tc_fp8_quant.cuh strides over the
+ * grid's warps whatever its size). */
+int64_t mj_tc_fp8_x_blocks(int64_t T)
+{
+    const int64_t rows = 4 * (MJ_SIMT_SCATTER_THREADS / 32);
+    return T > 0 ? (T + rows - 1) / rows : 1;
 }

@@ -156,7 +156,17 @@ extern "C" __global__ void __launch_bounds__(MJ_SIMT_SCATTER_THREADS)
 mj_scatter(const __grid_constant__ mj_layer_params p)
 {
     mj::grid_dep_enter();
-    mj::scatter_block(p, blockIdx.x);
+    using namespace mj::tc_layer;
+    if constexpr (kTcQuant == mj::Quant::fp8_tensor && kTcFp8Act == mj::Fp8Act::tensor) {
+        // launched at every T for x's quantization (tc_fp8_quant.cuh); it scatters where the
+        // offsets kernel did not, in its first blocks (the grid may hold more)
+        if (!MJ_OFFSETS_SCATTER(p.num_pairs) &&
+            blockIdx.x < (p.num_pairs + MJ_SCATTER_PAIRS_PER_BLOCK - 1) / MJ_SCATTER_PAIRS_PER_BLOCK)
+            mj::scatter_block(p, blockIdx.x);
+        mj::scatter_quantize_x_tensor<kDtype>(p, dim<kPinnedHidden>(p.hidden));
+    } else {
+        mj::scatter_block(p, blockIdx.x);
+    }
 }
 #endif
 

@@ -10,11 +10,14 @@
 //                copy      e4m3 rows quantized before this GEMM, gathered by 16-byte cp.async
 //                          exactly as the 16-bit GEMMs gather, the scales by 4-byte cp.async:
 //                          x of fp8_block (1 x 128 scales) and fp8_act=token (per token), both
-//                          quantized by the route kernel (tc_fp8_quant.cuh); static x with
-//                          x_scale; fp8_block's intermediate, quantized by GEMM1's epilogue
+//                          quantized by the route kernel (tc_fp8_quant.cuh); x of
+//                          fp8_act=tensor, quantized once by the scatter kernel (the scale of
+//                          every row the one after the route kernel's amax words); static x
+//                          with x_scale; fp8_block's intermediate, quantized by GEMM1's epilogue
 //                quantize  16-bit rows loaded, 16 values per lane, and quantized on their way
-//                          into the stage (v / s, cvt to e4m3): x of fp8_act=tensor (one scale
-//                          from the max of the route kernel's per-token amax), fp8_tensor's
+//                          into the stage (v / s through the scale's reciprocal, Fp8Div: the
+//                          IEEE quotient's codes without a division per value; padding rows
+//                          and k past K stored as zero codes), cvt to e4m3: fp8_tensor's
 //                          intermediate (per row or per tensor, from GEMM1's epilogue amax),
 //                          and fp8_block's intermediate in the tall gated tiles (64 columns of
 //                          a 128-wide group per GEMM1 tile: the group's amax is the producer's)
@@ -50,8 +53,10 @@ namespace mj {
 
 // How an fp8 GEMM's producer fills its A stages (see the header): quantizing 16-bit rows with
 // scales of 1 x 128 groups (block), per row (row) or per tensor (tensor), or copying e4m3 rows
-// quantized before it, with the scale per tensor (static x), per row or per 128-wide K block.
-enum class Fp8Scale : int { block = 0, row, tensor, copy_tensor, copy_row, copy_block };
+// quantized before it, with the scale per tensor (static x), per row or per 128-wide K block,
+// or per tensor from the workspace (copy_ws_tensor: x of fp8_act=tensor, quantized by the
+// scatter kernel, its scale after the T amax words).
+enum class Fp8Scale : int { block = 0, row, tensor, copy_tensor, copy_row, copy_block, copy_ws_tensor };
 
 // kInterQ: GEMM1's epilogue quantized the intermediate (fp8_block where a tile's intermediate
 // columns are whole 128-wide groups: every shape but the tall gated one).
@@ -61,7 +66,7 @@ __host__ __device__ constexpr Fp8Scale fp8_scale_of()
     if (kQ == Quant::fp8_block) return !kGemm2 || kInterQ ? Fp8Scale::copy_block : Fp8Scale::block;
     if (kGemm2) return kFa == Fp8Act::token ? Fp8Scale::row : Fp8Scale::tensor;
     return kFa == Fp8Act::token ? Fp8Scale::copy_row : kFa == Fp8Act::static_scale ? Fp8Scale::copy_tensor
-                                                                                     : Fp8Scale::tensor;
+                                                                                     : Fp8Scale::copy_ws_tensor;
 }
 __host__ __device__ constexpr bool fp8_scale_copies(Fp8Scale s) { return s >= Fp8Scale::copy_tensor; }
 
@@ -81,33 +86,19 @@ __device__ __forceinline__ u32 ld_shared_u32(u32 addr)
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
     return v;
 }
-// The producer warpgroup's own barrier (id 1; the CTA-wide one is 0).
-__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 
-// The max of n amax words, over the producer's 128 threads (scratch: 16 bytes of shared memory).
-__device__ __forceinline__ u32 producer_max_words(const u32 *words, i64 n, int tid, u32 scratch)
-{
-    u32 v = 0u;
-    for (i64 i = tid; i < n; i += 128) {
-        const u32 w = words[i];
-        v = w > v ? w : v;
-    }
-    v = max_over_lanes<32>(v);
-    if (tid % 32 == 0) st_shared_u32(scratch + 4u * static_cast<u32>(tid / 32), v);
-    producer_sync();
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-        const u32 o = ld_shared_u32(scratch + 4u * static_cast<u32>(w));
-        v = o > v ? o : v;
-    }
-    return v;
-}
-
-// 16 consecutive 16-bit values (lo: the first 8) -> 16 e4m3 codes with scale s, packed 4 per word.
+// 16 consecutive 16-bit values (lo: the first 8) -> 16 e4m3 codes with scale d.s, packed 4 per
+// word: through the reciprocal where d is fast (tc_fp8_quant.cuh), else dividing.
 template <Dtype D>
-__device__ __forceinline__ void quantize16(const Vec16 &lo, const Vec16 &hi, float s, u32 (&q)[4])
+__device__ __forceinline__ void quantize16(const Vec16 &lo, const Vec16 &hi, const Fp8Div &d, u32 (&q)[4])
 {
-    const Vec8 a = quantize8<D>(lo, s), b = quantize8<D>(hi, s);
+    Vec8 a, b;
+    if (d.fast) {
+        auto f = [&d](float x) { return fp8_quotient_fast(x, d); };
+        a = quantize8_by<D>(lo, f), b = quantize8_by<D>(hi, f);
+    } else {
+        a = quantize8<D>(lo, d.s), b = quantize8<D>(hi, d.s);
+    }
     q[0] = a.w[0], q[1] = a.w[1], q[2] = b.w[0], q[3] = b.w[1];
 }
 
@@ -143,10 +134,11 @@ __device__ __forceinline__ void wg_fp8_extents(int H, int I, WgSchedule &sc)
 
 // One producer thread's share of one stage: rows row_in + 16·i of the tile, 16 values from
 // K element kk each, quantized into the stage, the rows' scales beside it (lane kc 0 of a row).
+// Padding (rows past the tile's, k past K) is stored as zero codes without a quotient.
 template <class S, Dtype D, bool kGemm2, Fp8Scale kScale>
 __device__ __forceinline__ void wg_fp8_fill_stage(const mj_layer_params &p, const WgStages<S> &sm, int stage,
                                                   const RowTile &rt, const int *rows, int k, int K, int kt,
-                                                  int row_in, int kc, u32 a_dst, float s_all)
+                                                  int row_in, int kc, u32 a_dst, const Fp8Div &d_all)
 {
     constexpr int kRowsPerPass = S::kProducerThreads / 8;
     const int kk = kt * S::BK + kc * 16;
@@ -159,19 +151,19 @@ __device__ __forceinline__ void wg_fp8_fill_stage(const mj_layer_params &p, cons
         const int m = row_in + i * kRowsPerPass;
         const bool has_row = m < rt.rows;
         const i64 row = !has_row ? 0 : kGemm2 ? static_cast<i64>(rt.row0 + m) : static_cast<i64>(rows[m] / k);
-        u32 q[4];
-        float s = s_all;
+        u32 q[4] = {0u, 0u, 0u, 0u};
+        Fp8Div d = d_all;
         const u16 *src = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x) + row * ld + kk;
         const Vec16 lo = has_row && in_k ? ld_nc_16(src) : vec16_zero();
         const Vec16 hi = has_row && in_k ? ld_nc_16(src + 8) : vec16_zero();
         if constexpr (kScale == Fp8Scale::block) {
-            s = scale_of(max_over_lanes<8>(amax16<D>(lo, hi))); // the row's 8 lanes: its 128 values
+            d = fp8_div_of(scale_of(max_over_lanes<8>(amax16<D>(lo, hi)))); // the row's 8 lanes: its 128 values
         } else if constexpr (kScale == Fp8Scale::row) { // the intermediate's (x's are copied)
-            s = has_row ? scale_of(reinterpret_cast<const u32 *>(p.ws_interscale)[rt.row0 + m]) : 0.0f;
+            d = fp8_div_of(has_row ? scale_of(reinterpret_cast<const u32 *>(p.ws_interscale)[rt.row0 + m]) : 0.0f);
         }
-        quantize16<D>(lo, hi, s, q);
+        if (has_row && in_k) quantize16<D>(lo, hi, d, q);
         st_shared_v4(a_stage + a_dst + static_cast<u32>(i * kRowsPerPass * S::kRowBytes), q);
-        if (kc == 0) st_shared_u32(scales + 4u * static_cast<u32>(m), __float_as_uint(s));
+        if (kc == 0) st_shared_u32(scales + 4u * static_cast<u32>(m), __float_as_uint(d.s));
     }
 }
 
@@ -196,11 +188,13 @@ template <class S, bool kGemm2, Fp8Scale kScale>
 __device__ __forceinline__ void wg_fp8_copy_rows(const mj_layer_params &p, const RowTile &rt, const int *rows, int k,
                                                  int K, int row_in, int kc, WgFp8Copy<S> &c)
 {
+    constexpr bool kOne = kScale == Fp8Scale::copy_tensor || kScale == Fp8Scale::copy_ws_tensor; // one scale
     const u8 *base = reinterpret_cast<const u8 *>(kGemm2 ? p.ws_interq : kScale == Fp8Scale::copy_tensor ? p.x : p.ws_xq);
-    const float *scales = reinterpret_cast<const float *>(kScale == Fp8Scale::copy_tensor ? p.x_scale
-                                                          : kGemm2                       ? p.ws_interscale
-                                                                                         : p.ws_xscale);
-    const int stride = kScale == Fp8Scale::copy_tensor ? 0 : kScale == Fp8Scale::copy_row ? 1 : K / MJ_FP8_BLOCK;
+    const float *scales = kScale == Fp8Scale::copy_tensor ? reinterpret_cast<const float *>(p.x_scale)
+                          : kScale == Fp8Scale::copy_ws_tensor
+                              ? reinterpret_cast<const float *>(p.ws_xscale) + p.num_tokens
+                              : reinterpret_cast<const float *>(kGemm2 ? p.ws_interscale : p.ws_xscale);
+    const int stride = kOne ? 0 : kScale == Fp8Scale::copy_row ? 1 : K / MJ_FP8_BLOCK;
     c.base = base, c.scales = scales;
 #pragma unroll
     for (int i = 0; i < S::kRowsA; ++i) {
@@ -286,12 +280,10 @@ __device__ __forceinline__ void wg_producer_fp8(const mj_layer_params &p, const 
         }
         grid_dep_enter();
     }
-    float s_all = 0.0f; // the per-tensor scale (tensor)
-    if constexpr (kScale == Fp8Scale::tensor) {
-        if constexpr (kGemm2) s_all = scale_of(*reinterpret_cast<const u32 *>(p.ws_interscale));
-        else s_all = scale_of(producer_max_words(reinterpret_cast<const u32 *>(p.ws_xscale), p.num_tokens, tid,
-                                                 sm.bars + 192u));
-    }
+    Fp8Div d_all = fp8_div_of(0.0f); // the per-tensor scale (tensor: GEMM2's), with its reciprocal
+    static_assert(kScale != Fp8Scale::tensor || kGemm2, "x per tensor is quantized by the scatter kernel");
+    if constexpr (kScale == Fp8Scale::tensor)
+        d_all = fp8_div_of(scale_of(*reinterpret_cast<const u32 *>(p.ws_interscale)));
     PipeState<S::kStages> pipe;
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
         RowTile rt;
@@ -318,7 +310,7 @@ __device__ __forceinline__ void wg_producer_fp8(const mj_layer_params &p, const 
             } else {
                 if (rt.rows > 0)
                     wg_fp8_fill_stage<S, D, kGemm2, kScale>(p, sm, pipe.stage, rt, rows, k, sc.K, kt, row_in, kc,
-                                                            a_dst, s_all);
+                                                            a_dst, d_all);
                 fence_proxy_async(); // the generic-proxy stores, before wgmma (async proxy) reads them
                 mbar_arrive(sm.full_bar(pipe.stage));
             }

@@ -9,7 +9,9 @@
 //   mj_expert_offsets        grid 1 x 512             row tiles of 128 tokens (= MJ_WGMMA_BM)
 //   mj_scatter               grid ceil(T·k/2048) x 256 2048 pairs per block (permute.cuh); not
 //                                                     launched at T·k <= 2048: the offsets
-//                                                     kernels scatter them (offsets_stage)
+//                                                     kernels scatter them (offsets_stage);
+//                                                     fp8_act=tensor: at every T, also
+//                                                     quantizing x (>= T/32 blocks)
 //   mj_gemm1_act             grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W1 tensor map)
 //   mj_gemm2                 grid min(SMs, tiles) x 384, MJ_WGMMA_SMEM; (params, W2 tensor map)
 //   mj_finalize              grid (T, H/512) x 128

@@ -23,6 +23,7 @@
 #include "runtime/gemm_plan.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_common.h"
+#include "runtime/launch_tc_fp8.h"
 #include "lib/check_main.h"
 #include "runtime/loader.h"
 #include "moejit.h"
@@ -1552,13 +1553,39 @@ START_TEST(wgmma_fp8_arguments_are_checked_naming_the_field)
 }
 END_TEST
 
+/* fp8_act=tensor: x's one scale needs every route block's amax, so the scatter kernel, the
+ * first after all of them, quantizes x once (templates/tc_fp8_quant.cuh): it runs at every T,
+ * also where the offsets kernel scatters, on enough blocks for x's rows (32 per block) and for
+ * the pairs; the other activation scalings keep the scatter kernel where the pairs need it. */
+START_TEST(wgmma_fp8_tensor_scatter_kernel_quantizes_x_at_every_batch)
+{
+    static const struct { int64_t T; unsigned blocks; } cases[] = {{1, 1}, {100, 4}, {256, 8}, {4096, 128}, {40000, 1250}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tc_forward("backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a", cases[i].T, 2048, 768, 128, 8, 0, 0, 0);
+        ck_assert_int_eq(n_tc_recs, 6);
+        ck_assert_int_eq(tc_recs[2].kernel, MJ_MMA_K_SCATTER);
+        const unsigned pair_blocks = (unsigned)((cases[i].T * 8 + MJ_SCATTER_PAIRS_PER_BLOCK - 1) / MJ_SCATTER_PAIRS_PER_BLOCK);
+        ck_assert_uint_eq(tc_recs[2].gx, cases[i].blocks > pair_blocks ? cases[i].blocks : pair_blocks);
+        ck_assert_uint_eq(tc_recs[2].gx, (unsigned)mj_tc_fp8_x_blocks(cases[i].T) > pair_blocks
+                                              ? (unsigned)mj_tc_fp8_x_blocks(cases[i].T)
+                                              : pair_blocks);
+    }
+    /* token and fp8_block quantize x in the route kernel: at 100 tokens the offsets kernel scatters */
+    tc_forward("backend=wgmma,quant=fp8_tensor,fp8_act=token,act=swiglu,arch=sm_90a", 100, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(n_tc_recs, 5);
+    tc_forward(WGMMA_FP8, 100, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(n_tc_recs, 5);
+}
+END_TEST
+
 /* The bytes of n, rounded up to the workspace's region alignment. */
 static size_t ws_region(size_t n) { return (n + MJ_WS_ALIGN - 1) / MJ_WS_ALIGN * MJ_WS_ALIGN; }
 
 /* fp8 on wgmma adds its regions to the 16-bit layout of the same path (tile=large: no
  * persistent layer's K splits; launch_tc_fp8.h): fp8_block x's and the intermediate's codes
  * and 1 x 128 scales; fp8_act=token x's codes and scales and the intermediate's amax per
- * (token, slot); fp8_act=tensor x's amax per token and one word; static x one word. */
+ * (token, slot); fp8_act=tensor x's codes (the scatter kernel's), its amax per token and its
+ * scale after them, and one word; static x one word. */
 START_TEST(wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales)
 {
     static const struct { int64_t T, k; } shapes[] = {{1, 8}, {3, 2}, {1000, 8}};
@@ -1567,7 +1594,7 @@ START_TEST(wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales)
         const size_t P = (size_t)(T * k), base = ws_of(WGMMA ",tile=large", T, H, I, E, k);
         const size_t x_amax = ws_region(4 * (size_t)T), one = ws_region(4);
         ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a", T, H, I, E, k),
-                          base + x_amax + one);
+                          base + ws_region((size_t)(T * H)) + ws_region(4 * (size_t)(T + 1)) + one);
         ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,fp8_act=token,act=swiglu,arch=sm_90a", T, H, I, E, k),
                           base + ws_region((size_t)(T * H)) + x_amax + ws_region(4 * P));
         ck_assert_uint_eq(ws_of("backend=wgmma,quant=fp8_tensor,fp8_act=static,act=swiglu,arch=sm_90a", T, H, I, E, k),
@@ -1745,6 +1772,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales);
     tcase_add_test(tc, four_bit_tensor_core_inputs_are_checked_naming_the_field);
     tcase_add_test(tc, four_bit_forwards_run_the_chain_with_their_own_pipelines);
+    tcase_add_test(tc, wgmma_fp8_tensor_scatter_kernel_quantizes_x_at_every_batch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -135,22 +135,25 @@ static const char *const gemms[] = {"mj_gemm1_act",      "mj_gemm2",          "m
 #define N_GEMMS ((int)(sizeof gemms / sizeof gemms[0]))
 
 /* Where the activations are quantized (templates/wgmma_fp8.cuh, tc_fp8_quant.cuh): x copied
- * by the GEMM1 producers' cp.async (LDGSTS) for fp8_block, fp8_act=token and static x, else
- * quantized there; the route kernel converts to e4m3 (F2FP.SATFINITE.E4M3) for fp8_block and
- * fp8_act=token; fp8_block's GEMM2 producers copy the intermediate but in the tall tiles of a
- * gated layer (64 columns of a group per GEMM1 tile), where they quantize it. */
+ * by the GEMM1 producers' cp.async (LDGSTS) for every fp8_act and fp8_block, never quantized
+ * there; the route kernel converts to e4m3 (F2FP.SATFINITE.E4M3) for fp8_block and
+ * fp8_act=token, the scatter kernel for fp8_act=tensor (x's one scale needs every route block
+ * first); fp8_block's GEMM2 producers copy the intermediate but in the tall tiles of a gated
+ * layer (64 columns of a group per GEMM1 tile), where they quantize it. */
 static void check_quantization_sites(const char *text, const mj_program *prog)
 {
     const int block = strstr(text, "fp8_block") != NULL, token = strstr(text, "fp8_act=token") != NULL;
-    const int copies_x = block || token || strstr(text, "fp8_act=static") != NULL;
-    static const char *const names[] = {"mj_gemm1_act", "mj_gemm1_act_tall", "mj_gemm2", "mj_gemm2_tall", "mj_route"};
-    int lines[5], ldgsts[5], local[5], clines[5], cvt[5], clocal[5];
-    if (mj_test_sass_scan_op(prog, names, 5, "LDGSTS", lines, ldgsts, local) != 0 ||
-        mj_test_sass_scan_op(prog, names, 5, "F2FP.SATFINITE.E4M3", clines, cvt, clocal) != 0)
+    const int tensor = strstr(text, "fp8_act=tensor") != NULL;
+    static const char *const names[] = {"mj_gemm1_act", "mj_gemm1_act_tall", "mj_gemm2", "mj_gemm2_tall", "mj_route",
+                                        "mj_scatter"};
+    int lines[6], ldgsts[6], local[6], clines[6], cvt[6], clocal[6];
+    if (mj_test_sass_scan_op(prog, names, 6, "LDGSTS", lines, ldgsts, local) != 0 ||
+        mj_test_sass_scan_op(prog, names, 6, "F2FP.SATFINITE.E4M3", clines, cvt, clocal) != 0)
         return;
     const int gated = strstr(text, "act=swiglu") || strstr(text, "act=geglu") || strstr(text, "act=situ");
-    ck_assert_msg(copies_x ? ldgsts[0] >= 8 && ldgsts[1] >= 8 : ldgsts[0] == 0 && ldgsts[1] == 0,
-                  "%s: GEMM1 LDGSTS %d (tall %d)", text, ldgsts[0], ldgsts[1]);
+    ck_assert_msg(ldgsts[0] >= 8 && ldgsts[1] >= 8, "%s: GEMM1 LDGSTS %d (tall %d)", text, ldgsts[0], ldgsts[1]);
+    ck_assert_msg(block || cvt[0] == 0, "%s: GEMM1 has %d e4m3 conversions (x is copied)", text, cvt[0]);
+    ck_assert_msg(tensor == (cvt[5] > 0), "%s: mj_scatter has %d e4m3 conversions", text, cvt[5]);
     ck_assert_msg(block ? ldgsts[2] >= 8 && (gated ? ldgsts[3] == 0 : ldgsts[3] >= 8) : ldgsts[2] == 0 && ldgsts[3] == 0,
                   "%s: GEMM2 LDGSTS %d (tall %d)", text, ldgsts[2], ldgsts[3]);
     ck_assert_msg((block || token) == (cvt[4] > 0), "%s: mj_route has %d e4m3 conversions", text, cvt[4]);

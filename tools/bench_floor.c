@@ -45,14 +45,28 @@ moejit_status bench_routed_experts(const float *logits, long long B, int E, int 
     return st;
 }
 
-bench_floor bench_floor_of(int H, int I, int E, int k, int gated, long long B, double e_read, double bw,
-                           double peak)
+static double scale_blocks(int N, int K, int block)
+{
+    return (double)((N + block - 1) / block) * (double)((K + block - 1) / block);
+}
+
+double bench_expert_weight_bytes(int H, int I, int gated, double elem_bytes, int scale_block)
+{
+    const int rows1 = gated ? 2 * I : I;
+    const double weights = ((double)rows1 + I) * H * elem_bytes;
+    if (scale_block < 0) return weights;
+    if (scale_block == 0) return weights + 2.0 * 4.0; /* one fp32 per matrix */
+    return weights + 4.0 * (scale_blocks(rows1, H, scale_block) + scale_blocks(H, I, scale_block));
+}
+
+bench_floor bench_floor_of(int H, int I, int E, int k, int gated, long long B, double e_read, double expert_bytes,
+                           double bw, double peak)
 {
     bench_floor f;
     const double rows = (gated ? 2.0 : 1.0) * I + I; /* W1's rows and W2's columns per expert */
     f.e_uniform = bench_uniform_experts(E, k, B);
     f.e_read = e_read;
-    f.weight_bytes = e_read * rows * H * 2.0;
+    f.weight_bytes = e_read * expert_bytes;
     f.flops = 2.0 * (double)B * k * rows * H;
     const double t_bw = f.weight_bytes / (bw * 1e12), t_fl = f.flops / (peak * 1e12);
     f.floor_us = 1e6 * (t_bw > t_fl ? t_bw : t_fl);

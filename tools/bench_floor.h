@@ -25,17 +25,24 @@ double bench_uniform_experts(int E, int k, long long B);
  * past MJ_REF_MAX_TOPK, B < 0), MOEJIT_ERR_OUT_OF_MEMORY. */
 moejit_status bench_routed_experts(const float *logits, long long B, int E, int k, int *experts);
 
+/* The bytes of one expert's W1 (rows1 x H: 2I rows gated, I ungated) and W2 (H x I) as its format
+ * stores them: elem_bytes per weight (2: bf16, fp16; 1: e4m3) and its fp32 scales: none
+ * (scale_block < 0), one per matrix (0: fp8_tensor), or one per scale_block x scale_block block
+ * (fp8_block: 128, partial blocks counted whole). */
+double bench_expert_weight_bytes(int H, int I, int gated, double elem_bytes, int scale_block);
+
 typedef struct bench_floor {
     double e_uniform;    /* bench_uniform_experts */
     double e_read;       /* experts the timed inputs route to (mean over the rotated sets) */
-    double weight_bytes; /* e_read · (rows1 + I) · H · 2: the bf16 weights the forwards read */
+    double weight_bytes; /* e_read · expert_bytes: the weight bytes (and scales) the forwards read */
     double flops;        /* 2 · B · k · (rows1 + I) · H */
     double floor_us;     /* max(weight_bytes / bw, flops / peak) */
 } bench_floor;
 
 /* The floor of a forward of B tokens over the shape (H, I, E, k; gated: W1 has 2I rows) whose
- * inputs read e_read experts' weights, with the ceilings bw (TB/s) and peak (TFLOP/s). */
-bench_floor bench_floor_of(int H, int I, int E, int k, int gated, long long B, double e_read, double bw,
-                           double peak);
+ * inputs read e_read experts' weights of expert_bytes each (bench_expert_weight_bytes), with the
+ * ceilings bw (TB/s) and peak (TFLOP/s). */
+bench_floor bench_floor_of(int H, int I, int E, int k, int gated, long long B, double e_read, double expert_bytes,
+                           double bw, double peak);
 
 #endif

@@ -6,8 +6,8 @@
  * each timed backend with simt on the same inputs (and with the float64 CPU reference on
  * small shapes, every activation, both GEMM paths).
  *
- * Floor (docs/PERFORMANCE.md, bench_floor.h): W = E_read·(rows1 + I)·H·2 bytes, where E_read is the
- * number of experts the timed input sets route to (averaged over the sets; E_act = E·(1 −
+ * Floor (docs/PERFORMANCE.md, bench_floor.h): W = E_read·(rows1 + I)·H·2 bytes (fp8: 1 byte per
+ * weight plus its fp32 scales), where E_read is the number of experts the timed input sets route to (averaged over the sets; E_act = E·(1 −
  * (1 − k/E)^B) under uniform routing is reported beside it), F = 2·B·k·(rows1 + I)·H,
  * floor = max(W / bw, F / peak) with the ceilings measured on the lent H200 (4.48 TB/s read
  * stream, 790 TFLOP/s bf16).
@@ -225,9 +225,13 @@ static int parse_quants(const char *value, options *o)
 
 /* ---- the floor ------------------------------------------------------------------------------- */
 
-static bench_floor floor_of(const model_shape *s, int gated, long long B, double e_read, const options *o)
+/* W on the format's own bytes: 2 per bf16 weight; 1 per e4m3 weight with its fp32 scales */
+static bench_floor floor_of(const model_shape *s, const bench_quant *q, int gated, long long B, double e_read,
+                            const options *o)
 {
-    return bench_floor_of(s->hidden, s->inter, s->experts, s->topk, gated, B, e_read, o->bw, o->peak);
+    const double expert_bytes = bench_expert_weight_bytes(s->hidden, s->inter, gated, q->fp8 ? 1.0 : 2.0,
+                                                          !q->fp8 ? -1 : q->block ? 128 : 0);
+    return bench_floor_of(s->hidden, s->inter, s->experts, s->topk, gated, B, e_read, expert_bytes, o->bw, o->peak);
 }
 
 /* ---- device buffers of one shape ----------------------------------------------------------- */
@@ -1122,7 +1126,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
                 break;
             }
             snprintf(r->note, sizeof r->note, "%s", note);
-            r->m = floor_of(s, gated, B, e_read, o);
+            r->m = floor_of(s, q, gated, B, e_read, o);
             if (w4) r->m = bench_w4_floor(r->m, shape_w4_quant(s, q), o->bw, o->peak); /* the 4-bit bytes */
             char clock[64];
             printf("time  %-16s B=%-6lld %-10s path %-5s %10.1f us  %6.2f TB/s  %7.1f TFLOP/s  floor %8.1f us "
