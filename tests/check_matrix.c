@@ -53,8 +53,9 @@ START_TEST(simt_row_is_declared_as_static_data)
     const unsigned fp8 = MJ_BIT(MJ_QUANT_FP8_TENSOR) | MJ_BIT(MJ_QUANT_FP8_BLOCK);
     ck_assert_uint_eq(mma->built.quants, tc16 | tc4);
     ck_assert_uint_eq(wgmma->built.quants, tc16 | tc4 | fp8);
-    ck_assert_uint_eq(mma->validated.quants, tc16);
-    ck_assert_uint_eq(wgmma->validated.quants, tc16);
+    /* of those, mxfp4 on both and fp8_tensor on wgmma have passed their device checks */
+    ck_assert_uint_eq(mma->validated.quants, tc16 | MJ_BIT(MJ_QUANT_MXFP4));
+    ck_assert_uint_eq(wgmma->validated.quants, tc16 | MJ_BIT(MJ_QUANT_MXFP4) | MJ_BIT(MJ_QUANT_FP8_TENSOR));
     ck_assert_uint_eq(mma->built.archs, (1u << MJ_ARCH_COUNT) - 1u);
     ck_assert_uint_eq(wgmma->built.archs, MJ_BIT(MJ_ARCH_SM90A));
     for (size_t i = 0; i < mj_act_table_len; i++) ck_assert(c->built.acts & MJ_BIT(mj_act_table[i].kind));
@@ -214,13 +215,12 @@ START_TEST(validated_values_are_a_subset_of_the_built_ones)
         ck_assert_uint_eq(c->validated.routings, c->built.routings);
         ck_assert_uint_eq(c->built.logits_dtypes, MJ_BIT(MJ_DTYPE_FP32) | MJ_BIT(MJ_DTYPE_BF16));
         ck_assert_uint_eq(c->validated.logits_dtypes, c->built.logits_dtypes);
-        /* the 16-bit formats validated on both; wgmma's fp8 and both backends' 4-bit formats built,
-         * not yet validated */
-        ck_assert_uint_eq(c->validated.quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16));
-        ck_assert_uint_eq(c->built.quants, c->validated.quants | MJ_BIT(MJ_QUANT_W4A16) | MJ_BIT(MJ_QUANT_MXFP4) |
-                                               (be == MJ_BACKEND_WGMMA ? MJ_BIT(MJ_QUANT_FP8_TENSOR) |
-                                                                             MJ_BIT(MJ_QUANT_FP8_BLOCK)
-                                                                       : 0u));
+        /* the 16-bit formats and mxfp4 validated on both, fp8_tensor on wgmma; w4a16 (and
+         * wgmma's fp8_block) built, not yet validated */
+        ck_assert_uint_eq(c->validated.quants, MJ_BIT(MJ_QUANT_BF16) | MJ_BIT(MJ_QUANT_FP16) | MJ_BIT(MJ_QUANT_MXFP4) |
+                                                   (be == MJ_BACKEND_WGMMA ? MJ_BIT(MJ_QUANT_FP8_TENSOR) : 0u));
+        ck_assert_uint_eq(c->built.quants, c->validated.quants | MJ_BIT(MJ_QUANT_W4A16) |
+                                               (be == MJ_BACKEND_WGMMA ? MJ_BIT(MJ_QUANT_FP8_BLOCK) : 0u));
         ck_assert_uint_eq(c->validated.acts, c->built.acts);
         ck_assert_uint_eq(c->validated.archs, c->built.archs);
         /* every W1 layout, bias and the per-expert overrides, each run on the H200 */
@@ -323,18 +323,18 @@ static char *format_pending(const char *fmt)
 
 START_TEST(printers_mark_unvalidated_values)
 {
-    /* the backends' own table: the layouts, biases and overrides carry no mark; wgmma's fp8
-     * formats and both backends' 4-bit formats, built and not yet validated, do; simt's none */
+    /* the backends' own table: the layouts, biases and overrides carry no mark; w4a16 and
+     * wgmma's fp8_block, built and not yet validated, do; simt's cells none */
     char *own = format("markdown");
     ck_assert_ptr_nonnull(strstr(own, "| up_gate, gate_up, interleaved | none, b1, b2, both | none, per_expert |\n"));
-    ck_assert_ptr_nonnull(strstr(own, "| mma | bf16, fp16, w4a16\\*, mxfp4\\* | "));
-    ck_assert_ptr_nonnull(strstr(own, "| wgmma | bf16, fp16, fp8_tensor\\*, fp8_block\\*, w4a16\\*, mxfp4\\* | "));
+    ck_assert_ptr_nonnull(strstr(own, "| mma | bf16, fp16, w4a16\\*, mxfp4 | "));
+    ck_assert_ptr_nonnull(strstr(own, "| wgmma | bf16, fp16, fp8_tensor, fp8_block\\*, w4a16\\*, mxfp4 | "));
     ck_assert_ptr_nonnull(strstr(own, "not yet validated"));
     const char *simt_row = strstr(own, "| simt |"), *mma_row = strstr(own, "| mma |");
     ck_assert(simt_row && mma_row && !memchr(simt_row, '*', (size_t)(mma_row - simt_row)));
     free(own);
     char *md = format_pending("markdown");
-    ck_assert_ptr_nonnull(strstr(md, "| mma | bf16, fp16, w4a16\\*, mxfp4\\* | bf16, fp16 | "));
+    ck_assert_ptr_nonnull(strstr(md, "| mma | bf16, fp16, w4a16\\*, mxfp4 | bf16, fp16 | "));
     ck_assert_ptr_nonnull(strstr(md, " | softmax_topk, renormalize, sigmoid_topk\\*, sigmoid_renorm\\*, "
                                      "deepseek_v3\\*, llama4\\*, precomputed | bf16\\*, fp32 | up_gate, "
                                      "gate_up, interleaved | none, b1, b2, both | none, per_expert |\n"));
@@ -373,14 +373,12 @@ START_TEST(printers_mark_unvalidated_values)
         ck_assert_str_eq(cJSON_GetArrayItem(r, 3)->valuestring, "llama4");
         ck_assert_int_eq(cJSON_GetArraySize(l), 1);
         ck_assert_str_eq(cJSON_GetArrayItem(l, 0)->valuestring, "bf16");
-        /* the 4-bit formats (and wgmma's fp8 ones), built only */
+        /* w4a16 (and wgmma's fp8_block), built only */
         cJSON *q = cJSON_GetObjectItem(un, "quants");
-        const int want = !strcmp(name, "simt") ? 0 : !strcmp(name, "mma") ? 2 : 4;
+        const int want = !strcmp(name, "mma") ? 1 : 2;
         ck_assert_int_eq(cJSON_GetArraySize(q), want);
-        if (want) {
-            ck_assert_str_eq(cJSON_GetArrayItem(q, want - 2)->valuestring, "w4a16");
-            ck_assert_str_eq(cJSON_GetArrayItem(q, want - 1)->valuestring, "mxfp4");
-        }
+        ck_assert_str_eq(cJSON_GetArrayItem(q, want - 1)->valuestring, "w4a16");
+        if (want == 2) ck_assert_str_eq(cJSON_GetArrayItem(q, 0)->valuestring, "fp8_block");
     }
     ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "legend"), "unvalidated")->valuestring,
                      "built, not yet validated on hardware");
