@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/activation.h"
+#include "core/matrix.h"
 #include "templates/common/mma_params.h"
 #include "templates/common/params.h"
 #include "codegen/emit_backends.h"
@@ -75,15 +76,7 @@ static moejit_status check_quant(const moejit_spec *s, const mj_mma_flavour *f)
             return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                            "fp8_act: only quant=fp8_tensor chooses it (tensor, token, static)");
         }
-        if (s->w1_layout != MJ_W1_UP_GATE || s->bias != MJ_BIAS_NONE || s->act_overrides != MJ_OVERRIDES_NONE)
-            return mj_fail(MOEJIT_ERR_UNSUPPORTED, "%s: backend %s's %s layers take w1_layout=up_gate, bias=none, "
-                           "act_overrides=none; got %s",
-                           s->w1_layout != MJ_W1_UP_GATE ? "w1_layout" : s->bias != MJ_BIAS_NONE ? "bias" : "act_overrides",
-                           be, mj_quant_names[s->quant],
-                           s->w1_layout != MJ_W1_UP_GATE ? mj_w1_layout_names[s->w1_layout]
-                           : s->bias != MJ_BIAS_NONE    ? mj_bias_names[s->bias]
-                                                        : mj_act_overrides_names[s->act_overrides]);
-        return MOEJIT_OK;
+        return mj_check_combinations(s); /* up_gate, no biases, no overrides: the matrix's rule */
     }
     mj_dtype want = s->quant == MJ_QUANT_BF16 ? MJ_DTYPE_BF16 : MJ_DTYPE_FP16;
     if (s->dtype != want)

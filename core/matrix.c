@@ -211,7 +211,7 @@ static int any_unvalidated(const mj_caps_table *t)
 /* Products the per-field masks cannot express: the tensor-core backends' fp8 and 4-bit layers
  * take W1 in up_gate without biases or overrides (their epilogues, templates/wgmma_fp8.cuh and
  * mma_w4_gemm.cuh, know none of them). */
-static moejit_status check_combinations(const moejit_spec *s)
+moejit_status mj_check_combinations(const moejit_spec *s)
 {
     const int fp8 = s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK;
     const int w4 = s->quant == MJ_QUANT_W4A16 || s->quant == MJ_QUANT_MXFP4;
@@ -268,7 +268,7 @@ moejit_status mj_check_support(const moejit_spec *spec)
         mj_buf_free(&b);
         return st;
     }
-    return check_combinations(spec);
+    return mj_check_combinations(spec);
 }
 
 moejit_status moejit_check_support(const moejit_spec *spec) { return mj_check_support(spec); }
