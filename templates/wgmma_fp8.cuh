@@ -102,10 +102,11 @@ __device__ __forceinline__ void quantize16(const Vec16 &lo, const Vec16 &hi, con
     q[0] = a.w[0], q[1] = a.w[1], q[2] = b.w[0], q[3] = b.w[1];
 }
 
-// 4 bytes global -> shared (a row's scale); src_bytes 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async_4(u32 dst, const void *src, int src_bytes)
+// 4 bytes global -> shared (a row's scale). Always a whole read: the zero-filling form
+// (src-size 0) of this 4-byte copy raised an illegal address on the H200 (wg_fp8_copy_stage).
+__device__ __forceinline__ void cp_async_4(u32 dst, const void *src)
 {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
 template <Dtype D>
@@ -178,7 +179,7 @@ struct WgFp8Copy {
     const u8 *src[S::kRowsA];
     const u8 *base;                 // a valid address for the zero-filling copies (they read nothing)
     const float *scale[kScaleRows];
-    const float *scales;            // likewise
+    const float *scales;            // the first row's scale: what a padding row copies
     int scale_row[kScaleRows]; // -1: none
 };
 
@@ -213,7 +214,7 @@ __device__ __forceinline__ void wg_fp8_copy_rows(const mj_layer_params &p, const
 
 // The copy modes' share of one stage: wg_producer's 16-byte cp.async gather on e4m3 rows
 // quantized before this GEMM (x by the route kernel or the caller, the intermediate by GEMM1's
-// epilogue), and the row scales by 4-byte cp.async; padding and k past K land as zeros.
+// epilogue), and the row scales by 4-byte cp.async; padding codes and k past K land as zeros.
 template <class S, Fp8Scale kScale>
 __device__ __forceinline__ void wg_fp8_copy_stage(const WgStages<S> &sm, int stage, const WgFp8Copy<S> &c, int K,
                                                   int kt, int kc, const u32 (&a_dst)[S::kChunks])
@@ -230,12 +231,13 @@ __device__ __forceinline__ void wg_fp8_copy_stage(const WgStages<S> &sm, int sta
                         live ? c.src[i] + kk : c.base, live ? 16 : 0);
         }
     }
+    // A padding row's scale never reaches a stored value (its codes are zeros and every
+    // epilogue skips it), so it copies the first row's rather than zero-filling (cp_async_4).
 #pragma unroll
     for (int j = 0; j < WgFp8Copy<S>::kScaleRows; ++j) {
         if (c.scale_row[j] < 0) continue;
         const int at = kScale == Fp8Scale::copy_block ? kt : 0;
-        cp_async_4(row_scales + 4u * static_cast<u32>(c.scale_row[j]),
-                   c.scale[j] ? c.scale[j] + at : c.scales, c.scale[j] ? 4 : 0);
+        cp_async_4(row_scales + 4u * static_cast<u32>(c.scale_row[j]), (c.scale[j] ? c.scale[j] : c.scales) + at);
     }
 }
 
