@@ -68,16 +68,14 @@
 #define TC_VALIDATED(quants_, archs_)                                                                   \
     TC_MASKS(quants_, archs_, TC_VALIDATED_ROUTINGS, TC_VALIDATED_LOGITS, TC_VALIDATED_LAYOUTS,         \
              TC_VALIDATED_BIASES, TC_VALIDATED_OVERRIDES)
-/* wgmma's fp8 GEMMs (templates/wgmma_fp8.cuh) are built and checked on the CPU (NVRTC, SASS:
- * QGMMA, no local memory); they join the validated mask after their device check. They take
- * up_gate without biases or overrides (fp8_rules below). */
+/* wgmma's fp8 GEMMs (templates/wgmma_fp8.cuh). They take up_gate without biases or overrides
+ * (fp8_rules below). */
 #define WGMMA_BUILT_QUANTS (TC_QUANTS | MJ_BIT(MJ_QUANT_FP8_TENSOR) | MJ_BIT(MJ_QUANT_FP8_BLOCK))
 /* Validated on the H200 (`bench layer --check --quant`, every path against the float64
- * reference, docs/PERFORMANCE.md): mxfp4 on both backends and fp8_tensor (every fp8_act) on
- * wgmma. Not yet: w4a16 (one expert-parallel case 7 % past the replay bar) and fp8_block (an
- * illegal address in the pair path's GEMM2 at H = 640, I = 384, T = 1024). */
-#define TC_VALIDATED_W4 MJ_BIT(MJ_QUANT_MXFP4)
-#define WGMMA_VALIDATED_QUANTS (TC_QUANTS | TC_VALIDATED_W4 | MJ_BIT(MJ_QUANT_FP8_TENSOR))
+ * reference, docs/PERFORMANCE.md): w4a16 and mxfp4 on both backends, fp8_tensor (every
+ * fp8_act) and fp8_block on wgmma. */
+#define TC_VALIDATED_W4 TC_W4_QUANTS
+#define WGMMA_VALIDATED_QUANTS (WGMMA_BUILT_QUANTS | TC_VALIDATED_W4)
 
 const mj_backend_caps mj_backend_table[] = {
     {

@@ -83,7 +83,11 @@ START_TEST(auto_backend_says_what_it_chose_and_why)
     ck_assert_msg(strstr(r.out, "spec:      backend=mma,") && strstr(r.out, "backend:   mma (backend=auto: not wgmma (") &&
                       strstr(r.out, "mma: the fastest backend that supports and has validated the spec on sm_80"),
                   "%s", r.out);
-    RUN("inspect", "backend=auto,quant=fp8_block,act=silu,arch=sm_90a", "--no-compile", "--json");
+    RUN("inspect", "backend=auto,quant=fp8_block,act=silu,arch=sm_90a", "--no-compile");
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.out, "spec:      backend=wgmma,"), "%s", r.out);
+    /* fp8 with a bias: neither tensor-core backend takes it */
+    RUN("inspect", "backend=auto,quant=fp8_block,act=silu,arch=sm_90a,bias=b2", "--no-compile", "--json");
     ASSERT_RC(0);
     cJSON *j = mj_test_json(r.out);
     const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(j, "backend_auto"));
