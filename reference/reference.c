@@ -626,6 +626,36 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
     return mj_ref_forward_ex(L, threads, ideal, replay, replay_flags, NULL, NULL);
 }
 
+/* A copy of the n weights w rounded once to dt (NULL: out of memory). */
+static float *rounded_copy(const float *w, size_t n, mj_dtype dt)
+{
+    float *r = malloc(sizeof(float) * (n + 1));
+    for (size_t i = 0; r && i < n; i++)
+        r[i] = mj_half_snap(w[i], dt);
+    return r;
+}
+
+/* MJ_REF_ROUND_W: the ideal layer on L's weights, the replay on copies rounded to the dtype. */
+static moejit_status forward_rounded_weights(const mj_ref_layer *L, int threads, double *ideal, double *replay,
+                                             unsigned replay_flags, int64_t *ambiguous, double *flip_bound)
+{
+    const unsigned flags = replay_flags & ~(unsigned)MJ_REF_ROUND_W;
+    moejit_status st = ideal ? mj_ref_forward_ex(L, threads, ideal, NULL, flags, NULL, NULL) : MOEJIT_OK;
+    if (st || !replay)
+        return st;
+    const size_t local = (size_t)(L->num_local_experts ? L->num_local_experts : L->num_experts);
+    const size_t H = (size_t)L->hidden, I = (size_t)L->inter;
+    const size_t rows = moejit_activation_is_gated(L->act) ? 2 * I : I;
+    float *w1 = rounded_copy(L->w1, local * rows * H, L->dtype), *w2 = rounded_copy(L->w2, local * H * I, L->dtype);
+    mj_ref_layer R = *L;
+    R.w1 = w1, R.w2 = w2;
+    st = w1 && w2 ? mj_ref_forward_ex(&R, threads, NULL, replay, flags, ambiguous, flip_bound)
+                  : mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "reference: out of memory for the rounded weights");
+    free(w1);
+    free(w2);
+    return st;
+}
+
 moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                                 unsigned replay_flags, int64_t *ambiguous, double *flip_bound)
 {
@@ -634,6 +664,8 @@ moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *idea
     moejit_status st = mj_ref_validate(L);
     if (st)
         return st;
+    if (replay_flags & MJ_REF_ROUND_W)
+        return forward_rounded_weights(L, threads, ideal, replay, replay_flags, ambiguous, flip_bound);
     if (L->topk > MJ_REF_MAX_TOPK)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "reference.topk: must be <= %d, got %lld",
                        MJ_REF_MAX_TOPK, (long long)L->topk);

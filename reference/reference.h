@@ -42,7 +42,10 @@ typedef enum mj_ref_round {
      * unrounded value lies within the slack of a rounding midpoint of the dtype, where the
      * kernel's fp32 GEMM1 may land on either side (mj_ref_forward_ex counts such groups). */
     MJ_REF_AMAX_LOW = 1u << 5,
-    MJ_REF_AMAX_HIGH = 1u << 6
+    MJ_REF_AMAX_HIGH = 1u << 6,
+    /* w1 and w2 rounded once to the dtype before use: the tensor-core backends' 4-bit layers
+     * multiply the dequantized weights in the dtype (the ideal layer keeps them exact) */
+    MJ_REF_ROUND_W = 1u << 7
 } mj_ref_round;
 
 /* Relative distance from a rounding midpoint of the dtype within which an unrounded amax

@@ -478,6 +478,28 @@ START_TEST(tc_replay_rounds_each_expert_output)
 }
 END_TEST
 
+/* MJ_REF_ROUND_W: the replay multiplies weights rounded to the dtype, the ideal layer the given
+ * ones. 1 + 2^-8 lies halfway between bf16's 1 and 1 + 2^-7 and rounds to even: 1. */
+START_TEST(round_w_rounds_the_weights_for_the_replay_only)
+{
+    static const float w2[2] = {1.0f, 1.00390625f}, w2_rounded[2] = {1.0f, 1.0f};
+    moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
+    mj_ref_layer L = one_layer(a, MJ_DTYPE_BF16);
+    L.w2 = w2;
+    double ideal[2], replay[2], ideal_plain[2], want[2];
+    ck_assert_int_eq(mj_ref_forward(&L, 1, ideal, replay, MJ_REF_REPLAY_TC | MJ_REF_ROUND_W), MOEJIT_OK);
+    ck_assert_int_eq(mj_ref_forward(&L, 1, ideal_plain, NULL, 0), MOEJIT_OK);
+    L.w2 = w2_rounded;
+    ck_assert_int_eq(mj_ref_forward(&L, 1, NULL, want, MJ_REF_REPLAY_TC), MOEJIT_OK);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_double_eq(ideal[i], ideal_plain[i]);
+        ck_assert_double_eq(replay[i], want[i]);
+    }
+    ck_assert_double_ne(ideal[1], ideal[0]); /* the unrounded weight reached the ideal layer */
+    moejit_activation_destroy(a);
+}
+END_TEST
+
 START_TEST(swapped_halves_change_the_layer)
 {
     moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
@@ -937,6 +959,7 @@ static Suite *reference_suite(void)
     TCase *layer = tcase_create("layer");
     tcase_add_test(layer, one_token_one_expert_layer_matches_hand_computation);
     tcase_add_test(layer, tc_replay_rounds_each_expert_output);
+    tcase_add_test(layer, round_w_rounds_the_weights_for_the_replay_only);
     tcase_add_test(layer, swapped_halves_change_the_layer);
     tcase_add_test(layer, each_w1_layout_takes_its_own_rows);
     tcase_add_test(layer, biases_enter_before_the_activation_and_inside_the_sum);

@@ -191,13 +191,6 @@ static int host_make(const w4_fmt *f, mj_dtype dt, size_t rows, int K, size_t n_
     return 0;
 }
 
-/* The host matrix's n dequantized values as the tensor-core kernels hold them: rounded once
- * to the dtype (NaN stays NaN). */
-static void round_weights(w4_host *h, size_t n, mj_dtype dt)
-{
-    for (size_t i = 0; i < n; i++) h->deq[i] = mj_half_snap(h->deq[i], dt);
-}
-
 /* The device copies of one host matrix. */
 static moejit_status upload_host(const mj_gpu *g, const w4_host *h, CUdeviceptr *data, CUdeviceptr *scale,
                                  CUdeviceptr *zero)
@@ -320,13 +313,9 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
         R.n_group = L->spec->n_group, R.topk_group = L->spec->topk_group;
         R.routed_scaling = L->spec->routed_scaling, R.routing_bias = bias;
     }
-    /* ideal from the exact weights; replay from the weights the kernel multiplies: each
-     * dequantized value rounded once to the dtype (docs/SEMANTICS.md §6) */
-    moejit_status rs = mj_ref_forward(&R, 4, ideal, NULL, 0);
-    round_weights(&h1, (size_t)e_local * rows1 * (size_t)H, dt);
-    round_weights(&h2, (size_t)e_local * (size_t)H * (size_t)I, dt);
-    if (rs == MOEJIT_OK) rs = mj_ref_forward(&R, 4, NULL, replay, MJ_REF_REPLAY_TC);
-    if (rs != MOEJIT_OK)
+    /* the replay multiplies the weights as the kernels hold them: each dequantized value
+     * rounded once to the dtype (docs/SEMANTICS.md §6); the ideal layer the exact ones */
+    if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_TC | MJ_REF_ROUND_W) != MOEJIT_OK)
         snprintf(line, sizeof line, "REFERENCE FAILED: %s", moejit_last_error());
     else
         ok = judge(c, out, again, ideal, replay, (long long)n, line, sizeof line);
