@@ -132,7 +132,7 @@ static moejit_status check_emittable(const moejit_spec *s, const mj_mma_flavour 
     if (path < 0 || ((path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR) && !f->has_tall_and_pair))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: backend %s knows %s; got %s", be,
                        f->has_tall_and_pair ? MJ_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
-    if (path == MJ_MMA_PATH_SMALL && s->quant != MJ_QUANT_BF16 && s->quant != MJ_QUANT_FP16)
+    if (path == MJ_MMA_PATH_SMALL && (s->quant == MJ_QUANT_FP8_TENSOR || s->quant == MJ_QUANT_FP8_BLOCK))
         return mj_fail(MOEJIT_ERR_UNSUPPORTED,
                        "tile: an fp8 %s layer has no small path (decode runs its fp8 GEMMs' short tiles); "
                        "use auto, large, tall or pair; got %s", be, s->tile);
