@@ -209,11 +209,16 @@ TEST_ENV := MOEJIT_NVDISASM=$(abspath $(NVDISASM)) MOEJIT_CUOBJDUMP=$(abspath $(
 
 test: test-cpu test-asan
 
-test-cpu: all $(CHECK_BINS) $(README_EXAMPLE) $(NVDISASM) install-check fuzz-smoke
+test-cpu: all $(CHECK_BINS) $(GPU_BIN) $(README_EXAMPLE) $(NVDISASM) install-check fuzz-smoke
 	@set -e; pass=0; fail=0; \
 	for t in $(CHECK_BINS); do \
 	  echo "== $$t"; \
 	  if $(TEST_ENV) $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	done; \
+	for b in mma wgmma; do \
+	  echo "== $(GPU_BIN) --dry-run --backend $$b --only fuzz (the suite against its exact-kernel model)"; \
+	  if MOEJIT_GPU_SEED=1 $(TEST_ENV) $(GPU_BIN) --dry-run --backend $$b --only fuzz --fuzz 60 | tail -1; \
+	  then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: gpu_suite --dry-run --backend $$b"; fi; \
 	done; \
 	echo "== tests/check_bench_scripts.py"; \
 	if python3 tests/check_bench_scripts.py; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: check_bench_scripts.py"; fi; \
@@ -231,13 +236,16 @@ test-asan: all $(ASAN_CHECK_BINS)
 	done; \
 	echo "asan suites: $$pass passed, $$fail failed"; test $$fail = 0
 
-# The GPU suite (simt against the float64 reference: every activation, every format, fuzz),
-# then the tensor-core backends against the reference (small shapes, every routing method) and
+# The GPU suite (simt against the float64 reference: every activation, every format, fuzz; then
+# the same on wgmma and mma, with 320 fuzz configurations each), then the tensor-core backends
+# against the reference (small shapes, every routing method) and
 # against simt (model shapes), then the Python package's GPU tests. Each prints "no CUDA
 # device" and succeeds where there is none. tests/gpu/run_device.sh runs the same on a device
 # machine from a carried build.
 test-gpu: all $(GPU_BIN) python
 	$(TEST_ENV) $(GPU_BIN)
+	$(TEST_ENV) $(GPU_BIN) --backend wgmma --fuzz 320
+	$(TEST_ENV) $(GPU_BIN) --backend mma --fuzz 320
 	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
 	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --batches 1,2,64,512,4096; \
 	else echo "no CUDA device: skipping the tensor-core backend checks"; fi

@@ -396,11 +396,17 @@ static void quantize_row(mj_ref_act_quant mode, double *v, int64_t n, double ten
     }
 }
 
-/* The two values a's store (the flags' ROUND_ACT) may give an unrounded u: u moved down and up
- * by MJ_REF_AMAX_SLACK of |u|, each rounded; equal unless u lies that close to a midpoint. */
-static void slack_sides(double u, unsigned flags, mj_dtype dt, double *down, double *up)
+/* The relative slack of the layer's GEMM1 (mj_ref_layer.gemm1_slack; 0: MJ_REF_AMAX_SLACK). */
+static double slack_of(const mj_ref_layer *L)
 {
-    const double d = fabs(u) * MJ_REF_AMAX_SLACK;
+    return L->gemm1_slack > 0.0 ? L->gemm1_slack : MJ_REF_AMAX_SLACK;
+}
+
+/* The two values a's store (the flags' ROUND_ACT) may give an unrounded u: u moved down and up
+ * by `slack` of |u|, each rounded; equal unless u lies that close to a midpoint. */
+static void slack_sides(double u, unsigned flags, mj_dtype dt, double slack, double *down, double *up)
+{
+    const double d = fabs(u) * slack;
     *down = round_if(u - d, flags, MJ_REF_ROUND_ACT, dt);
     *up = round_if(u + d, flags, MJ_REF_ROUND_ACT, dt);
 }
@@ -408,12 +414,12 @@ static void slack_sides(double u, unsigned flags, mj_dtype dt, double *down, dou
 /* The amax of a group of a's values: of the stored (rounded) values, and of the unrounded
  * ones pre[] on either side of slack_sides. Rounding is monotonic, so *low <= *mid <= *high. */
 static void amax_sides(const double *stored, const double *pre, int64_t n, unsigned flags, mj_dtype dt,
-                       double *low, double *mid, double *high)
+                       double slack, double *low, double *mid, double *high)
 {
     double l = 0.0, m = 0.0, h = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double down, up;
-        slack_sides(fabs(pre[i]), flags, dt, &down, &up);
+        slack_sides(fabs(pre[i]), flags, dt, slack, &down, &up);
         m = fmax(m, fabs(stored[i]));
         l = fmax(l, down);
         h = fmax(h, up);
@@ -432,13 +438,13 @@ static double amax_chosen(unsigned flags, double low, double mid, double high)
 /* quantize_row for a's rows and blocks (dynamic scales per group), each group's scale from
  * the amax the flags choose; counts the groups whose two sides differ. */
 static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pre, int64_t n, unsigned flags,
-                              mj_dtype dt, int64_t *ambiguous, double *scale)
+                              mj_dtype dt, double slack, int64_t *ambiguous, double *scale)
 {
     int64_t group = mode == MJ_REF_AQ_FP8_BLOCK ? MJ_REF_FP8_BLOCK : n;
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         int64_t len = g0 + group < n ? group : n - g0;
         double lo, mid, hi;
-        amax_sides(v + g0, pre + g0, len, flags, dt, &lo, &mid, &hi);
+        amax_sides(v + g0, pre + g0, len, flags, dt, slack, &lo, &mid, &hi);
         *ambiguous += lo != hi;
         const double s = mj_ref_fp8_scale(amax_chosen(flags, lo, mid, hi));
         for (int64_t i = g0; i < g0 + len; i++)
@@ -448,15 +454,15 @@ static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pr
 }
 
 /* How far a quantized value of a may land from the replay's: where the unrounded value lies
- * within MJ_REF_AMAX_SLACK of a rounding midpoint of the dtype, the kernel may store the other
+ * within the layer's slack of a rounding midpoint of the dtype, the kernel may store the other
  * neighbour, and e4m3 then may take it one step (1/8 to 1/16 of the value) away; elsewhere 0.
  * q: the replay's quantized value, s: its group's scale. */
-static double flip_delta(double pre, double q, double s, unsigned flags, mj_dtype dt)
+static double flip_delta(double pre, double q, double s, unsigned flags, mj_dtype dt, double slack)
 {
     if (!(flags & MJ_REF_ROUND_ACT))
         return 0.0;
     double lo, hi;
-    slack_sides(pre, flags, dt, &lo, &hi);
+    slack_sides(pre, flags, dt, slack, &lo, &hi);
     const double r = mj_half_round_double(pre, dt), alt = lo != r ? lo : hi;
     if (alt == r)
         return 0.0;
@@ -534,7 +540,7 @@ static void *forward_range(void *arg)
             }
             if (wk->amax_pass) {
                 double lo, mid, hi;
-                amax_sides(ar, apre, I, wk->flags, L->dtype, &lo, &mid, &hi);
+                amax_sides(ar, apre, I, wk->flags, L->dtype, slack_of(L), &lo, &mid, &hi);
                 wk->amax = fmax(wk->amax, mid);
                 wk->amax_low = fmax(wk->amax_low, lo);
                 wk->amax_high = fmax(wk->amax_high, hi);
@@ -547,10 +553,11 @@ static void *forward_range(void *arg)
                     for (int64_t i = 0; i < I; i++)
                         ascale[i] = wk->a_scale;
                 } else {
-                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, &wk->ambiguous, ascale);
+                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, slack_of(L), &wk->ambiguous,
+                                      ascale);
                 }
                 for (int64_t i = 0; wk->flip && i < I; i++) {
-                    delta[i] = flip_delta(apre[i], ar[i], ascale[i], wk->flags, L->dtype);
+                    delta[i] = flip_delta(apre[i], ar[i], ascale[i], wk->flags, L->dtype, slack_of(L));
                     flips += delta[i] != 0.0;
                 }
             }

@@ -53,6 +53,9 @@ typedef enum mj_ref_round {
  * stay far inside it (2^-22 on the case that showed it: 8.718751188 in float64, rounded to
  * bf16 8.75, while the H200 stored 8.6875). */
 #define MJ_REF_AMAX_SLACK 0x1p-16
+/* Hopper's fp8 wgmma (QGMMA) sums its products inside the tensor core with about 14 bits kept
+ * (its sums are promoted into fp32 every 128 K): the slack of the wgmma fp8 GEMM1. */
+#define MJ_REF_QGMMA_SLACK 0x1p-13
 
 /* The replay of the simt kernels: a is stored once in bf16/fp16. */
 #define MJ_REF_REPLAY_SIMT ((unsigned)MJ_REF_ROUND_ACT)
@@ -102,6 +105,9 @@ typedef struct mj_ref_layer {
     mj_ref_act_quant act_quant;
     double x_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of x; 0: dynamic */
     double a_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of a; 0: dynamic */
+    double gemm1_slack;        /* relative error of the kernel's GEMM1 around which a rounding
+                                  midpoint of the dtype counts as ambiguous (flip bound, amax
+                                  sides); 0: MJ_REF_AMAX_SLACK (fp32 accumulation) */
 
     /* tensors, row-major; values exactly as the kernel sees them */
     const float *x;            /* [T, H] */

@@ -14,7 +14,12 @@
  *           controls (nibble order, zero points, group masking, layout, b2, quantization
  *           grouping, zero output);
  *   fuzz    N (200) random configurations from the seed: random format, activation,
- *           routing, layout, bias, EP shard and shape.
+ *           routing, layout, bias, EP shard and shape (tensor cores: also the tile, and a sixth
+ *           of them at 256..1279 tokens).
+ * --backend mma|wgmma runs every part on that backend instead of simt: what it does not support
+ * is dropped (fuzz draws are drawn again), the format entries add a case at 300..688 tokens,
+ * and the replay also rounds each expert's y and, for 4-bit weights, the dequantized weights
+ * to the dtype, as the tensor-core kernels do. wgmma needs an sm_90 device.
  * Every case: outputs poisoned, every element finite, guard bytes intact, error within the
  * contract's bar against the float64 reference and a tighter bar against its replay of the
  * kernel's roundings (suite_case.c says which and why; fp8: less what a value of the
@@ -119,16 +124,18 @@ typedef struct options {
     int fuzz;
     int dry;
     const char *case_spec, *case_shape;
+    const char *backend;
 } options;
 
 static void usage(FILE *f, const char *argv0)
 {
     fprintf(f,
-            "usage: %s [FILTER] [--only activations|formats|fuzz] [--fuzz N] [--dry-run]\n"
+            "usage: %s [FILTER] [--only activations|formats|fuzz] [--fuzz N] [--backend B] [--dry-run]\n"
             "       %s [--dry-run] --case 'SPEC' 'T=.. H=.. I=.. E=.. k=.. [ep=OFF+LOCAL] [ovr=1] [rbias=1]'\n"
             "  FILTER           run only the specs whose text contains it\n"
             "  --only PART      run one part: activations, formats or fuzz\n"
             "  --fuzz N         number of fuzz configurations (default %d)\n"
+            "  --backend B      simt (default), mma or wgmma: the backend of every spec\n"
             "  --dry-run        no device: check the suite against an exact-kernel model\n"
             "  --case SPEC SHAPE  rerun one configuration (as a failure prints it)\n"
             "  MOEJIT_GPU_SEED=N  repeat a run's inputs and fuzz configurations\n",
@@ -141,6 +148,7 @@ static int parse_args(int argc, char **argv, options *o)
     o->filter = "";
     o->only = -1;
     o->fuzz = FUZZ_DEFAULT;
+    o->backend = "simt";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--only") && i + 1 < argc) {
@@ -161,6 +169,12 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             }
             o->fuzz = (int)v;
+        } else if (!strcmp(a, "--backend") && i + 1 < argc) {
+            o->backend = argv[++i];
+            if (strcmp(o->backend, "simt") && strcmp(o->backend, "mma") && strcmp(o->backend, "wgmma")) {
+                fprintf(stderr, "--backend: must be simt, mma or wgmma, got '%s'\n", o->backend);
+                return -1;
+            }
         } else if (!strcmp(a, "--dry-run")) {
             o->dry = 1;
         } else if (!strcmp(a, "--case") && i + 2 < argc) {
@@ -203,6 +217,7 @@ int main(int argc, char **argv)
     memset(&S, 0, sizeof S);
     S.dry = o.dry;
     S.arch = o.dry ? "sm_90a" : "native";
+    S.backend = o.backend;
     S.argv0 = argv[0];
     S.threads = cpu_count();
     if (!S.dry) {
@@ -214,6 +229,15 @@ int main(int argc, char **argv)
         if (gst) { /* a device is there but unusable: that is a failure, not a skip */
             printf("FAIL  device 0: %s\n0 passed, 1 failed\n", moejit_last_error());
             return 1;
+        }
+        /* wgmma is sm_90a's: named, so that the fuzz can check its specs' support unparsed */
+        if (!strcmp(S.backend, "wgmma")) {
+            if (S.g.cc_major != 9 || S.g.cc_minor != 0) {
+                printf("no sm_90 device (%s is sm_%d%d); skipping the wgmma GPU suite\n", S.g.name, S.g.cc_major,
+                       S.g.cc_minor);
+                return 0;
+            }
+            S.arch = "sm_90a";
         }
     }
     const char *env = getenv("MOEJIT_GPU_SEED");
@@ -242,11 +266,11 @@ int main(int argc, char **argv)
         e->ncases = 1;
     } else {
         if (o.only < 0 || o.only == PART_ACTIVATIONS)
-            n = build_activation_cases(es, n, cap, S.arch, o.filter);
+            n = build_activation_cases(es, n, cap, &S, o.filter);
         if (o.only < 0 || o.only == PART_FORMATS)
-            n = build_format_cases(es, n, cap, S.arch, o.filter);
+            n = build_format_cases(es, n, cap, &S, o.filter);
         if (o.only < 0 || o.only == PART_FUZZ)
-            n = build_fuzz(es, n, cap, S.arch, o.filter, S.seed, o.fuzz);
+            n = build_fuzz(es, n, cap, &S, o.filter, o.fuzz);
     }
     for (int i = 0; i < n; i++) {
         entry *e = &es[i];
@@ -258,6 +282,22 @@ int main(int argc, char **argv)
         for (int c = 0; c < e->ncases; c++)
             fit_routing(e->spec, &e->cases[c].s);
     }
+    /* a tensor-core backend: the entries it does not support (fp8 or 4-bit with a layout or
+     * bias, fp8 on mma) are not its cases; a fuzz draw it does not support is a failure */
+    int dropped = 0, kept = 0;
+    for (int i = 0; i < n; i++) {
+        entry *e = &es[i];
+        if (e->spec && e->part != PART_FUZZ && !o.case_spec && moejit_check_support(e->spec) != MOEJIT_OK) {
+            moejit_spec_destroy(e->spec);
+            dropped++;
+            continue;
+        }
+        es[kept++] = *e;
+    }
+    n = kept;
+    if (dropped)
+        printf("%d specs of the activation and format matrices not supported by backend %s: not run\n", dropped,
+               S.backend);
     printf("gpu suite%s: %s, %d specs, seed %llu (MOEJIT_GPU_SEED=%llu repeats it)\n", S.dry ? " (dry run)" : "",
            S.dry ? "no device, exact-kernel model" : S.g.name, n, (unsigned long long)S.seed,
            (unsigned long long)S.seed);

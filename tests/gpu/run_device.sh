@@ -8,14 +8,15 @@
 #   OUT=/tmp/out BUILD=.device/new bash tests/gpu/run_device.sh
 #
 # BUILD is a build folder as `make all bundle` leaves build/ (bin, lib with libcjson beside
-# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: all of them; `extras`,
-# the W1 layouts, biases and overrides of the tensor-core backends, only when named).
+# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: suite tc python jit;
+# `extras`, the W1 layouts, biases and overrides of the tensor-core backends, and `tcsuite`, the
+# GPU suite on the tensor-core backends, only when named).
 set -u
 OUT=${OUT:-/tmp/moejit-gpu-out}
 B=$(cd "${BUILD:-build}" && pwd)
 PARTS=${PARTS:-suite tc python jit}
 mkdir -p "$OUT"
-export MOEJIT_CACHE_DIR=/tmp/mj-validate-cache MOEJIT_COMPILE_WORKER=$B/libexec/moejit-compile-worker
+export MOEJIT_CACHE_DIR=${MOEJIT_CACHE_DIR:-/tmp/mj-validate-cache} MOEJIT_COMPILE_WORKER=$B/libexec/moejit-compile-worker
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
 CLI=$B/bin/moejit
 SUMMARY=$OUT/summary.txt
@@ -56,6 +57,20 @@ if has suite; then
   t0=$(date +%s)
   timeout "${T_SUITE:-200}" "$B/tests/gpu_suite" > "$OUT/gpu-suite.log" 2>&1
   note "gpu suite: exit $? ($(($(date +%s) - t0)) s): $(grep -E '^[0-9]+ passed' "$OUT/gpu-suite.log" | tail -1)"
+fi
+
+# The GPU suite on the tensor-core backends (every format the backend takes, its controls, and
+# a seeded fuzz over formats, routing methods, layouts, biases, overrides, tiles and shapes):
+# TC_SUITE_BACKENDS (default wgmma mma), TC_SUITE_ARGS (default --fuzz 320).
+if has tcsuite; then
+  for b in ${TC_SUITE_BACKENDS:-wgmma mma}; do
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout "${T_TC_SUITE:-500}" "$B/tests/gpu_suite" --backend "$b" ${TC_SUITE_ARGS:---fuzz 320} \
+      > "$OUT/gpu-suite-$b.log" 2>&1
+    note "gpu suite on $b: exit $? ($(($(date +%s) - t0)) s): $(grep -E '^[0-9]+ passed' "$OUT/gpu-suite-$b.log" | tail -1)"
+    grep -E '^(FAIL|SKIP)' "$OUT/gpu-suite-$b.log" | head -10 | tee -a "$SUMMARY"
+  done
 fi
 
 if has tc; then

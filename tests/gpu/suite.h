@@ -62,7 +62,8 @@ typedef struct suite {
     CUstream stream;
     int threads;      /* for the float64 reference */
     uint64_t seed;
-    const char *arch; /* "native" (device) or "sm_90a" (dry run) */
+    const char *arch; /* "native" (device) or "sm_90a" (dry run and wgmma) */
+    const char *backend; /* of every spec the suite builds: simt (default), mma or wgmma */
     const char *argv0;
 } suite;
 
@@ -175,11 +176,15 @@ int guard_intact(const unsigned char *host, size_t out_bytes);
 
 /* ---- suite_matrix.c ------------------------------------------------------------------------------ */
 
-/* Appends the part's entries to es (capacity cap) whose text contains filter; returns the
- * new count. Fuzz configurations come from `seed` and number `count`. Specs are not parsed. */
-int build_activation_cases(entry *es, int n, int cap, const char *arch, const char *filter);
-int build_format_cases(entry *es, int n, int cap, const char *arch, const char *filter);
-int build_fuzz(entry *es, int n, int cap, const char *arch, const char *filter, uint64_t seed, int count);
+/* Appends the part's entries for S's backend and arch to es (capacity cap) whose text contains
+ * filter; returns the new count. Fuzz configurations come from S's seed and number `count`;
+ * on a tensor-core backend each is drawn again until the backend supports it (the other
+ * parts' unsupported entries are dropped after parsing, gpu_suite.c). */
+int build_activation_cases(entry *es, int n, int cap, const suite *S, const char *filter);
+int build_format_cases(entry *es, int n, int cap, const suite *S, const char *filter);
+int build_fuzz(entry *es, int n, int cap, const suite *S, const char *filter, int count);
+/* Whether the backend is a tensor-core one (mma, wgmma). */
+int suite_tensor_cores(const suite *S);
 
 /* The negative controls of a part, on the entries that ran (entries whose kernel is NULL
  * after a failure are skipped). */

@@ -6,8 +6,9 @@
  * rerun with a different workspace poison, and optionally a CUDA-graph replay.
  *
  * In a dry run (no device) the model stands in for the device: the replay on weights
- * perturbed by 2^-20 (about what fp32 accumulation does), rounded to the dtype; the device
- * bytes are then decoded back and must give the reference's weights bit for bit.
+ * perturbed by 2^-20 (about what fp32 accumulation does; a tensor-core 4-bit layer's weights
+ * rounded to the dtype first), rounded to the dtype; the device bytes are then decoded back
+ * and must give the reference's weights bit for bit.
  */
 #include <math.h>
 #include <stdio.h>
@@ -244,15 +245,19 @@ static int dry_model(const suite *S, const case_data *c, float *out, char *why, 
             snprintf(why, cap, "dry run: w%d's device bytes do not decode to the reference's weights", m + 1);
             ok = 0;
         }
+        /* a tensor-core 4-bit kernel rounds each weight once, exactly (ties to even), before
+         * its fp32 accumulation: the perturbation comes after that rounding */
+        const int round_w = (replay_flags_of(c->spec) & MJ_REF_ROUND_W) != 0;
         for (size_t i = 0; ok && i < n; i++)
-            pert[m][i] = (float)(ws[m]->deq[i] * (1.0 + ((xorshift(&seed) & 1) ? 0x1p-20 : -0x1p-20)));
+            pert[m][i] = (float)((round_w ? mj_half_snap(ws[m]->deq[i], c->spec->dtype) : ws[m]->deq[i]) *
+                                 (1.0 + ((xorshift(&seed) & 1) ? 0x1p-20 : -0x1p-20)));
         free(dec);
     }
     if (ok) {
         mj_ref_layer L = case_layer(c);
         L.w1 = pert[0];
         L.w2 = pert[1];
-        if (mj_ref_forward(&L, S->threads, NULL, rep, replay_flags_of(c->spec))) {
+        if (mj_ref_forward(&L, S->threads, NULL, rep, replay_flags_of(c->spec) & ~(unsigned)MJ_REF_ROUND_W)) {
             snprintf(why, cap, "dry run model: %s", moejit_last_error());
             ok = 0;
         }

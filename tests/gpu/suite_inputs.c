@@ -50,9 +50,13 @@ int static_x(const moejit_spec *spec)
 /* A2 */
 unsigned replay_flags_of(const moejit_spec *spec)
 {
+    const int fp8 = act_quant_of(spec) != MJ_REF_AQ_NONE;
+    /* the tensor cores also store each expert's y in the dtype, and multiply 4-bit weights
+     * dequantized to the dtype */
     if (spec->backend == MJ_BACKEND_MMA || spec->backend == MJ_BACKEND_WGMMA)
-        return MJ_REF_REPLAY_TC; /* bf16/fp16 only (their capability declarations) */
-    return act_quant_of(spec) != MJ_REF_AQ_NONE ? MJ_REF_REPLAY_FP8 : MJ_REF_REPLAY_SIMT;
+        return MJ_REF_REPLAY_TC | (fp8 ? MJ_REF_QUANT_X | MJ_REF_QUANT_ACT : 0u) |
+               (mj_quant_is_4bit(spec->quant) ? (unsigned)MJ_REF_ROUND_W : 0u);
+    return fp8 ? MJ_REF_REPLAY_FP8 : MJ_REF_REPLAY_SIMT;
 }
 
 /* A3 */
@@ -60,6 +64,7 @@ int64_t spec_granule(const moejit_spec *spec)
 {
     switch (spec->quant) {
     case MJ_QUANT_FP8_BLOCK: return 128;
+    case MJ_QUANT_FP8_TENSOR: return spec->backend == MJ_BACKEND_SIMT ? 8 : 16; /* 1-byte TMA rows */
     case MJ_QUANT_W4A16: return spec->zero_point ? 2 * spec->group_size : spec->group_size;
     case MJ_QUANT_MXFP4: return 32;
     default: return 8;
@@ -482,6 +487,9 @@ mj_ref_layer case_layer(const case_data *c)
     }
     if (static_x(sp))
         L.x_scale = STATIC_X_SCALE;
+    /* wgmma's fp8 GEMM1 sums in the tensor core with fewer bits than fp32 */
+    if (sp->backend == MJ_BACKEND_WGMMA && act_quant_of(sp) != MJ_REF_AQ_NONE)
+        L.gemm1_slack = MJ_REF_QGMMA_SLACK;
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
         L.act_param[i] = c->act_param[i];
     return L;

@@ -51,7 +51,12 @@ static int add(entry *es, int n, int cap, const char *filter, const entry *proto
     return n + 1;
 }
 
-int build_activation_cases(entry *es, int n, int cap, const char *arch, const char *filter)
+int suite_tensor_cores(const suite *S)
+{
+    return strcmp(S->backend, "simt") != 0;
+}
+
+int build_activation_cases(entry *es, int n, int cap, const suite *S, const char *filter)
 {
     for (size_t q = 0; q < 2; q++)
         for (size_t a = 0; a < N_ACTS2; a++)
@@ -59,8 +64,8 @@ int build_activation_cases(entry *es, int n, int cap, const char *arch, const ch
                 entry e;
                 memset(&e, 0, sizeof e);
                 e.part = PART_ACTIVATIONS;
-                snprintf(e.text, sizeof e.text, "backend=simt,quant=%s,act=%s,arch=%s,routing=%s",
-                         k_quants2[q], k_acts2[a], arch, k_routings2[r]);
+                snprintf(e.text, sizeof e.text, "backend=%s,quant=%s,act=%s,arch=%s,routing=%s", S->backend,
+                         k_quants2[q], k_acts2[a], S->arch, k_routings2[r]);
                 snprintf(e.label, sizeof e.label, "%s %s %s", k_quants2[q], k_acts2[a], k_routings2[r]);
                 for (size_t si = 0; si < N_SHAPES2; si++)
                     e.cases[e.ncases++] = (gcase){.s = k_shapes2[si], .graph = si == 3};
@@ -91,13 +96,14 @@ static const struct {
 } k_deepseek[] = {{4, 2, "2.5"}, {8, 4, "2.827"}, {2, 1, "1.5"}, {1, 1, "1"}};
 
 /* The quant part of a spec text ("quant=w4a16,group=64,zero_point=1") and its granule
- * (the multiple H and I must be of; spec_granule's rule, known before parsing). */
-static int64_t quant_text(int family, int variant, char *buf, size_t cap)
+ * (the multiple H and I must be of; spec_granule's rule, known before parsing; fp8_tensor on
+ * the tensor cores: 16, its 1-byte weight rows' TMA unit). */
+static int64_t quant_text(int family, int variant, int tc, char *buf, size_t cap)
 {
     switch (family) {
     case 2:
         snprintf(buf, cap, "quant=fp8_tensor,fp8_act=%s", k_fp8_act[variant % 3]);
-        return 8;
+        return tc ? 16 : 8;
     case 3: snprintf(buf, cap, "quant=fp8_block"); return 128;
     case 4: {
         int v = variant % 6, g = v / 2 == 0 ? 32 : v / 2 == 1 ? 64 : 128;
@@ -115,7 +121,8 @@ static void dims(int64_t gran, int v, int64_t *H, int64_t *I)
     static const struct {
         int64_t gran, H[2], I[2];
     } t[] = {
-        {8, {264, 200}, {136, 88}},   {32, {288, 224}, {160, 96}},  {64, {320, 192}, {192, 128}},
+        {8, {264, 200}, {136, 88}},   {16, {272, 208}, {144, 96}},  {32, {288, 224}, {160, 96}},
+        {64, {320, 192}, {192, 128}},
         {128, {384, 256}, {128, 256}}, {256, {512, 256}, {256, 256}},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -129,10 +136,10 @@ static void dims(int64_t gran, int v, int64_t *H, int64_t *I)
 }
 
 /* The spec text of one configuration. */
-static void spec_text(char *buf, size_t cap, const char *quant, const char *act, const char *arch,
-                      int routing, int ds, int logits_bf16, int layout, int bias)
+static void spec_text(char *buf, size_t cap, const suite *S, const char *quant, const char *act, int routing,
+                      int ds, int logits_bf16, int layout, int bias)
 {
-    int n = snprintf(buf, cap, "backend=simt,%s,act=%s,arch=%s,routing=%s", quant, act, arch,
+    int n = snprintf(buf, cap, "backend=%s,%s,act=%s,arch=%s,routing=%s", S->backend, quant, act, S->arch,
                      k_routings5[routing]);
     if (routing == 4)
         n += snprintf(buf + n, cap - (size_t)n, ",n_group=%d,topk_group=%d,routed_scaling=%s",
@@ -150,7 +157,8 @@ static void label_of(const char *text, char *buf, size_t cap)
 {
     char tmp[384];
     snprintf(tmp, sizeof tmp, "%s", text);
-    const char *drop[] = {"backend=simt,", ",arch=native", ",arch=sm_90a", "quant=", "act=", "routing="};
+    const char *drop[] = {"backend=simt,", "backend=mma,", "backend=wgmma,", ",arch=native", ",arch=sm_90a",
+                          "quant=", "act=", "routing="};
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) {
         char *p;
         while ((p = strstr(tmp, drop[i])))
@@ -164,8 +172,9 @@ static void label_of(const char *text, char *buf, size_t cap)
     buf[len] = '\0';
 }
 
-int build_format_cases(entry *es, int n, int cap, const char *arch, const char *filter)
+int build_format_cases(entry *es, int n, int cap, const suite *S, const char *filter)
 {
+    const int tc = suite_tensor_cores(S);
     for (int f = 0; f < N_FAMILIES; f++) {
         int gated_index = 0;
         for (int a = 0; a < N_ACTS5; a++)
@@ -173,17 +182,23 @@ int build_format_cases(entry *es, int n, int cap, const char *arch, const char *
                 int j = a * N_ROUTINGS5 + r;
                 int gated = a != 3; /* relu2 */
                 char quant[96];
-                int64_t gran = quant_text(f, a + r, quant, sizeof quant);
+                int64_t gran = quant_text(f, a + r, tc, quant, sizeof quant);
                 entry e;
                 memset(&e, 0, sizeof e);
                 e.part = PART_FORMATS;
-                spec_text(e.text, sizeof e.text, quant, k_acts5[a], arch, r, a % 4,
-                          j % 2 == 1 && r != 6, gated ? gated_index++ % 3 : 0, j % 4);
+                /* the tensor cores take fp8 and 4-bit weights in up_gate, without biases or
+                 * overrides: those families' entries are plain there */
+                const int plain = tc && f >= 2;
+                const int layout = gated ? gated_index++ % 3 : 0;
+                int overrides = (a == 1 || a == 2) && r % 2 == 0 && !plain;
+                spec_text(e.text, sizeof e.text, S, quant, k_acts5[a], r, a % 4, j % 2 == 1 && r != 6,
+                          plain ? 0 : layout, plain ? 0 : j % 4);
+                if (tc && overrides) /* a tensor-core layer reads act_param only where built to */
+                    strncat(e.text, ",act_overrides=per_expert", sizeof e.text - strlen(e.text) - 1);
                 label_of(e.text, e.label, sizeof e.label);
                 int64_t H0, I0, H1, I1;
                 dims(gran, 0, &H0, &I0);
                 dims(gran, 1, &H1, &I1);
-                int overrides = (a == 1 || a == 2) && r % 2 == 0;
                 if (j % 7 == 0)
                     e.cases[e.ncases++] = (gcase){.s = {0, H1, I1, 8, 2, 0, 0}};
                 e.cases[e.ncases++] = (gcase){.s = {1, H0, I0, 8, 2, 0, 0}};
@@ -191,6 +206,9 @@ int build_format_cases(entry *es, int n, int cap, const char *arch, const char *
                                               .graph = 1};
                 e.cases[e.ncases++] = (gcase){.s = {61, H0, I0, 16, 4, 0, 0}, .routing_bias = 1,
                                               .overrides = overrides};
+                /* the tensor cores' prefill GEMMs (large, pair, tall tiles) take over from here */
+                if (tc)
+                    e.cases[e.ncases++] = (gcase){.s = {300 + 97 * (j % 5), H1, I1, 16, 4, 0, 0}, .routing_bias = 1};
                 n = add(es, n, cap, filter, &e);
             }
     }
@@ -218,27 +236,70 @@ static int has_overrides(const char *act)
     return !strncmp(act, "swiglu", 6) || !strncmp(act, "situ", 4);
 }
 
-int build_fuzz(entry *es, int n, int cap, const char *arch, const char *filter, uint64_t seed, int count)
+/* A tile field for a tensor-core fuzz spec: auto on half the draws, else a path the backend
+ * has for the format (wgmma's tall and pair paths: 16-bit and fp8; the small path: not fp8). */
+static const char *fuzz_tile(const suite *S, int family, uint64_t *s)
 {
-    uint64_t s = seed ^ 0x6a09e667f3bcc909ull;
+    static const char *const tiles[] = {"large", "small", "tall", "pair"};
+    if (!suite_tensor_cores(S) || pick(s, 2) == 0)
+        return NULL;
+    const int fp8 = family == 2 || family == 3, w4 = family >= 4;
+    const int n = !strcmp(S->backend, "wgmma") && !w4 ? 4 : 2;
+    const char *t = tiles[pick(s, n)];
+    return fp8 && !strcmp(t, "small") ? "large" : t;
+}
+
+/* Whether the backend supports the spec text (a parse and moejit_check_support). */
+static int supported(const char *text)
+{
+    moejit_spec *sp = NULL;
+    int ok = moejit_spec_parse(text, &sp) == MOEJIT_OK && moejit_check_support(sp) == MOEJIT_OK;
+    moejit_spec_destroy(sp);
+    return ok;
+}
+
+int build_fuzz(entry *es, int n, int cap, const suite *S, const char *filter, int count)
+{
+    uint64_t s = S->seed ^ 0x6a09e667f3bcc909ull;
+    const int tc = suite_tensor_cores(S);
     for (int i = 0; i < count; i++) {
-        int f = (int)pick(&s, N_FAMILIES);
-        char quant[96];
-        int64_t gran = quant_text(f, (int)pick(&s, 6), quant, sizeof quant);
-        const char *act = k_acts2[pick(&s, N_ACTS2)];
-        int gated = !strncmp(act, "swiglu", 6) || !strncmp(act, "geglu", 5) || !strncmp(act, "situ", 4);
-        int r = (int)pick(&s, N_ROUTINGS5);
-        int ds = (int)pick(&s, 4);
         entry e;
         memset(&e, 0, sizeof e);
         e.part = PART_FUZZ;
-        spec_text(e.text, sizeof e.text, quant, act, arch, r, ds, r != 6 && pick(&s, 2),
-                  gated ? (int)pick(&s, 3) : 0, (int)pick(&s, 4));
+        int f, gated;
+        int64_t gran;
+        const char *act;
+        int r, ds, ovr = 0;
+        /* a tensor-core backend takes fp8 and 4-bit weights only in up_gate without biases
+         * (and mma no fp8): such draws are drawn again, at most 64 times */
+        for (int attempt = 0; attempt < 64; attempt++) {
+            f = (int)pick(&s, N_FAMILIES);
+            char quant[96];
+            gran = quant_text(f, (int)pick(&s, 6), tc, quant, sizeof quant);
+            act = k_acts2[pick(&s, N_ACTS2)];
+            gated = !strncmp(act, "swiglu", 6) || !strncmp(act, "geglu", 5) || !strncmp(act, "situ", 4);
+            r = (int)pick(&s, N_ROUTINGS5);
+            ds = (int)pick(&s, 4);
+            spec_text(e.text, sizeof e.text, S, quant, act, r, ds, r != 6 && pick(&s, 2),
+                      gated ? (int)pick(&s, 3) : 0, (int)pick(&s, 4));
+            const char *tile = fuzz_tile(S, f, &s);
+            if (tile) {
+                size_t len = strlen(e.text);
+                snprintf(e.text + len, sizeof e.text - len, ",tile=%s", tile);
+            }
+            /* a tensor-core layer reads act_param only where built to: the field with the draw */
+            ovr = tc && has_overrides(act) && pick(&s, 3) == 0;
+            if (ovr)
+                strncat(e.text, ",act_overrides=per_expert", sizeof e.text - strlen(e.text) - 1);
+            if (!tc || supported(e.text))
+                break;
+        }
         char label[256];
         label_of(e.text, label, sizeof label);
         snprintf(e.label, sizeof e.label, "fuzz #%d %.200s", i, label);
         gcase c = {0};
         c.s.H = gran * (1 + pick(&s, gran >= 512 ? 1 : 512 / gran));
+        c.s.I = gran * (1 + pick(&s, gran >= 320 ? 1 : 320 / gran));
         /* fp8 against the unquantized ideal carries the intermediate's ~3% e4m3 noise: with a
          * handful of outputs per token the token's max is a poor yardstick for it (H = 8 can
          * exceed the contract's bar for an exact kernel), and with a handful of intermediate
@@ -248,12 +309,14 @@ int build_fuzz(entry *es, int n, int cap, const char *arch, const char *filter, 
             c.s.H = 128;
         if ((f == 2 || f == 3) && c.s.I < 128)
             c.s.I = 128;
-        c.s.I = gran * (1 + pick(&s, gran >= 320 ? 1 : 320 / gran));
         c.s.E = 1 + pick(&s, 64);
         if (r == 4)
             c.s.E = k_deepseek[ds].ng * (1 + pick(&s, 64 / k_deepseek[ds].ng));
         c.s.k = 1 + pick(&s, c.s.E < 8 ? c.s.E : 8);
         c.s.T = pick(&s, 3) == 0 ? pick(&s, 200) : pick(&s, 24);
+        /* the tensor cores' prefill paths: a sixth of the draws at 256..1279 tokens */
+        if (tc && pick(&s, 6) == 0)
+            c.s.T = 256 + pick(&s, 1024);
         if (pick(&s, 3) == 0 && c.s.E > 1) {
             c.s.local = 1 + pick(&s, c.s.E);
             c.s.offset = pick(&s, c.s.E - c.s.local + 1);
@@ -266,7 +329,7 @@ int build_fuzz(entry *es, int n, int cap, const char *arch, const char *filter, 
             c.s.local = local < c.s.E ? local : 0;
             c.s.offset = c.s.local ? pick(&s, c.s.E - c.s.local + 1) : 0;
         }
-        c.overrides = has_overrides(act) && pick(&s, 3) == 0;
+        c.overrides = tc ? ovr : has_overrides(act) && pick(&s, 3) == 0;
         c.routing_bias = r == 4 && pick(&s, 2);
         c.graph = pick(&s, 8) == 0;
         e.cases[0] = c;
@@ -317,19 +380,21 @@ void controls_activations(const suite *S, entry *es, int n, tally *t)
     char text[384];
     const gcase *c = &(gcase){.s = k_shapes2[4]};
     mutation m = mutation_none();
-    snprintf(text, sizeof text, "backend=simt,quant=bf16,act=relu,arch=%s,routing=softmax_topk", S->arch);
+    snprintf(text, sizeof text, "backend=%s,quant=bf16,act=relu,arch=%s,routing=softmax_topk", S->backend, S->arch);
     entry *e = find_text(es, n, text);
     m.act = relu2;
     run_control(S, e, c, &m, "relu kernel vs relu2 reference", t);
     m = mutation_none();
     m.zero_out = 1;
     run_control(S, e, c, &m, "all-zero output", t);
-    snprintf(text, sizeof text, "backend=simt,quant=bf16,act=swiglu,arch=%s,routing=softmax_topk", S->arch);
+    snprintf(text, sizeof text, "backend=%s,quant=bf16,act=swiglu,arch=%s,routing=softmax_topk", S->backend,
+             S->arch);
     m = mutation_none();
     m.layout = MJ_W1_GATE_UP;
     run_control(S, find_text(es, n, text), c, &m, "swiglu kernel vs reference with swapped u/g halves", t);
     snprintf(text, sizeof text,
-             "backend=simt,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=%s,routing=renormalize", S->arch);
+             "backend=%s,quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),arch=%s,routing=renormalize", S->backend,
+             S->arch);
     m = mutation_none();
     m.act = unclamped;
     run_control(S, find_text(es, n, text), c, &m,
@@ -367,10 +432,20 @@ void controls_formats(const suite *S, entry *es, int n, tally *t)
     m = mutation_none();
     m.layout = MJ_W1_UP_GATE;
     run_control(S, e, largest(e), &m, "interleaved-W1 kernel vs reference reading up_gate halves", t);
-    e = find_with(es, n, PART_FORMATS, "quant=fp8_block", "bias=b2");
+    /* the tensor cores take no bias with fp8: b2 is dropped from a bf16 layer there */
+    e = find_with(es, n, PART_FORMATS, suite_tensor_cores(S) ? "quant=bf16" : "quant=fp8_block", "bias=b2");
     m = mutation_none();
     m.drop_b2 = 1;
-    run_control(S, e, largest(e), &m, "fp8_block kernel with b2 vs reference without b2", t);
+    run_control(S, e, largest(e), &m,
+                suite_tensor_cores(S) ? "bf16 kernel with b2 vs reference without b2"
+                                      : "fp8_block kernel with b2 vs reference without b2",
+                t);
+    if (!strcmp(S->backend, "mma"))
+        return; /* no fp8 there */
+    e = find_with(es, n, PART_FORMATS, "quant=fp8_block", NULL);
+    m = mutation_none();
+    m.act_quant = MJ_REF_AQ_FP8_TOKEN;
+    run_control(S, e, largest(e), &m, "fp8_block kernel vs replay quantizing per token instead of per 1 x 128", t);
     e = find_with(es, n, PART_FORMATS, "fp8_act=tensor", NULL);
     m = mutation_none();
     m.act_quant = MJ_REF_AQ_FP8_TOKEN;
