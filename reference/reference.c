@@ -633,6 +633,21 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
     return mj_ref_forward_ex(L, threads, ideal, replay, replay_flags, NULL, NULL);
 }
 
+unsigned mj_ref_replay_flags(const moejit_spec *spec)
+{
+    const int fp8 = spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
+    if (spec->backend == MJ_BACKEND_SIMT)
+        return fp8 ? MJ_REF_REPLAY_FP8 : MJ_REF_REPLAY_SIMT;
+    return MJ_REF_REPLAY_TC | (fp8 ? MJ_REF_QUANT_X | MJ_REF_QUANT_ACT : 0u) |
+           (mj_quant_is_4bit(spec->quant) ? (unsigned)MJ_REF_ROUND_W : 0u);
+}
+
+double mj_ref_gemm1_slack(const moejit_spec *spec)
+{
+    const int fp8 = spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
+    return spec->backend == MJ_BACKEND_WGMMA && fp8 ? MJ_REF_QGMMA_SLACK : 0.0;
+}
+
 /* A copy of the n weights w rounded once to dt (NULL: out of memory). */
 static float *rounded_copy(const float *w, size_t n, mj_dtype dt)
 {

@@ -65,6 +65,14 @@ typedef enum mj_ref_round {
 /* fp8 formats: a stored once in the dtype, then x and a quantized to e4m3 as act_quant says. */
 #define MJ_REF_REPLAY_FP8 ((unsigned)(MJ_REF_ROUND_ACT | MJ_REF_QUANT_X | MJ_REF_QUANT_ACT))
 
+/* The replay flags of spec's kernels: MJ_REF_REPLAY_SIMT or _FP8 on simt; on mma and wgmma
+ * also each expert's y stored in the dtype (MJ_REF_REPLAY_TC) and 4-bit weights rounded to it
+ * (MJ_REF_ROUND_W). */
+unsigned mj_ref_replay_flags(const moejit_spec *spec);
+/* mj_ref_layer.gemm1_slack for spec's kernels: MJ_REF_QGMMA_SLACK for wgmma's fp8 layers, else
+ * 0 (fp32 accumulation). */
+double mj_ref_gemm1_slack(const moejit_spec *spec);
+
 /* How the fp8 formats quantize activations in the layer (docs/SEMANTICS.md §5): the scale of a
  * group of values is amax/448 (fp32), each value becomes e4m3(v / scale) · scale. The
  * intermediate a is grouped like x, with I in place of H and one row per (token, expert). */

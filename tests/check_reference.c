@@ -500,6 +500,30 @@ START_TEST(round_w_rounds_the_weights_for_the_replay_only)
 }
 END_TEST
 
+/* Which roundings each backend's kernels make, per spec: simt keeps y in fp32; the tensor
+ * cores store it, round 4-bit weights, and wgmma's fp8 GEMM1 sums with QGMMA's slack. */
+START_TEST(replay_flags_follow_the_backend_and_format)
+{
+    static const struct { const char *spec; unsigned flags; double slack; } c[] = {
+        {"backend=simt,quant=bf16,act=silu,arch=sm_80", MJ_REF_REPLAY_SIMT, 0.0},
+        {"backend=simt,quant=fp8_block,act=silu,arch=sm_90a", MJ_REF_REPLAY_FP8, 0.0},
+        {"backend=simt,quant=mxfp4,act=silu,arch=sm_90a", MJ_REF_REPLAY_SIMT, 0.0},
+        {"backend=mma,quant=bf16,act=silu,arch=sm_80", MJ_REF_REPLAY_TC, 0.0},
+        {"backend=mma,quant=w4a16,act=silu,arch=sm_90a", MJ_REF_REPLAY_TC | MJ_REF_ROUND_W, 0.0},
+        {"backend=wgmma,quant=mxfp4,act=silu,arch=sm_90a", MJ_REF_REPLAY_TC | MJ_REF_ROUND_W, 0.0},
+        {"backend=wgmma,quant=fp8_tensor,fp8_act=static,act=silu,arch=sm_90a",
+         MJ_REF_REPLAY_TC | MJ_REF_QUANT_X | MJ_REF_QUANT_ACT, MJ_REF_QGMMA_SLACK},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        moejit_spec *sp = NULL;
+        ck_assert_int_eq(moejit_spec_parse(c[i].spec, &sp), MOEJIT_OK);
+        ck_assert_msg(mj_ref_replay_flags(sp) == c[i].flags, "%s: flags %#x", c[i].spec, mj_ref_replay_flags(sp));
+        ck_assert_double_eq(mj_ref_gemm1_slack(sp), c[i].slack);
+        moejit_spec_destroy(sp);
+    }
+}
+END_TEST
+
 START_TEST(swapped_halves_change_the_layer)
 {
     moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
@@ -960,6 +984,7 @@ static Suite *reference_suite(void)
     tcase_add_test(layer, one_token_one_expert_layer_matches_hand_computation);
     tcase_add_test(layer, tc_replay_rounds_each_expert_output);
     tcase_add_test(layer, round_w_rounds_the_weights_for_the_replay_only);
+    tcase_add_test(layer, replay_flags_follow_the_backend_and_format);
     tcase_add_test(layer, swapped_halves_change_the_layer);
     tcase_add_test(layer, each_w1_layout_takes_its_own_rows);
     tcase_add_test(layer, biases_enter_before_the_activation_and_inside_the_sum);

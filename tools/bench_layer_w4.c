@@ -315,7 +315,7 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
     }
     /* the replay multiplies the weights as the kernels hold them: each dequantized value
      * rounded once to the dtype (docs/SEMANTICS.md §6); the ideal layer the exact ones */
-    if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_TC | MJ_REF_ROUND_W) != MOEJIT_OK)
+    if (mj_ref_forward(&R, 4, ideal, replay, mj_ref_replay_flags(L->spec)) != MOEJIT_OK)
         snprintf(line, sizeof line, "REFERENCE FAILED: %s", moejit_last_error());
     else
         ok = judge(c, out, again, ideal, replay, (long long)n, line, sizeof line);

@@ -244,8 +244,7 @@ static int fp8_run(const mj_gpu *g, const bench_layer *L, const bench_quant *q, 
     R.x_scale = q->static_x ? h.x_scale : 0.0;
     if (L->spec->routing == MJ_ROUTING_DEEPSEEK_V3)
         R.n_group = L->spec->n_group, R.topk_group = L->spec->topk_group, R.routed_scaling = L->spec->routed_scaling;
-    const unsigned flags = MJ_REF_REPLAY_TC | MJ_REF_QUANT_X | MJ_REF_QUANT_ACT;
-    if (!st && mj_ref_forward(&R, 4, ideal, replay, flags) != MOEJIT_OK) st = MOEJIT_ERR_INTERNAL;
+    if (!st && mj_ref_forward(&R, 4, ideal, replay, mj_ref_replay_flags(L->spec)) != MOEJIT_OK) st = MOEJIT_ERR_INTERNAL;
     if (st) {
         fprintf(log, "reference %-10s %-40s T=%-4lld FAILED: %s\n", q->name, act, T, moejit_last_error());
     } else {

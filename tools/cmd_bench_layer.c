@@ -519,7 +519,7 @@ static int reference_run(const mj_gpu *g, const bench_layer *L, const char *act,
         R.routed_scaling = L->spec->routed_scaling, R.routing_bias = bias;
     }
     /* the tensor-core backends store a and each expert's y in the dtype */
-    if (mj_ref_forward(&R, 4, ideal, replay, MJ_REF_REPLAY_TC) != MOEJIT_OK) {
+    if (mj_ref_forward(&R, 4, ideal, replay, mj_ref_replay_flags(L->spec)) != MOEJIT_OK) {
         fprintf(log, "reference %-44s T=%-4lld REFERENCE FAILED: %s\n", act, T, moejit_last_error());
         goto done;
     }

@@ -128,8 +128,6 @@ int static_x(const moejit_spec *spec);
 /* The static x scale: 1.375 · 2^-7 has 4 significant bits, so e4m3 · scale is exact in
  * float, and the kernel's multiplication by it is not a mere exponent shift. */
 #define STATIC_X_SCALE 0.0107421875
-/* A2: the replay flags of the spec's kernel. */
-unsigned replay_flags_of(const moejit_spec *spec);
 
 /* The inputs of one case, as the reference sees them and as the device gets them. */
 typedef struct case_data {

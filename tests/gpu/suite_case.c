@@ -191,7 +191,7 @@ static int verdict(const suite *S, const moejit_spec *sp, const mj_ref_layer *L,
     static const unsigned sides[2] = {MJ_REF_AMAX_LOW, MJ_REF_AMAX_HIGH};
     for (int i = 0; side && i < 2; i++) {
         result v = {0};
-        if (mj_ref_forward_ex(L, S->threads, NULL, side, replay_flags_of(sp) | sides[i], NULL, side_flip))
+        if (mj_ref_forward_ex(L, S->threads, NULL, side, mj_ref_replay_flags(sp) | sides[i], NULL, side_flip))
             break;
         if (!judge(sp, out, ideal, side, side_flip, T, H, &v, where)) {
             merge_errors(r, &v);
@@ -247,7 +247,7 @@ static int dry_model(const suite *S, const case_data *c, float *out, char *why, 
         }
         /* a tensor-core 4-bit kernel rounds each weight once, exactly (ties to even), before
          * its fp32 accumulation: the perturbation comes after that rounding */
-        const int round_w = (replay_flags_of(c->spec) & MJ_REF_ROUND_W) != 0;
+        const int round_w = (mj_ref_replay_flags(c->spec) & MJ_REF_ROUND_W) != 0;
         for (size_t i = 0; ok && i < n; i++)
             pert[m][i] = (float)((round_w ? mj_half_snap(ws[m]->deq[i], c->spec->dtype) : ws[m]->deq[i]) *
                                  (1.0 + ((xorshift(&seed) & 1) ? 0x1p-20 : -0x1p-20)));
@@ -257,7 +257,7 @@ static int dry_model(const suite *S, const case_data *c, float *out, char *why, 
         mj_ref_layer L = case_layer(c);
         L.w1 = pert[0];
         L.w2 = pert[1];
-        if (mj_ref_forward(&L, S->threads, NULL, rep, replay_flags_of(c->spec) & ~(unsigned)MJ_REF_ROUND_W)) {
+        if (mj_ref_forward(&L, S->threads, NULL, rep, mj_ref_replay_flags(c->spec) & ~(unsigned)MJ_REF_ROUND_W)) {
             snprintf(why, cap, "dry run model: %s", moejit_last_error());
             ok = 0;
         }
@@ -304,7 +304,7 @@ static int execute(const suite *S, const entry *e, const gcase *gc, result *r, f
     }
     mj_ref_layer L = case_layer(&c);
     int64_t ambiguous = 0;
-    if (mj_ref_forward_ex(&L, S->threads, ideal, replay, replay_flags_of(e->spec), &ambiguous, flip)) {
+    if (mj_ref_forward_ex(&L, S->threads, ideal, replay, mj_ref_replay_flags(e->spec), &ambiguous, flip)) {
         snprintf(r->why, sizeof r->why, "%s: reference: %s", where, moejit_last_error());
         goto done;
     }
@@ -480,7 +480,7 @@ void run_control(const suite *S, const entry *e, const gcase *gc, const mutation
     int64_t ambiguous = 0;
     double *flip = malloc(sizeof(double) * (n + 1));
     if (!ref || !rep || !flip ||
-        mj_ref_forward_ex(&L, S->threads, ref, rep, replay_flags_of(e->spec), &ambiguous, flip)) {
+        mj_ref_forward_ex(&L, S->threads, ref, rep, mj_ref_replay_flags(e->spec), &ambiguous, flip)) {
         snprintf(detail, sizeof detail, "reference: %s", ref && rep && flip ? moejit_last_error() : "out of memory");
         report(t, 0, what, detail);
         free(rep);

@@ -8,9 +8,9 @@
  *      local (token, expert) rows with one dynamic scale each; token: one per row; static:
  *      x arrives in e4m3 with args.x_scale, the intermediate is per tensor (dynamic).
  *      fp8_block: x and the intermediate per row per 128. Scale = amax/448 in fp32.
- *   A2 the intermediate is stored once in the dtype, then (fp8) quantized: the replay is
- *      MJ_REF_REPLAY_SIMT, or MJ_REF_REPLAY_FP8 for the fp8 formats; y stays fp32 in simt,
- *      and is stored in the dtype by mma and wgmma (MJ_REF_REPLAY_TC).
+ *   A2 the intermediate is stored once in the dtype, then (fp8) quantized; y stays fp32 in
+ *      simt and is stored in the dtype by mma and wgmma, which also round 4-bit weights to it:
+ *      the reference's mj_ref_replay_flags and mj_ref_gemm1_slack say so per spec.
  *   A3 dimensions: multiples of 8 (all), 128 (fp8_block), g (w4a16; 2g with zero points),
  *      32 (mxfp4). Tensor layouts: see tests/lib/quant_ref.h.
  *   A4 per-expert overrides: swiglu alpha/beta (and limit where the value clamps), situ
@@ -47,17 +47,6 @@ int static_x(const moejit_spec *spec)
     return spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
 }
 
-/* A2 */
-unsigned replay_flags_of(const moejit_spec *spec)
-{
-    const int fp8 = act_quant_of(spec) != MJ_REF_AQ_NONE;
-    /* the tensor cores also store each expert's y in the dtype, and multiply 4-bit weights
-     * dequantized to the dtype */
-    if (spec->backend == MJ_BACKEND_MMA || spec->backend == MJ_BACKEND_WGMMA)
-        return MJ_REF_REPLAY_TC | (fp8 ? MJ_REF_QUANT_X | MJ_REF_QUANT_ACT : 0u) |
-               (mj_quant_is_4bit(spec->quant) ? (unsigned)MJ_REF_ROUND_W : 0u);
-    return fp8 ? MJ_REF_REPLAY_FP8 : MJ_REF_REPLAY_SIMT;
-}
 
 /* A3 */
 int64_t spec_granule(const moejit_spec *spec)
@@ -487,9 +476,7 @@ mj_ref_layer case_layer(const case_data *c)
     }
     if (static_x(sp))
         L.x_scale = STATIC_X_SCALE;
-    /* wgmma's fp8 GEMM1 sums in the tensor core with fewer bits than fp32 */
-    if (sp->backend == MJ_BACKEND_WGMMA && act_quant_of(sp) != MJ_REF_AQ_NONE)
-        L.gemm1_slack = MJ_REF_QGMMA_SLACK;
+    L.gemm1_slack = mj_ref_gemm1_slack(sp);
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
         L.act_param[i] = c->act_param[i];
     return L;
