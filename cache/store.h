@@ -6,7 +6,7 @@
  *   <dir>/<k0k1>/<k2k3>/<key>.v2.mjk   entries (entry.h)
  *   <dir>/<k0k1>/stats                 per-shard counters (stats.h)
  *   <dir>/quarantine/                  entries that failed a check, kept for a post-mortem
- *   <dir>/failed/                      sources and logs of failed compiles (written by the CLI)
+ *   <dir>/failed/                      inputs and logs of failed compiles (runtime/compile_failures.h)
  */
 #ifndef MJ_CACHE_STORE_H
 #define MJ_CACHE_STORE_H

@@ -166,6 +166,10 @@ typedef struct moejit_options {
                                   environment says */
     const char *compile_worker; /* NULL: $MOEJIT_COMPILE_WORKER, else found beside the library
                                    or the executable, else in the install's libexec */
+    int64_t compile_only;      /* 0: kernels load on the device when there is one; 1: compile and
+                                  cache only, never touching the CUDA driver (warming a cache on a
+                                  build machine, or before a server starts): moejit_moe_forward
+                                  then refuses the kernels with MOEJIT_ERR_INVALID_ARGUMENT */
 } moejit_options;
 
 /* The first layout's size (struct_size .. device): the oldest struct_size accepted. */
@@ -188,7 +192,10 @@ MOEJIT_API void moejit_context_destroy(moejit_context *ctx);
 
 /* Returns the compiled layer for spec: from memory, else the disk cache, else NVRTC.
  * Concurrent first calls for one spec compile once. Without a GPU the kernel is compiled
- * but not loaded; moejit_moe_forward then fails with MOEJIT_ERR_NO_DRIVER / _NO_DEVICE.
+ * but not loaded; moejit_moe_forward then fails with MOEJIT_ERR_NO_DRIVER / _NO_DEVICE (and
+ * MOEJIT_ERR_INVALID_ARGUMENT in a compile-only context, which never loads). A failed compile
+ * keeps its spec, source, NVRTC options and log in <cache>/failed/<key>/ when the cache is
+ * read-write; a later successful compile of that key removes the folder.
  * A tensor-core layer (backend mma, wgmma) is split into modules, one per GEMM path and
  * routing stage: this call compiles none of them; each forward compiles (or loads) the
  * modules of the path it takes, and moejit_warm every module. */
@@ -284,16 +291,22 @@ typedef struct moejit_warm_result {
     int compiled;              /* 1: NVRTC compiled it now; 0: it came from memory or the cache */
     double seconds;            /* wall time of this spec */
     size_t done, total;        /* specs finished so far (this one included), and all of them */
+    const char *failed_dir;    /* a failed compile's <cache>/failed/<key>/ folder, holding what NVRTC
+                                  was given and said (spec.txt, source.cu, options.txt, log.txt);
+                                  "" when none was kept (a read-only or disabled cache, or no
+                                  compile failed) */
 } moejit_warm_result;
 
 /* Called once per spec as it finishes, one call at a time (never concurrently). */
 typedef void (*moejit_warm_progress_fn)(void *user, const moejit_warm_result *result);
 
-/* Gets every spec's kernel (compiled or loaded from the cache; on a GPU also loaded), `jobs`
- * at a time, so a serving process can warm its layers at start-up; for a tensor-core layer,
- * every module of every path (in parallel, `jobs` at a time), so no later forward compiles. Every spec is attempted;
- * *failed (optional) counts those that failed, and the call then returns the first failure's
- * status. progress may be NULL. */
+/* Gets every spec's kernel (compiled or loaded from the cache; on a GPU also loaded, unless the
+ * context is compile-only), `jobs` at a time, so a serving process can warm its layers at
+ * start-up; for a tensor-core layer, every module of every path (in parallel, `jobs` at a
+ * time), so no later forward compiles. Each compile runs in its own worker process, so `jobs`
+ * scales like processes. Every spec is attempted; a failed compile's folder is named in its
+ * result (failed_dir). *failed (optional) counts the specs that failed, and the call then
+ * returns the first failure's status. progress may be NULL. */
 MOEJIT_API moejit_status moejit_warm(moejit_context *ctx, const moejit_spec *const *specs, size_t n, int jobs,
                                      moejit_warm_progress_fn progress, void *user, size_t *failed);
 

@@ -1,12 +1,15 @@
 /*
  * This file contains the compile callback every kernel build hands the cache
  * (mj_cache_get_or_build): a simt layer's one program and each module of a tensor-core layer
- * compile through it, counted in the context's compile_count.
+ * compile through it, counted in the context's compile_count. A failure keeps what NVRTC was
+ * given and said in the cache's failed/<key>/ (compile_failures.h); a success removes that
+ * folder, which is then stale.
  */
 #include <string.h>
 
 #include "codegen/nvrtc_compile.h"
 #include "core/status.h"
+#include "runtime/compile_failures.h"
 #include "runtime/context.h"
 
 /* The cache's build callback: the NVRTC compile, in a worker process. */
@@ -15,7 +18,7 @@ moejit_status mj_context_build_program(void *arg, mj_program *out)
     mj_build_job *job = arg;
     atomic_fetch_add(&job->ctx->compile_count, 1);
     mj_compile_request req = {
-        .source = job->source,
+        .source = &job->in->source,
         .arch = mj_arch_target(job->spec->arch),
         .headers = mj_embedded_headers,
         .n_headers = mj_embedded_headers_len,
@@ -27,5 +30,9 @@ moejit_status mj_context_build_program(void *arg, mj_program *out)
         out->canonical_spec = strdup(job->spec->canonical);
         if (!out->canonical_spec) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "kernel_get: out of memory");
     }
+    if (st != MOEJIT_OK)
+        mj_compile_failure_keep(job->ctx->cache, job->in, job->spec->canonical, out->log, moejit_last_error());
+    else
+        mj_compile_failure_forget(job->ctx->cache, job->in->key.hex);
     return st;
 }

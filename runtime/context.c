@@ -61,6 +61,9 @@ moejit_status moejit_context_create(const moejit_options *opts, moejit_context *
     if (opts && opts->device < 0)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
                        "options.device: must be a CUDA device ordinal >= 0; got %d", opts->device);
+    if (opts && opts->compile_only != 0 && opts->compile_only != 1)
+        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "options.compile_only: must be 0 or 1; got %lld",
+                       (long long)opts->compile_only);
 
     moejit_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
@@ -240,14 +243,22 @@ static int arch_runs_on(const char *arch, int major, int minor)
     return suffix == 'a' ? a_minor == (unsigned)minor : a_minor <= (unsigned)minor;
 }
 
-/* Loads k on the options' device when there is a driver and device; otherwise remembers why
- * not, so that compiling and inspecting still work on a machine without a GPU. */
+/* Loads k on the options' device when there is a driver and device and the context may load;
+ * otherwise remembers why not, so that compiling and inspecting still work on a machine
+ * without a GPU. */
 static moejit_status load_kernel(const moejit_context *ctx, moejit_kernel *k)
 {
     const mj_driver *d;
     int major = 0, minor = 0;
     char saved[MJ_ERROR_MAX];
     snprintf(saved, sizeof saved, "%s", moejit_last_error());
+    if (ctx->opts.compile_only) { /* the driver is not even opened: a build machine may have none */
+        mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
+                "moe_forward: %s was built by a compile-only context (moejit_options.compile_only), "
+                "which never loads kernels; run it from a context without compile_only",
+                k->spec->canonical);
+        return leave_unloaded(k, MOEJIT_ERR_INVALID_ARGUMENT, saved);
+    }
     moejit_status st = mj_driver_get(&d);
     if (st == MOEJIT_ERR_NO_DRIVER || st == MOEJIT_ERR_NO_DEVICE) return leave_unloaded(k, st, saved);
     if (st != MOEJIT_OK) return st;
@@ -282,7 +293,7 @@ static moejit_status build_kernel(moejit_context *ctx, const moejit_spec *spec, 
         st = mj_kernel_modules_init(k, ctx); /* its modules build as forwards (or warming) need them */
         if (st == MOEJIT_OK) k->layer_inputs = in, have_inputs = 0; /* the kernel keeps them */
     } else if (st == MOEJIT_OK) {
-        mj_build_job job = {ctx, spec, &in.source};
+        mj_build_job job = {ctx, spec, &in};
         st = mj_cache_get_or_build(ctx->cache, &in.key, in.preimage.data ? in.preimage.data : "",
                                    spec->canonical, mj_context_build_program, &job, &k->program, &hit);
     }

@@ -87,11 +87,12 @@ mj_launch_knobs mj_kernel_knobs(const moejit_kernel *k);
 moejit_status mj_kernel_forward(const moejit_kernel *k, const moejit_moe_args *args, void *workspace,
                                 size_t workspace_bytes, void *stream, const mj_launch_knobs *knobs);
 
-/* The compile callback of mj_cache_get_or_build (a build_job), shared with kernel_modules.c. */
+/* The compile callback of mj_cache_get_or_build (a build_job), shared with kernel_modules.c; a
+ * failed compile keeps its inputs in the cache's failed/<key>/ (compile_failures.h). */
 typedef struct mj_build_job {
     moejit_context *ctx;
     const moejit_spec *spec;
-    const mj_source *source;
+    const mj_build_inputs *in;     /* the source, NVRTC options and key of what compiles */
 } mj_build_job;
 moejit_status mj_context_build_program(void *job, mj_program *out);
 

@@ -101,7 +101,7 @@ static void *build_module(void *arg)
     moejit_kernel *k = t->k;
     if (!t->have_in) return NULL; /* prepare failed: its status and message are set */
     const mj_build_inputs *in = &t->in;
-    mj_build_job job = {k->ctx, k->spec, &in->source};
+    mj_build_job job = {k->ctx, k->spec, in};
     int hit = 0;
     moejit_status st = mj_cache_get_or_build(k->ctx->cache, &in->key, in->preimage.data ? in->preimage.data : "",
                                              k->spec->canonical, mj_context_build_program, &job, &t->program, &hit);

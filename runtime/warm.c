@@ -7,16 +7,19 @@
  *
  * The work is a list of items: a simt spec is one (its kernel), a tensor-core spec one per
  * module of its layer (codegen/layer_modules.h), so the modules of one layer compile in
- * parallel too; a spec's progress call comes when its last item finishes.
+ * parallel too; a spec's progress call comes when its last item finishes, naming the folder
+ * its first failing item's compile kept (runtime/compile_failures.h).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "codegen/build_inputs.h"
 #include "codegen/layer_modules.h"
 #include "core/status.h"
 #include "moejit.h"
+#include "runtime/compile_failures.h"
 #include "runtime/context.h"
 
 /* One spec's items as they finish. */
@@ -25,7 +28,8 @@ typedef struct warm_spec {
     double start, seconds;
     int compiled, present;
     moejit_status status;
-    char *message; /* owned: the first failing item's */
+    char *message;    /* owned: the first failing item's */
+    char *failed_dir; /* owned: the folder that item's compile kept, or NULL */
 } warm_spec;
 
 typedef struct warm_job {
@@ -63,15 +67,34 @@ static moejit_status run_item(warm_job *w, size_t i, int *compiled)
     return st;
 }
 
-/* Records item i's outcome; the spec's last item reports the spec (caller holds w->mu). */
-static void finish_item(warm_job *w, size_t i, moejit_status st, int compiled)
+/* The failed/<key>/ folder item i's failed compile kept, or NULL (no compile ran, or none was
+ * kept): its key comes from its inputs again, as the registry does not keep a failure's. */
+static char *kept_failure(const warm_job *w, size_t i, moejit_status st)
+{
+    if (st == MOEJIT_ERR_UNSUPPORTED || st == MOEJIT_ERR_INVALID_ARGUMENT) return NULL;
+    mj_build_inputs in;
+    if (mj_build_inputs_make_module(w->specs[w->item_spec[i]], w->item_module[i], mj_embedded_headers,
+                                    mj_embedded_headers_len, &in) != MOEJIT_OK)
+        return NULL;
+    char dir[MJ_CACHE_PATH_MAX + 96];
+    const int kept = mj_compile_failure_dir(w->ctx->cache, in.key.hex, dir, sizeof dir);
+    mj_build_inputs_free(&in);
+    return kept ? strdup(dir) : NULL;
+}
+
+/* Records item i's outcome, taking message and failed_dir (NULL when it succeeded); the spec's
+ * last item reports the spec (caller holds w->mu). */
+static void finish_item(warm_job *w, size_t i, moejit_status st, int compiled, char *message, char *failed_dir)
 {
     warm_spec *s = &w->per_spec[w->item_spec[i]];
     s->compiled |= compiled;
     if (st != MOEJIT_OK && s->status == MOEJIT_OK) {
         s->status = st;
-        s->message = strdup(moejit_last_error());
+        s->message = message, message = NULL;
+        s->failed_dir = failed_dir, failed_dir = NULL;
     }
+    free(message);
+    free(failed_dir);
     if (++s->finished < s->items) return;
     s->seconds = now_s() - s->start;
     moejit_warm_result r;
@@ -82,6 +105,7 @@ static void finish_item(warm_job *w, size_t i, moejit_status st, int compiled)
     r.message = s->status == MOEJIT_OK ? "" : s->message ? s->message : "(out of memory keeping the message)";
     r.compiled = s->status == MOEJIT_OK && !s->present && s->compiled;
     r.seconds = s->seconds;
+    r.failed_dir = s->status != MOEJIT_OK && s->failed_dir ? s->failed_dir : "";
     w->done++;
     if (s->status != MOEJIT_OK && !w->failed++) w->first_error = s->status;
     r.done = w->done;
@@ -105,8 +129,10 @@ static void *warm_worker(void *arg)
         if (i >= w->n_items) return NULL;
         int compiled = 0;
         moejit_status st = run_item(w, i, &compiled);
+        char *message = st != MOEJIT_OK ? strdup(moejit_last_error()) : NULL; /* before the lookup */
+        char *failed_dir = st != MOEJIT_OK ? kept_failure(w, i, st) : NULL;
         pthread_mutex_lock(&w->mu);
-        finish_item(w, i, st, compiled);
+        finish_item(w, i, st, compiled, message, failed_dir);
         pthread_mutex_unlock(&w->mu);
     }
 }
@@ -159,7 +185,10 @@ moejit_status moejit_warm(moejit_context *ctx, const moejit_spec *const *specs, 
         for (size_t t = 0; t < started; t++) pthread_join(tid[t], NULL);
         pthread_mutex_destroy(&w.mu);
     }
-    for (size_t i = 0; w.per_spec && i < n; i++) free(w.per_spec[i].message);
+    for (size_t i = 0; w.per_spec && i < n; i++) {
+        free(w.per_spec[i].message);
+        free(w.per_spec[i].failed_dir);
+    }
     free(w.per_spec);
     free(w.item_spec);
     free(w.item_module);

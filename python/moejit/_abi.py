@@ -45,6 +45,7 @@ class moejit_options(Structure):
         ("device", c_int),
         ("allow_unvalidated", c_int64),
         ("compile_worker", c_char_p),
+        ("compile_only", c_int64),
     ]
 
 
@@ -98,6 +99,7 @@ class moejit_warm_result(Structure):
         ("seconds", c_double),
         ("done", c_size_t),
         ("total", c_size_t),
+        ("failed_dir", c_char_p),
     ]
 
 
