@@ -1,8 +1,9 @@
 /*
  * This file checks `moejit warm` through the built CLI: warming twice compiles nothing the
  * second time, --dry-run lists without compiling, a failing compile keeps its source,
- * options and log in failed/ and makes the exit status 1 without stopping the others, a
- * preset with several workers, unsupported specs, and manifests.
+ * options and log in failed/ and makes the exit status 1 without stopping the others (a
+ * tensor-core layer's failing module too), --timeout bounds each compile, a preset with several
+ * jobs, unsupported specs, manifests, and that warm never opens the CUDA driver.
  */
 #include <check.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "lib/check_main.h"
 #include "lib/cli_run.h"
+#include "lib/fake_cuda.h"
 
 #define SPEC_A "quant=fp16,act=relu2,arch=sm_80"
 #define SPEC_B "quant=bf16,act=relu2,arch=sm_80"
@@ -284,6 +286,50 @@ START_TEST(warm_refuses_a_read_only_cache)
 }
 END_TEST
 
+START_TEST(a_failed_tensor_core_layer_keeps_its_failing_modules_inputs)
+{
+    static const char *const crash[] = {"MOEJIT_WORKER_FAULT=crash", NULL};
+    mj_test_cli_run(&t, crash, &r, "warm", "backend=mma,quant=bf16,act=silu,arch=sm_80", "--jobs", "2", "--json",
+                    (const char *)NULL);
+    ASSERT_RC(1);
+    ck_assert_int_eq(summary().failed, 1);
+    cJSON *j = mj_test_json(r.out);
+    const cJSON *item = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "items"), 0);
+    const char *dir = cJSON_GetStringValue(cJSON_GetObjectItem(item, "failed_dir"));
+    ck_assert_ptr_nonnull(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/source.cu", dir);
+    ck_assert_msg(mj_test_exists(path), "missing %s", path);
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    ck_assert_msg(mj_test_exists(path), "missing %s", path);
+    cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(timeout_bounds_each_compile)
+{
+    static const char *const hang[] = {"MOEJIT_WORKER_FAULT=hang", NULL};
+    mj_test_cli_run(&t, hang, &r, "warm", SPEC_A, "--timeout", "1", "--json", (const char *)NULL);
+    ASSERT_RC(1);
+    ck_assert_int_eq(summary().failed, 1);
+    ck_assert_msg(strstr(r.out, "timed out after 1 s"), "%s", r.out);
+}
+END_TEST
+
+START_TEST(warm_never_opens_the_cuda_driver)
+{
+    /* A driver whose cuInit fails: warm would fail its spec had it opened the driver. */
+    const char *lib = mj_test_fake_libcuda();
+    ck_assert_ptr_nonnull(lib);
+    char libcuda[600];
+    snprintf(libcuda, sizeof libcuda, "MOEJIT_LIBCUDA=%s", lib);
+    const char *const env[] = {libcuda, "FAKE_CUDA=initfail", NULL};
+    mj_test_cli_run(&t, env, &r, "warm", SPEC_A, "--json", (const char *)NULL);
+    ASSERT_RC(0);
+    ck_assert_int_eq(summary().compiled, 1);
+}
+END_TEST
+
 static Suite *cli_warm_suite(void)
 {
     Suite *s = suite_create("cli_warm");
@@ -293,6 +339,9 @@ static Suite *cli_warm_suite(void)
     tcase_add_test(tc, warming_twice_compiles_nothing_the_second_time);
     tcase_add_test(tc, dry_run_lists_what_would_be_compiled_and_compiles_nothing);
     tcase_add_test(tc, a_failed_compile_keeps_its_inputs_and_exits_1);
+    tcase_add_test(tc, a_failed_tensor_core_layer_keeps_its_failing_modules_inputs);
+    tcase_add_test(tc, timeout_bounds_each_compile);
+    tcase_add_test(tc, warm_never_opens_the_cuda_driver);
     tcase_add_test(tc, preset_warms_with_two_jobs_and_skips_unsupported_formats);
     tcase_add_test(tc, every_preset_expands_for_several_archs);
     tcase_add_test(tc, presets_warm_what_auto_runs_and_backend_overrides_it);

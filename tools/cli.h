@@ -36,7 +36,7 @@ long long cli_parse_count(const char *option, const char *value, long long max);
  * MJ_EXIT_USAGE. Option strings must start with ":" so that a missing value is ':'. */
 int cli_bad_option(const char *cmd, int c, char **argv);
 /* --cache-dir DIR: sets MOEJIT_CACHE_DIR for this process and every process it starts, so
- * that the library, forked workers and spawned children resolve the same cache. */
+ * that the library, its compile workers and spawned children resolve the same cache. */
 void cli_set_cache_dir(const char *dir);
 /* Settings given by this command line's flags (text as the environment's; it must outlive the
  * command: argv's strings do), and all of them as the resolver takes them. */

@@ -20,10 +20,10 @@
 #include "runtime/spec_resolve.h"
 #include "tools/cache_remote.h"
 #include "tools/cli.h"
+#include "tools/compile_cached.h"
 #include "tools/inspect.h"
 #include "tools/json_out.h"
 #include "tools/plan.h"
-#include "tools/warm_pool.h"
 
 static const char inspect_usage[] =
     "usage: moejit inspect SPEC|KEY [--source|--ptx|--sass|--log|--preimage] [options]\n"
@@ -257,11 +257,9 @@ static int load_spec(subject *s, mj_cache *cache, const char *arg, const char *m
     s->cached_before = st == MOEJIT_OK && found;
     if (!s->cached_before && compile) {
         int hit = 0;
-        char *log = NULL;
-        st = cli_compile_cached(cache, &s->in, s->canonical, timeout_s, &prog, &hit, &log);
+        st = cli_compile_cached(cache, &s->in, s->canonical, timeout_s, &prog, &hit);
         if (st != MOEJIT_OK) {
             s->compile_error = strdup(moejit_last_error());
-            free(log);
             return MJ_EXIT_OK;
         }
         s->compiled_now = !hit;

@@ -1,8 +1,11 @@
 /*
  * This file contains `moejit warm`: ahead-of-time compiles into the disk cache, from specs,
- * presets and manifests, for one or several archs, with forked workers (warm_pool.c).
- * What is already cached is skipped, what no backend supports yet is listed and skipped,
- * and every failure is kept in <cache>/failed/<key>/ without stopping the others.
+ * presets and manifests, for one or several archs. The plan (plan.c) expands and deduplicates
+ * them and finds what the cache holds already; the rest goes to the library's moejit_warm on a
+ * compile-only context (it never loads a kernel nor opens the CUDA driver), `--jobs` compiles
+ * at a time, each in its own worker process. What is already cached is skipped, what no backend
+ * supports yet is listed and skipped, and a failed compile keeps its inputs and log in
+ * <cache>/failed/<key>/ (the library writes it) without stopping the others.
  */
 #include <getopt.h>
 #include <math.h>
@@ -17,10 +20,10 @@
 #include "tools/json_out.h"
 #include "tools/plan.h"
 #include "tools/presets.h"
-#include "tools/warm_pool.h"
+#include "tools/progress_bar.h"
 
 #define MAX_ARCHS 16
-#define MAX_JOBS 256
+#define MAX_JOBS 256 /* moejit_warm's limit */
 
 static const char warm_usage[] =
     "usage: moejit warm [SPEC...] [--preset NAME[,NAME...]] [--manifest FILE] [options]\n"
@@ -30,7 +33,8 @@ static const char warm_usage[] =
     "arguments, presets and manifests are crossed with the archs, deduplicated, and whatever\n"
     "the cache already holds is skipped. Specs no backend supports yet are listed and\n"
     "skipped. A failed compile keeps its spec, source, options and log in\n"
-    "<cache>/failed/<key>/ and does not stop the others.\n"
+    "<cache>/failed/<key>/ and does not stop the others. Nothing is loaded on a GPU and the\n"
+    "CUDA driver is never opened, so a machine without one warms the same cache.\n"
     "\n"
     "Options:\n"
     "  --preset NAMES     built-in model presets, comma-separated:\n"
@@ -42,7 +46,8 @@ static const char warm_usage[] =
     "  --arch A[,B...]    compile for these archs (sm_80, sm_86, sm_89, sm_90a, sm_100a,\n"
     "                     sm_120a); replaces a SPEC's or preset's arch, adds to a manifest's\n"
     "                     (default: the spec's own arch; presets: native, which needs a GPU)\n"
-    "  -j, --jobs N       worker processes (default: the number of online CPUs)\n"
+    "  -j, --jobs N       compiles at a time, each in its own worker process (default: the\n"
+    "                     number of online CPUs, at most 256)\n"
     "  --dry-run          list what would be compiled and what is present; compile nothing\n"
     "  --timeout SECONDS  per-compile timeout (default: $MOEJIT_COMPILE_TIMEOUT or 300)\n"
     "  --cache-dir DIR    the cache to warm (default: $MOEJIT_CACHE_DIR, then\n"
@@ -69,21 +74,24 @@ static const char warm_usage[] =
     "  moejit warm --manifest kernels.json --dry-run\n"
     "  moejit warm 'quant=fp16,act=relu2,arch=sm_80' --cache-dir /srv/moejit-cache\n";
 
+/* What moejit_warm reported for one plan item it compiled. */
+typedef enum warm_outcome_state { NOT_RUN = 0, COMPILED, RACED, FAILED } warm_outcome_state;
+typedef struct warm_outcome {
+    warm_outcome_state state;
+    double seconds;
+    char *error;      /* owned, FAILED */
+    char *failed_dir; /* owned, FAILED: "" when the library kept none */
+} warm_outcome;
+
 typedef struct warm_state {
     cli_plan *plan;
-    int *job_item;          /* job index -> plan item (a tensor-core layer: a job per module) */
-    int *pending;           /* per plan item: its jobs not finished yet */
-    int *job_count;         /* per plan item: its jobs */
-    int *raced;             /* per plan item: its jobs that found their entry published meanwhile */
-    int n_jobs, done, to_compile; /* jobs, jobs finished, plan items with jobs */
+    warm_outcome *outcome;      /* per plan item */
+    const moejit_spec **specs;  /* the items to compile, in plan order: moejit_warm's list */
+    int *spec_item;             /* index into specs -> plan item */
+    int to_compile, steps;      /* specs to compile; their kernels and modules (what can run at once) */
     int compiled, present, failed, unsupported, unsupported_explicit;
-    double *seconds;        /* per plan item */
-    char **errors;          /* per plan item */
-    char **failed_dirs;     /* per plan item */
-    int *outcome;           /* per plan item: 0 none, 1 compiled, 2 present (raced), 3 failed */
-    int json, tty;
-    double t_start;
-    int bar_shown;
+    int json;
+    cli_progress_bar *bar;      /* NULL unless compiling with stderr on a terminal */
 } warm_state;
 
 static void key12(const char *key, char out[13])
@@ -91,40 +99,10 @@ static void key12(const char *key, char out[13])
     snprintf(out, 13, "%.12s", key[0] ? key : "-");
 }
 
-static void clear_bar(warm_state *s)
-{
-    if (s->bar_shown) {
-        fputs("\r\033[K", stderr);
-        s->bar_shown = 0;
-    }
-}
-
-static void draw_bar(warm_state *s)
-{
-    if (!s->tty || s->n_jobs == 0) return;
-    double el = cli_now() - s->t_start;
-    int width = 30, filled = s->n_jobs ? s->done * width / s->n_jobs : width;
-    char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
-    char eta[32] = "--:--";
-    if (s->done > 0 && s->done < s->n_jobs) {
-        double left = el / s->done * (s->n_jobs - s->done);
-        snprintf(eta, sizeof eta, "%d:%02d", (int)left / 60, (int)left % 60);
-    } else if (s->done == s->n_jobs) {
-        snprintf(eta, sizeof eta, "0:00");
-    }
-    fprintf(stderr, "\r\033[K[%s] %d/%d  %d:%02d elapsed  ETA %s", bar, s->done, s->n_jobs, (int)el / 60,
-            (int)el % 60, eta);
-    fflush(stderr);
-    s->bar_shown = 1;
-}
-
-static void line(warm_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void line(warm_state *s, const char *fmt, ...)
+static void line(const warm_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(const warm_state *s, const char *fmt, ...)
 {
     if (s->json) return;
-    clear_bar(s);
     va_list ap;
     va_start(ap, fmt);
     vprintf(fmt, ap);
@@ -132,45 +110,45 @@ static void line(warm_state *s, const char *fmt, ...)
     fflush(stdout);
 }
 
-static void on_tick(void *ctx) { draw_bar(ctx); }
-
-static void on_result(void *ctx, const warm_result *r)
+static void print_failure(const warm_state *s, const cli_plan_item *it, const moejit_warm_result *r)
 {
-    warm_state *s = ctx;
-    int i = s->job_item[r->job];
-    cli_plan_item *it = &s->plan->items[i];
     char k[13];
     key12(it->key, k);
-    s->done++;
-    s->seconds[i] += r->seconds; /* a tensor-core layer: its modules' times added up */
-    s->raced[i] += r->status == MOEJIT_OK && r->present;
-    if (r->status != MOEJIT_OK && !s->errors[i]) { /* its first failing module speaks for it */
-        s->errors[i] = strdup(r->message);
-        s->failed_dirs[i] = strdup(r->failed_dir);
-    }
-    if (--s->pending[i] > 0) {
-        draw_bar(s);
-        return;
-    }
-    if (s->errors[i]) {
+    /* The first line of the error: the whole log is in the failed folder. */
+    const char *msg = r->message, *dir = r->failed_dir;
+    const char *nl = strchr(msg, '\n');
+    const int len = nl ? (int)(nl - msg) : (int)strlen(msg);
+    line(s, "failed       %s  %s: %.*s%s%s%s\n", k, it->canonical, len, msg,
+         *dir ? " (source, options and log in " : "", dir, *dir ? ")" : "");
+}
+
+/* moejit_warm's progress callback: called once per spec, one call at a time. */
+static void on_progress(void *user, const moejit_warm_result *r)
+{
+    warm_state *s = user;
+    const int i = s->spec_item[r->index];
+    const cli_plan_item *it = &s->plan->items[i];
+    warm_outcome *o = &s->outcome[i];
+    char k[13];
+    key12(it->key, k);
+    o->seconds = r->seconds;
+    cli_progress_bar_hold(s->bar);
+    if (r->status != MOEJIT_OK) {
         s->failed++;
-        s->outcome[i] = 3;
-        /* The first line of the error: the whole log is in the failed folder. */
-        const char *msg = s->errors[i], *dir = s->failed_dirs[i] ? s->failed_dirs[i] : "";
-        const char *nl = strchr(msg, '\n');
-        int len = nl ? (int)(nl - msg) : (int)strlen(msg);
-        line(s, "failed       %s  %s: %.*s%s%s%s\n", k, it->canonical, len, msg,
-             *dir ? " (source, options and log in " : "", dir, *dir ? ")" : "");
-    } else if (s->raced[i] == s->job_count[i]) {
+        o->state = FAILED;
+        o->error = strdup(r->message);
+        o->failed_dir = strdup(r->failed_dir);
+        print_failure(s, it, r);
+    } else if (!r->compiled) { /* found in the cache after planning */
         s->present++;
-        s->outcome[i] = 2;
+        o->state = RACED;
         line(s, "present      %s  %s  (compiled by another process meanwhile)\n", k, it->canonical);
     } else {
         s->compiled++;
-        s->outcome[i] = 1;
-        line(s, "compiled     %s  %s  (%.2f s)\n", k, it->canonical, s->seconds[i]);
+        o->state = COMPILED;
+        line(s, "compiled     %s  %s  (%.2f s)\n", k, it->canonical, r->seconds);
     }
-    draw_bar(s);
+    cli_progress_bar_release(s->bar, (int)r->done);
 }
 
 static const char *state_name(const warm_state *s, int i, int dry_run)
@@ -179,10 +157,10 @@ static const char *state_name(const warm_state *s, int i, int dry_run)
     if (it->state == CLI_PLAN_UNSUPPORTED) return "unsupported";
     if (it->state == CLI_PLAN_PRESENT) return "present";
     if (dry_run) return "would-compile";
-    switch (s->outcome[i]) {
-    case 1: return "compiled";
-    case 2: return "present";
-    case 3: return "failed";
+    switch (s->outcome[i].state) {
+    case COMPILED: return "compiled";
+    case RACED: return "present";
+    case FAILED: return "failed";
     default: return "not-run";
     }
 }
@@ -204,42 +182,99 @@ static int print_json(const warm_state *s, int dry_run, double total, int jobs)
     cJSON *items = cli_json_add(doc, "items", cJSON_CreateArray());
     for (int i = 0; i < p->n; i++) {
         const cli_plan_item *it = &p->items[i];
-        cJSON *o = cli_json_add(items, NULL, cJSON_CreateObject());
-        cli_json_add(o, "spec", cli_json_str(it->canonical));
-        cli_json_add(o, "origin", cli_json_str(it->origin));
-        cli_json_add(o, "state", cli_json_str(state_name(s, i, dry_run)));
-        if (it->key[0]) cli_json_add(o, "key", cli_json_str(it->key));
-        if (s->outcome[i]) cli_json_add(o, "seconds", cli_json_fixed(s->seconds[i], 3));
-        if (it->unsupported_reason) cli_json_add(o, "reason", cli_json_str(it->unsupported_reason));
-        if (s->errors[i]) cli_json_add(o, "error", cli_json_str(s->errors[i]));
-        if (s->failed_dirs[i] && *s->failed_dirs[i]) cli_json_add(o, "failed_dir", cli_json_str(s->failed_dirs[i]));
+        const warm_outcome *o = &s->outcome[i];
+        cJSON *j = cli_json_add(items, NULL, cJSON_CreateObject());
+        cli_json_add(j, "spec", cli_json_str(it->canonical));
+        cli_json_add(j, "origin", cli_json_str(it->origin));
+        cli_json_add(j, "state", cli_json_str(state_name(s, i, dry_run)));
+        if (it->key[0]) cli_json_add(j, "key", cli_json_str(it->key));
+        if (o->state != NOT_RUN) cli_json_add(j, "seconds", cli_json_fixed(o->seconds, 3));
+        if (it->unsupported_reason) cli_json_add(j, "reason", cli_json_str(it->unsupported_reason));
+        if (o->error) cli_json_add(j, "error", cli_json_str(o->error));
+        if (o->failed_dir && *o->failed_dir) cli_json_add(j, "failed_dir", cli_json_str(o->failed_dir));
     }
     return cli_json_print(doc);
 }
 
-/* The jobs of plan item i, which the cache lacks: its one entry, or each missing module of a
- * tensor-core layer (those present already are not compiled again). */
-static int add_item_jobs(warm_state *s, warm_job *wj, int i, mj_cache *cache)
+/* Counts the plan's verdicts and lists the items the cache lacks as moejit_warm's specs. */
+static void collect(warm_state *s)
 {
-    cli_plan_item *it = &s->plan->items[i];
-    const int n = mj_layer_module_count(it->spec);
-    for (int m = n ? 0 : MJ_LAYER_WHOLE; m < (n ? n : MJ_LAYER_WHOLE + 1); m++) {
-        if (n && cli_plan_module_present(cache, it, m)) continue;
-        warm_job *j = &wj[s->n_jobs];
-        j->spec = it->spec;
-        j->module = m;
-        moejit_status st = n ? cli_plan_module_key(it, m, j->key) : MOEJIT_OK;
-        if (!n) memcpy(j->key, it->key, sizeof j->key);
-        if (st != MOEJIT_OK) return cli_fail(st, "warm");
-        s->job_item[s->n_jobs++] = i;
-        s->job_count[i]++;
+    for (int i = 0; i < s->plan->n; i++) {
+        const cli_plan_item *it = &s->plan->items[i];
+        if (it->state == CLI_PLAN_UNSUPPORTED) {
+            s->unsupported++;
+            s->unsupported_explicit += it->explicit_request;
+        } else if (it->state == CLI_PLAN_PRESENT) {
+            s->present++;
+        } else {
+            const int modules = mj_layer_module_count(it->spec);
+            s->steps += modules > 0 ? modules : 1; /* moejit_warm runs a tensor-core layer's modules at once */
+            s->spec_item[s->to_compile] = i;
+            s->specs[s->to_compile++] = it->spec;
+        }
     }
-    s->pending[i] = s->job_count[i];
-    s->to_compile++;
-    return MJ_EXIT_OK;
 }
 
-static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double timeout_s)
+static void print_plan(const warm_state *s, int dry_run, int jobs)
+{
+    const cli_plan *plan = s->plan;
+    char how[48];
+    if (dry_run) snprintf(how, sizeof how, "dry run");
+    else snprintf(how, sizeof how, "%d job%s", jobs, jobs == 1 ? "" : "s");
+    line(s, "warm: %d spec%s: %d to compile, %d already present, %d unsupported (skipped); %s\n", plan->n,
+         plan->n == 1 ? "" : "s", s->to_compile, s->present, s->unsupported, how);
+    for (int i = 0; i < plan->n; i++) {
+        const cli_plan_item *it = &plan->items[i];
+        char k[13];
+        key12(it->key, k);
+        if (it->state == CLI_PLAN_UNSUPPORTED)
+            line(s, "unsupported  %-12s  %s  (%s: %s)\n", "-", it->canonical, it->origin, it->unsupported_reason);
+        else if (it->state == CLI_PLAN_PRESENT)
+            line(s, "present      %s  %s\n", k, it->canonical);
+        else if (dry_run)
+            line(s, "compile      %s  %s\n", k, it->canonical);
+    }
+}
+
+/* The library context warm compiles with: compile-only (no device, no driver), every supported
+ * tuple (validated on hardware or not: warming runs nothing), and the resolved timeout. */
+static int open_context(double timeout_s, moejit_context **ctx)
+{
+    moejit_options opts = MOEJIT_OPTIONS_INIT;
+    opts.compile_only = 1;
+    opts.allow_unvalidated = 1;
+    opts.compile_timeout_s = timeout_s;
+    moejit_status st = moejit_context_create(&opts, ctx);
+    return st == MOEJIT_OK ? MJ_EXIT_OK : cli_fail(st, "warm");
+}
+
+/* Compiles s's specs through moejit_warm, with the progress bar on a terminal. */
+static int compile_specs(warm_state *s, moejit_context *ctx, int jobs)
+{
+    if (cli_is_tty(stderr)) s->bar = cli_progress_bar_start(s->to_compile);
+    size_t failed = 0;
+    moejit_status st = moejit_warm(ctx, s->specs, (size_t)s->to_compile, jobs, on_progress, s, &failed);
+    cli_progress_bar_stop(s->bar);
+    s->bar = NULL;
+    /* a spec's failure is in its outcome; a failure of the call itself reported none */
+    return st != MOEJIT_OK && failed == 0 ? cli_fail(st, "warm") : MJ_EXIT_OK;
+}
+
+static void print_summary(const warm_state *s, int dry_run, double total, int jobs)
+{
+    const int n = s->plan->n;
+    if (dry_run)
+        printf("warm --dry-run: %d to compile, %d already present, %d unsupported (skipped), %d total\n",
+               s->to_compile, s->present, s->unsupported, n);
+    else
+        printf("warm: %d compiled, %d already present, %d unsupported (skipped), %d failed, %d total in %.2f s "
+               "(%.2f kernels/s, %d job%s)\n",
+               s->compiled, s->present, s->unsupported, s->failed, n, total, total > 0 ? s->compiled / total : 0.0,
+               jobs, jobs == 1 ? "" : "s");
+}
+
+/* The plan's items with their verdicts from the cache (which warm must be able to write). */
+static int resolve_plan(cli_plan *plan, int dry_run)
 {
     mj_cache *cache = NULL;
     int rc = cli_open_cache(&cache);
@@ -248,99 +283,52 @@ static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double time
     if (!dry_run && cfg->mode != MJ_CACHE_READ_WRITE) {
         cli_error("warm: cache_mode is %s (MOEJIT_CACHE_MODE); warm writes the cache; allowed: read-write",
                   mj_cache_mode_name(cfg->mode));
-        mj_cache_close(cache);
-        return MJ_EXIT_USAGE;
+        rc = MJ_EXIT_USAGE;
     }
-    double t0 = cli_now();
-    rc = cli_plan_resolve(plan, "warm", cache);
-    if (rc != MJ_EXIT_OK) {
-        mj_cache_close(cache);
-        return rc;
-    }
-
-    warm_state s = {0};
-    s.plan = plan;
-    s.json = json;
-    s.tty = !dry_run && cli_is_tty(stderr);
-    const size_t max_jobs = (size_t)plan->n * MJ_LAYER_MODULES_MAX + 1; /* a job per module at most */
-    s.job_item = calloc(max_jobs, sizeof *s.job_item);
-    s.pending = calloc((size_t)plan->n + 1, sizeof *s.pending);
-    s.job_count = calloc((size_t)plan->n + 1, sizeof *s.job_count);
-    s.raced = calloc((size_t)plan->n + 1, sizeof *s.raced);
-    s.seconds = calloc((size_t)plan->n + 1, sizeof *s.seconds);
-    s.errors = calloc((size_t)plan->n + 1, sizeof *s.errors);
-    s.failed_dirs = calloc((size_t)plan->n + 1, sizeof *s.failed_dirs);
-    s.outcome = calloc((size_t)plan->n + 1, sizeof *s.outcome);
-    warm_job *wj = calloc(max_jobs, sizeof *wj);
-    if (!s.job_item || !s.pending || !s.job_count || !s.raced || !s.seconds || !s.errors || !s.failed_dirs ||
-        !s.outcome || !wj) {
-        cli_error("warm: out of memory");
-        rc = MJ_EXIT_FAIL;
-        goto done;
-    }
-    for (int i = 0; i < plan->n; i++) {
-        cli_plan_item *it = &plan->items[i];
-        char k[13];
-        key12(it->key, k);
-        if (it->state == CLI_PLAN_UNSUPPORTED) {
-            s.unsupported++;
-            s.unsupported_explicit += it->explicit_request;
-        } else if (it->state == CLI_PLAN_PRESENT) {
-            s.present++;
-        } else if ((rc = add_item_jobs(&s, wj, i, cache)) != MJ_EXIT_OK) {
-            goto done;
-        }
-    }
-    mj_cache_close(cache); /* the workers open their own, after the fork */
-    cache = NULL;
-    if (jobs > s.n_jobs) jobs = s.n_jobs > 0 ? s.n_jobs : 1;
-    char how[48];
-    if (dry_run) snprintf(how, sizeof how, "dry run");
-    else snprintf(how, sizeof how, "%d worker%s", jobs, jobs == 1 ? "" : "s");
-    line(&s, "warm: %d spec%s: %d to compile, %d already present, %d unsupported (skipped); %s\n", plan->n,
-         plan->n == 1 ? "" : "s", s.to_compile, s.present, s.unsupported, how);
-    for (int i = 0; i < plan->n; i++) {
-        cli_plan_item *it = &plan->items[i];
-        char k[13];
-        key12(it->key, k);
-        if (it->state == CLI_PLAN_UNSUPPORTED)
-            line(&s, "unsupported  %-12s  %s  (%s: %s)\n", "-", it->canonical, it->origin, it->unsupported_reason);
-        else if (it->state == CLI_PLAN_PRESENT)
-            line(&s, "present      %s  %s\n", k, it->canonical);
-        else if (dry_run)
-            line(&s, "compile      %s  %s\n", k, it->canonical);
-    }
-
-    s.t_start = cli_now();
-    if (!dry_run && s.n_jobs > 0) {
-        draw_bar(&s);
-        moejit_status st = warm_pool_run(wj, s.n_jobs, jobs, timeout_s, on_result, s.tty ? on_tick : NULL, &s);
-        clear_bar(&s);
-        if (st != MOEJIT_OK) {
-            rc = cli_fail(st, "warm");
-            goto done;
-        }
-    }
-    double total = cli_now() - t0;
-    if (json) {
-        if ((rc = print_json(&s, dry_run, total, dry_run ? 0 : jobs)) != MJ_EXIT_OK) goto done;
-    } else if (dry_run) {
-        printf("warm --dry-run: %d to compile, %d already present, %d unsupported (skipped), %d total\n", s.to_compile,
-               s.present, s.unsupported, plan->n);
-    } else {
-        printf("warm: %d compiled, %d already present, %d unsupported (skipped), %d failed, %d total in %.2f s "
-               "(%.2f kernels/s, %d job%s)\n",
-               s.compiled, s.present, s.unsupported, s.failed, plan->n, total, total > 0 ? s.compiled / total : 0.0,
-               jobs, jobs == 1 ? "" : "s");
-    }
-    rc = (s.failed || s.unsupported_explicit) ? MJ_EXIT_FAIL : MJ_EXIT_OK;
-done:
-    for (int i = 0; i < plan->n; i++) {
-        if (s.errors) free(s.errors[i]);
-        if (s.failed_dirs) free(s.failed_dirs[i]);
-    }
+    if (rc == MJ_EXIT_OK) rc = cli_plan_resolve(plan, "warm", cache);
     mj_cache_close(cache);
-    free(s.job_item), free(s.pending), free(s.job_count), free(s.raced), free(s.seconds), free(s.errors), free(s.failed_dirs), free(s.outcome), free(wj);
+    return rc;
+}
+
+static void free_state(warm_state *s)
+{
+    for (int i = 0; s->outcome && i < s->plan->n; i++) {
+        free(s->outcome[i].error);
+        free(s->outcome[i].failed_dir);
+    }
+    free(s->outcome);
+    free(s->specs);
+    free(s->spec_item);
+}
+
+static int warm_run(cli_plan *plan, int jobs, int dry_run, int json, double timeout_s)
+{
+    const double t0 = cli_now();
+    int rc = resolve_plan(plan, dry_run);
+    if (rc != MJ_EXIT_OK) return rc;
+    warm_state s = {.plan = plan, .json = json};
+    s.outcome = calloc((size_t)plan->n + 1, sizeof *s.outcome);
+    s.specs = calloc((size_t)plan->n + 1, sizeof *s.specs);
+    s.spec_item = calloc((size_t)plan->n + 1, sizeof *s.spec_item);
+    if (!s.outcome || !s.specs || !s.spec_item) {
+        free_state(&s);
+        cli_error("warm: out of memory");
+        return MJ_EXIT_FAIL;
+    }
+    collect(&s);
+    if (jobs > s.steps) jobs = s.steps > 0 ? s.steps : 1;
+    moejit_context *ctx = NULL;
+    if (!dry_run && s.to_compile > 0) rc = open_context(timeout_s, &ctx);
+    if (rc == MJ_EXIT_OK) {
+        print_plan(&s, dry_run, jobs);
+        if (ctx) rc = compile_specs(&s, ctx, jobs);
+    }
+    moejit_context_destroy(ctx);
+    const double total = cli_now() - t0;
+    if (rc == MJ_EXIT_OK && json) rc = print_json(&s, dry_run, total, dry_run ? 0 : jobs);
+    else if (rc == MJ_EXIT_OK) print_summary(&s, dry_run, total, jobs);
+    if (rc == MJ_EXIT_OK) rc = (s.failed || s.unsupported_explicit) ? MJ_EXIT_FAIL : MJ_EXIT_OK;
+    free_state(&s);
     return rc;
 }
 
@@ -360,6 +348,7 @@ int cmd_warm(int argc, char **argv)
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     double timeout_s = 0;
     if (jobs < 1) jobs = 1;
+    if (jobs > MAX_JOBS) jobs = MAX_JOBS;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hj:", long_options, NULL)) != -1) {
