@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "templates/common/mma_params.h"
+#include "templates/common/mma_w4_params.h"
 #include "templates/common/params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/gemm_plan.h"
@@ -40,10 +41,16 @@ int mj_gemm_plan_persistent_splits(long long inter)
 
 /* The chain's GEMM1 runs in waves whose boundaries leave the weight stream idle, which the
  * persistent grid fills with GEMM2 tiles; in one wave there is nothing to fill. */
-int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, int sms)
+int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, long long blocks)
 {
     const long long cols = gated ? MJ_MMA_SMALL_BW / 2 : MJ_MMA_SMALL_BW;
-    return routed * ((inter + cols - 1) / cols) > (long long)sms * MJ_MMA_DECODE_BLOCKS_PER_SM;
+    return routed * ((inter + cols - 1) / cols) > blocks;
+}
+
+int mj_gemm_plan_persistent_blocks_per_sm(int four_bit, int shallow)
+{
+    if (four_bit) return MJ_W4_DECODE_BLOCKS_PER_SM;
+    return shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
 }
 
 /* Shallow where the routed GEMM1 tiles make enough rounds of the shallow blocks and one
@@ -164,7 +171,8 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
     const int gated = moejit_activation_is_gated(&spec->act);
     const int told = decode == MJ_DECODE_PERSISTENT || decode == MJ_DECODE_PERSISTENT_DEEP ||
                      decode == MJ_DECODE_PERSISTENT_SHALLOW;
-    if (!told && !(mj_gemm_plan_persistent_fills(routed, args->inter, gated, sms) &&
+    const long long deep_blocks = (long long)sms * mj_gemm_plan_persistent_blocks_per_sm(mj_quant_is_4bit(spec->quant), 0);
+    if (!told && !(mj_gemm_plan_persistent_fills(routed, args->inter, gated, deep_blocks) &&
                    mj_gemm_plan_persistent_shape(args->num_tokens, args->hidden, args->inter)))
         return;
     plan->persistent_splits = mj_gemm_plan_persistent_splits(args->inter);

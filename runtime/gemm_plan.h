@@ -121,8 +121,11 @@ int mj_gemm_plan_chain_splits(long long col_tiles, long long tokens, int topk, i
                               long long inter);
 /* The persistent layer's GEMM2 K splits for an intermediate of `inter` columns. */
 int mj_gemm_plan_persistent_splits(long long inter);
-/* Whether the routed experts' GEMM1 tiles outnumber the deep blocks a device of sms SMs holds. */
-int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, int sms);
+/* The persistent layer's blocks per SM: its shallow or deep blocks, the 4-bit ones for w4a16
+ * and mxfp4 (their stages are smaller, so more fit). */
+int mj_gemm_plan_persistent_blocks_per_sm(int four_bit, int shallow);
+/* Whether the routed experts' GEMM1 tiles outnumber the `blocks` deep blocks of the device. */
+int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, long long blocks);
 /* Whether the persistent layer runs its shallow blocks. */
 int mj_gemm_plan_persistent_shallow(long long routed, long long inter, int gated, int sms);
 /* Whether the shape suits the persistent layer at this many tokens. */

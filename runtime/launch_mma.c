@@ -271,14 +271,13 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     CUresult r;
     if (plan->persistent_splits) {
-        /* the persistent layer, MJ_MMA_DECODE_BLOCKS_PER_SM blocks per SM (or its shallow
-         * kernel's MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM) after the kernel that zeroes its sync
-         * words (templates/decode_persistent.cuh) */
+        /* the persistent layer's blocks (mj_gemm_plan_persistent_blocks_per_sm: deep, shallow
+         * or 4-bit) after the kernel that zeroes its sync words (templates/decode_persistent.cuh) */
         const int shallow = plan->persistent_shallow;
         const int kernel = shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW : MJ_MMA_K_DECODE_PERSISTENT;
         const int smem = f->w4 ? MJ_W4_DECODE_SMEM /* 4-bit: deep blocks only */
                                : shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
-        const int per_sm = shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
+        const int per_sm = mj_gemm_plan_persistent_blocks_per_sm(f->w4, shallow);
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, m->kernels[kernel], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
         void *pp[] = {&f->p};

@@ -97,8 +97,9 @@ extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 #define MJ_TC_DECODE_GEMMS(stages) mj::W4DecodeGemms<kDtype, W4, kActKind, stages>
 // their blocks per SM as a bound (two fit the shared memory): without it ptxas aimed at more
 // and spilled (the persistent layer at 3 or 4 blocks, the routed GEMM1 at 7)
-#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_MMA_DECODE_BLOCKS_PER_SM
-#define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS, 2
+#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_W4_DECODE_BLOCKS_PER_SM
+#define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS, MJ_W4_SMALL_BLOCKS_PER_SM
+#define MJ_TC_DECODE_STAGES MJ_W4_DECODE_STAGES
 #else
 #define MJ_TC_GEMM1_ACT_SMALL(...) mj::gemm1_act_small<kDtype, kActKind, MJ_MMA_SMALL_STAGES, Extras>(__VA_ARGS__)
 #define MJ_TC_GEMM2_SMALL(...) mj::gemm2_small<kDtype, Extras>(__VA_ARGS__)
@@ -107,6 +108,7 @@ extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 #define MJ_TC_DECODE_GEMMS(stages) mj::DecodeGemms16<kDtype, kActKind, stages, Extras>
 #define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS
 #define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS
+#define MJ_TC_DECODE_STAGES MJ_MMA_DECODE_STAGES
 #endif
 
 
@@ -354,7 +356,7 @@ extern "C" __global__ void __launch_bounds__(MJ_TC_DECODE_BOUNDS)
 mj_decode_persistent(const __grid_constant__ mj_layer_params p)
 {
     if constexpr (mj::tc_layer::kTcFp8) return; // decode runs the fp8 GEMMs
-    mj::tc_layer::decode_persistent_layer<MJ_MMA_DECODE_STAGES>(p);
+    mj::tc_layer::decode_persistent_layer<MJ_TC_DECODE_STAGES>(p);
 }
 #endif
 

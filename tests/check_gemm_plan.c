@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "templates/common/mma_params.h"
+#include "templates/common/mma_w4_params.h"
 #include "templates/common/params.h"
 #include "templates/common/wgmma_params.h"
 #include "lib/check_main.h"
@@ -149,8 +150,9 @@ static void check_launch_follows_plan(const moejit_spec *s, const moejit_moe_arg
         ck_assert_int_eq(recs[0].kernel, MJ_MMA_K_DECODE_RESET);
         ck_assert_int_eq(recs[1].kernel, p.persistent_shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW
                                                               : MJ_MMA_K_DECODE_PERSISTENT);
-        ck_assert_uint_eq(recs[1].gx, SMS * (p.persistent_shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM
-                                                                  : MJ_MMA_DECODE_BLOCKS_PER_SM));
+        ck_assert_uint_eq(recs[1].gx, SMS * (mj_quant_is_4bit(s->quant) ? MJ_W4_DECODE_BLOCKS_PER_SM
+                                             : p.persistent_shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM
+                                                                    : MJ_MMA_DECODE_BLOCKS_PER_SM));
         ck_assert_int_eq(recs[1].splits, p.persistent_splits);
         return;
     }
