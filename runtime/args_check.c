@@ -155,8 +155,10 @@ moejit_status mj_launch_check_format_inputs(const moejit_spec *spec, const moeji
                             : q == MJ_QUANT_MXFP4     ? "quant=mxfp4: e8m0 bytes [E_local, N, K/32]"
                                                       : "bf16/fp16 weights have no scales";
     const int zero = q == MJ_QUANT_W4A16 && spec->zero_point;
-    const char *zero_why = zero ? "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"
-                                : "only w4a16 with zero_point=1 has zero points";
+    const char *zero_why = zero                      ? "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"
+                           : q == MJ_QUANT_MXFP4     ? "quant=mxfp4 has no zero points"
+                           : q == MJ_QUANT_W4A16     ? "the spec has zero_point=0 (every zero point is 8)"
+                                                     : "only w4a16 with zero_point=1 has zero points";
     const int b1 = spec->bias == MJ_BIAS_B1 || spec->bias == MJ_BIAS_BOTH;
     const int b2 = spec->bias == MJ_BIAS_B2 || spec->bias == MJ_BIAS_BOTH;
     const int stat = q == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
@@ -205,31 +207,10 @@ moejit_status mj_launch_check_format_inputs(const moejit_spec *spec, const moeji
     return MOEJIT_OK;
 }
 
-moejit_status mj_launch_check_w4_inputs(const moejit_spec *spec, const moejit_moe_args *a)
+moejit_status mj_launch_check_w4_shape(const moejit_spec *spec, const moejit_moe_args *a)
 {
     if (!spec || !a) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args: spec and args must not be NULL");
     if (!mj_quant_is_4bit(spec->quant)) return MOEJIT_OK;
-    const int mx = spec->quant == MJ_QUANT_MXFP4, zero = !mx && spec->zero_point;
-    const size_t scale_align = mx ? 1 : 2;
-    const char *scale_why = mx ? "quant=mxfp4: e8m0 bytes [E_local, N, K/32]" : "quant=w4a16: dtype [E_local, N, K/group]";
-    const struct { const void *p; const char *name; int needed; size_t align; const char *why; } t[] = {
-        {a->w1_scale, "w1_scale", 1, scale_align, scale_why},
-        {a->w2_scale, "w2_scale", 1, scale_align, scale_why},
-        {a->w1_zero, "w1_zero", zero, 1, "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"},
-        {a->w2_zero, "w2_zero", zero, 1, "quant=w4a16 with zero_point=1: u8 [E_local, N, K/group/2]"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (!t[i].needed) {
-            if (t[i].p)
-                return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be NULL: %s", t[i].name,
-                               mx ? "quant=mxfp4 has no zero points" : "the spec has zero_point=0 (every zero point is 8)");
-            continue;
-        }
-        if (!t[i].p) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL (%s)", t[i].name, t[i].why);
-        if ((uintptr_t)t[i].p % t[i].align)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be %zu-byte aligned (%s), got %p", t[i].name,
-                           t[i].align, t[i].why, t[i].p);
-    }
     /* a packed row is K/2 bytes and its chunks are copied 16 bytes at a time */
     if (a->hidden % 32 || a->inter % 32)
         return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,

@@ -36,10 +36,9 @@ moejit_status mj_launch_check_shape(const moejit_spec *spec, const moejit_moe_ar
  * layer would silently ignore is an error), each with its alignment. */
 moejit_status mj_launch_check_format_inputs(const moejit_spec *spec, const moejit_moe_args *args);
 
-/* The scales and zero points of a 4-bit layer (w4a16, mxfp4) on the tensor-core backends:
- * given exactly where the format has them, each aligned to its element, and rows of packed
- * weights that keep their 16-byte chunks aligned (H and I multiples of 32). Errors name the
- * field. OK for any other quant. */
-moejit_status mj_launch_check_w4_inputs(const moejit_spec *spec, const moejit_moe_args *args);
+/* The shape a 4-bit layer (w4a16, mxfp4) needs on the tensor-core backends: rows of packed
+ * weights that keep their 16-byte chunks aligned (H and I multiples of 32); its scales and zero
+ * points are mj_launch_check_format_inputs'. Errors name the field. OK for any other quant. */
+moejit_status mj_launch_check_w4_shape(const moejit_spec *spec, const moejit_moe_args *args);
 
 #endif

@@ -158,7 +158,7 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
         {a->topk_weights, "topk_weights", tokens && pre, 4, "fp32 elements"},
         {a->routing_bias, "routing_bias", dsv3 ? -1 : 0, 4, "fp32 elements"},
     };
-    moejit_status st = mj_tc_fp8_check_args(spec, a);
+    moejit_status st = mj_tc_fp8_check_shape(spec, a);
     if (st != MOEJIT_OK) return st;
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
         if (!ptrs[i].needed || (ptrs[i].needed < 0 && !ptrs[i].p)) continue;
@@ -171,7 +171,7 @@ static moejit_status check_pointers(const mj_mma_launcher *l, const moejit_spec 
     }
     /* scales, zero points (none: 16-bit weights), b1, b2 and the overrides, as every backend
      * checks them; the overrides only in a layer built for them */
-    st = mj_launch_check_w4_inputs(spec, a); /* 4-bit first: its messages say what the format has */
+    st = mj_launch_check_w4_shape(spec, a);
     if (st == MOEJIT_OK) st = mj_launch_check_format_inputs(spec, a);
     if (st != MOEJIT_OK) return st;
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)

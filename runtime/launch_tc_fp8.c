@@ -19,7 +19,7 @@ int mj_tc_is_fp8(const moejit_spec *spec)
  * of 16 bytes, and each producer lane quantizes 16 consecutive values. */
 #define MJ_TC_FP8_TENSOR_DIM 16
 
-moejit_status mj_tc_fp8_check_args(const moejit_spec *spec, const moejit_moe_args *a)
+moejit_status mj_tc_fp8_check_shape(const moejit_spec *spec, const moejit_moe_args *a)
 {
     if (!mj_tc_is_fp8(spec)) return MOEJIT_OK;
     const char *q = mj_quant_names[spec->quant];
@@ -32,27 +32,6 @@ moejit_status mj_tc_fp8_check_args(const moejit_spec *spec, const moejit_moe_arg
                            "loaded by TMA in 16-byte units), got %lld",
                            dim_names[i], MJ_TC_FP8_TENSOR_DIM, q, mj_backend_names[spec->backend],
                            (long long)dims[i]);
-    const char *why = spec->quant == MJ_QUANT_FP8_BLOCK ? "fp32 [E_local, N/128, K/128]" : "fp32 [E_local]";
-    const struct { const void *p; const char *name; } scales[2] = {{a->w1_scale, "w1_scale"}, {a->w2_scale, "w2_scale"}};
-    for (int i = 0; i < 2; i++) {
-        if (!scales[i].p)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must not be NULL: quant=%s has %s weight scales",
-                           scales[i].name, q, why);
-        if ((uintptr_t)scales[i].p % 4)
-            return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.%s: must be 4-byte aligned (%s), got %p",
-                           scales[i].name, why, scales[i].p);
-    }
-    const int stat = spec->quant == MJ_QUANT_FP8_TENSOR && spec->fp8_act == MJ_FP8_ACT_STATIC;
-    if (!stat && a->x_scale)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.x_scale: must be NULL: only quant=fp8_tensor with fp8_act=static takes a static x scale");
-    if (stat && a->num_tokens > 0 && !a->x_scale)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT,
-                       "args.x_scale: must not be NULL: quant=fp8_tensor with fp8_act=static reads x as e4m3 "
-                       "with its fp32 dequant scale x_scale [1]");
-    if (stat && a->x_scale && (uintptr_t)a->x_scale % 4)
-        return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "args.x_scale: must be 4-byte aligned (fp32 [1]), got %p",
-                       a->x_scale);
     return MOEJIT_OK;
 }
 

@@ -12,11 +12,11 @@
 /* Whether spec's weights are e4m3 (quant=fp8_tensor or fp8_block). */
 int mj_tc_is_fp8(const moejit_spec *spec);
 
-/* The fp8 arguments of a forward: H and I multiples of 16 (fp8_tensor: 1-byte rows of the TMA
- * boxes, 16 values per producer lane; fp8_block's 128 is launch_check_shape's), w1_scale and
- * w2_scale given and 4-byte aligned, x_scale given exactly for fp8_act=static. Each refusal
- * names the field. Nothing to check (MOEJIT_OK) for a 16-bit spec. */
-moejit_status mj_tc_fp8_check_args(const moejit_spec *spec, const moejit_moe_args *args);
+/* The shape an fp8 forward needs on the tensor-core backends: H and I multiples of 16
+ * (fp8_tensor: 1-byte rows of the TMA boxes, 16 values per producer lane; fp8_block's 128 is
+ * launch_check_shape's); its scales are mj_launch_check_format_inputs'. Each refusal names the
+ * field. Nothing to check (MOEJIT_OK) for a 16-bit spec. */
+moejit_status mj_tc_fp8_check_shape(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* Whether the forward's scatter kernel quantizes x (fp8_act=tensor, on wgmma): it then runs at
  * every T, on at least mj_tc_fp8_x_blocks blocks. */

@@ -243,7 +243,7 @@ START_TEST(missing_or_foreign_scales_are_refused_naming_the_field)
     forward_fails("backend=simt,arch=sm_90a,quant=bf16,act=swiglu", 2, 64, 32, 4, 2, add_w1_scale,
                   "args.w1_scale: must be NULL: bf16/fp16 weights have no scales");
     forward_fails("backend=simt,arch=sm_90a,quant=w4a16,zero_point=0,act=swiglu", 2, 128, 128, 4, 2,
-                  add_w1_zero, "args.w1_zero: must be NULL: only w4a16 with zero_point=1 has zero points");
+                  add_w1_zero, "args.w1_zero: must be NULL: the spec has zero_point=0 (every zero point is 8)");
 }
 END_TEST
 
@@ -1533,13 +1533,13 @@ START_TEST(wgmma_fp8_arguments_are_checked_naming_the_field)
 {
     const char *tensor = "backend=wgmma,quant=fp8_tensor,act=swiglu,arch=sm_90a";
     forward_fails(tensor, 2, 64, 32, 4, 2, drop_w1_scale,
-                  "args.w1_scale: must not be NULL: quant=fp8_tensor has fp32 [E_local] weight scales");
+                  "args.w1_scale: must not be NULL (quant=fp8_tensor: fp32 [E_local] per matrix)");
     forward_fails(WGMMA_FP8, 2, 128, 128, 4, 2, drop_w2_scale,
-                  "args.w2_scale: must not be NULL: quant=fp8_block has fp32 [E_local, N/128, K/128]");
+                  "args.w2_scale: must not be NULL (quant=fp8_block: fp32 [E_local, N/128, K/128])");
     forward_fails(WGMMA_FP8, 2, 128, 128, 4, 2, odd_w1_scale, "args.w1_scale: must be 4-byte aligned");
     forward_fails(tensor, 2, 64, 32, 4, 2, add_x_scale, "args.x_scale: must be NULL: only quant=fp8_tensor with");
     forward_fails("backend=wgmma,quant=fp8_tensor,fp8_act=static,act=swiglu,arch=sm_90a", 2, 64, 32, 4, 2,
-                  drop_x_scale, "args.x_scale: must not be NULL: quant=fp8_tensor with fp8_act=static");
+                  drop_x_scale, "args.x_scale: must not be NULL (quant=fp8_tensor with fp8_act=static");
     forward_fails(WGMMA, 2, 64, 32, 4, 2, add_x_scale, "args.x_scale: must be NULL");
     forward_fails(WGMMA, 2, 64, 32, 4, 2, add_w1_scale, "args.w1_scale: must be NULL");
     forward_fails(tensor, 2, 72, 32, 4, 2, NULL, "args.hidden: must be a multiple of 16 for quant=fp8_tensor");
