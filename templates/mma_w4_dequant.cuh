@@ -58,8 +58,9 @@ struct W4Group {
 };
 
 // The 4-bit format of quant Q (w4a16 with group kG and zero points kZ, or mxfp4) in a layer
-// of dtype D.
-template <Quant Q, Dtype D, int kG, bool kZ>
+// of dtype D; kLean: int4 pairs built without a constant held in a register (the persistent
+// decode kernel, at its 168-register bound, spilled it).
+template <Quant Q, Dtype D, int kG, bool kZ, bool kLean = false>
 struct W4Format {
     static_assert(Q == Quant::w4a16 || Q == Quant::mxfp4, "a 4-bit format is w4a16 or mxfp4");
     static_assert(D == Dtype::bf16 || D == Dtype::fp16, "a 4-bit layer computes in bf16 or fp16");
@@ -118,7 +119,7 @@ struct W4Format {
     // Pair i (elements 2i, 2i + 1 of the word) as one operand register.
     __device__ __forceinline__ static u32 pair(u32 q, u32 q_aux, int i, const W4Group &c)
     {
-        const u32 v = kMx ? mj_w4_e2m1_pair(q, q_aux, i, kFp16) : mj_w4_u4_pair(q, q_aux, i, kFp16);
+        const u32 v = kMx ? mj_w4_e2m1_pair(q, q_aux, i, kFp16) : mj_w4_u4_pair(q, q_aux, i, kFp16, kLean);
         if constexpr (kZero)
             return hfma2<D>(hfma2<D>(v, c.m1, dup2(mj_w4_u4_bias(c.s >> 16, kFp16) | 0x8000u)), dup2(c.s), kNegZero2);
         return hfma2<D>(hfma2<D>(v, c.m1, c.a1), c.s, kNegZero2);

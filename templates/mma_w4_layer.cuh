@@ -21,8 +21,9 @@
 namespace mj {
 namespace tc_layer {
 using namespace mj::cfg;
-// The weight format of every GEMM of this layer.
+// The weight format of every GEMM of this layer, and of the persistent decode kernel's.
 using W4 = W4Format<kQuant, kDtype, kInt4Group, kInt4Zero>;
+using W4Lean = W4Format<kQuant, kDtype, kInt4Group, kInt4Zero, true>;
 } // namespace tc_layer
 } // namespace mj
 

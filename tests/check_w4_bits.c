@@ -50,7 +50,8 @@ START_TEST(int4_pairs_decode_every_nibble_and_zero_point)
             for (unsigned b = 0; b < 256; b++) {
                 const uint32_t q = word_with(b, i);
                 const uint8_t bytes[4] = {q & 0xffu, (q >> 8) & 0xffu, (q >> 16) & 0xffu, q >> 24};
-                const uint32_t v = mj_w4_u4_pair(q, q >> 4, i, fp16);
+                const uint32_t v = mj_w4_u4_pair(q, q >> 4, i, fp16, 0);
+                ck_assert_uint_eq(mj_w4_u4_pair(q, q >> 4, i, fp16, 1), v); /* the lean form: the same bits */
                 const double base = fp16 ? 1024.0 : 128.0;
                 for (int h = 0; h < 2; h++) {
                     const unsigned n = mj_qref_nibble(bytes, 8, 0, 2 * i + h);

@@ -57,11 +57,26 @@ MJ_W4_FN mj_w4_u32 mj_w4_prmt(mj_w4_u32 a, mj_w4_u32 b, mj_w4_u32 sel)
 #endif
 }
 
-/* int4 pair i of q as the dtype patterns of 2^m + n (q_shr4 = q >> 4, shared by the 4 pairs). */
-MJ_W4_FN mj_w4_u32 mj_w4_u4_pair(mj_w4_u32 q, mj_w4_u32 q_shr4, int i, int fp16)
+/* (a & mask) | bits in one PTX lop3: written as C, the compiler splits it into two LOP3s, each
+ * taking its constant as the one immediate a LOP3 has; here ptxas keeps one in a register. */
+MJ_W4_FN mj_w4_u32 mj_w4_and_or(mj_w4_u32 a, mj_w4_u32 mask, mj_w4_u32 bits)
+{
+#ifdef __CUDACC_RTC__
+    mj_w4_u32 r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(bits)); /* (a & b) | c */
+    return r;
+#else
+    return (a & mask) | bits;
+#endif
+}
+
+/* int4 pair i of q as the dtype patterns of 2^m + n (q_shr4 = q >> 4, shared by the 4 pairs);
+ * lean: the mask and the OR as two LOP3s on immediates, one register fewer. */
+MJ_W4_FN mj_w4_u32 mj_w4_u4_pair(mj_w4_u32 q, mj_w4_u32 q_shr4, int i, int fp16, int lean)
 {
     const mj_w4_u32 base = fp16 ? MJ_W4_U4_BASE_FP16 : MJ_W4_U4_BASE_BF16;
-    return (mj_w4_prmt(q, q_shr4, MJ_W4_PAIR_SEL(i)) & 0x000f000fu) | (base << 16) | base;
+    const mj_w4_u32 r = mj_w4_prmt(q, q_shr4, MJ_W4_PAIR_SEL(i));
+    return lean ? (r & 0x000f000fu) | (base << 16) | base : mj_w4_and_or(r, 0x000f000fu, (base << 16) | base);
 }
 
 /* e2m1 pair i of q as the dtype patterns of e2m1 · 2^-126 (bf16) or · 2^-14 (fp16)
