@@ -39,6 +39,32 @@ struct alignas(8) Float2 {
     float v[2];
 };
 
+// The large path's epilogue: y rows of the tile's pairs, (b2 added,) rounded once, 4-byte
+// stores of 2 adjacent h.
+template <Dtype D, class X, class Main>
+__device__ __forceinline__ void gemm2_large_epilogue(const mj_layer_params &p, const typename Main::Acc &acc,
+                                                     const RowTile &tile, int h0, int H)
+{
+    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
+    u16 *y = reinterpret_cast<u16 *>(p.ws_y);
+#pragma unroll
+    for (int mf = 0; mf < 4; ++mf)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = Main::a_index(mf, h);
+            if (m >= tile.rows) continue;
+            u16 *dst = y + static_cast<i64>(rows[m]) * H;
+#pragma unroll
+            for (int nf = 0; nf < 4; ++nf) {
+                const int col = h0 + Main::b_index(nf, 0);
+                if (col >= H) continue; // H % 8 == 0: both columns in or both out
+                *reinterpret_cast<u32 *>(dst + col) =
+                    pack2_rn<D>(y_value<D, X>(p, tile.expert, H, col, acc.c[mf][nf][2 * h]),
+                                y_value<D, X>(p, tile.expert, H, col + 1, acc.c[mf][nf][2 * h + 1]));
+            }
+        }
+}
+
 template <Dtype D, class X = PlainLayer>
 __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int I, unsigned char *smem)
 {
@@ -60,25 +86,7 @@ __device__ __forceinline__ void gemm2_large(const mj_layer_params &p, int H, int
 
     typename Main::Acc acc;
     Main::run(smem, a_row, b_row, I, acc);
-
-    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
-    u16 *y = reinterpret_cast<u16 *>(p.ws_y);
-#pragma unroll
-    for (int mf = 0; mf < 4; ++mf)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int m = Main::a_index(mf, h);
-            if (m >= tile.rows) continue;
-            u16 *dst = y + static_cast<i64>(rows[m]) * H;
-#pragma unroll
-            for (int nf = 0; nf < 4; ++nf) {
-                const int col = h0 + Main::b_index(nf, 0);
-                if (col >= H) continue; // H % 8 == 0: both columns in or both out
-                *reinterpret_cast<u32 *>(dst + col) =
-                    pack2_rn<D>(y_value<D, X>(p, tile.expert, H, col, acc.c[mf][nf][2 * h]),
-                                y_value<D, X>(p, tile.expert, H, col + 1, acc.c[mf][nf][2 * h + 1]));
-            }
-        }
+    gemm2_large_epilogue<D, X, Main>(p, acc, tile, h0, H);
 }
 
 // The K splits of a decode GEMM2 over I: split `split` takes whole k tiles [k0, k0 + klen) of
@@ -91,6 +99,33 @@ __device__ __forceinline__ void gemm2_split_range(int I, int splits, int split, 
     const int k_per = gemm2_split_k(I, splits);
     *k0 = split * k_per;
     *klen = I - *k0 < k_per ? I - *k0 : k_per;
+}
+
+// The small path's epilogue, K split `split`: y gets the split's fp32 partial sums (finalize
+// adds them, then rounds), or, unsplit, each value (b2 added,) rounded once to the dtype like
+// the large GEMM2's.
+template <Dtype D, class X, class Main>
+__device__ __forceinline__ void gemm2_small_epilogue(const mj_layer_params &p, const typename Main::Acc &acc,
+                                                     const RowTile &tile, const int *rows, int h0, int split, int H)
+{
+    const bool split_y = p.gemm2_splits > 1;
+    float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
+    u16 *yh = reinterpret_cast<u16 *>(p.ws_y);
+#pragma unroll
+    for (int nf = 0; nf < 2; ++nf)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int n = Main::b_index(nf, e);
+            if (n >= tile.rows) continue;
+            const i64 row = static_cast<i64>(rows[n]) * H;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int col = h0 + Main::a_index(0, h);
+                if (col >= H) continue;
+                if (split_y) y[row + col] = acc.c[0][nf][2 * h + e];
+                else yh[row + col] = from_float<D>(y_value<D, X>(p, tile.expert, H, col, acc.c[0][nf][2 * h + e]));
+            }
+        }
 }
 
 // One decode GEMM2 tile: W2 rows [h0, h0 + 64) of row tile `tile`'s expert times its
@@ -117,27 +152,7 @@ __device__ __forceinline__ void gemm2_small_tile(const mj_layer_params &p, int H
 
     typename Main::Acc acc;
     Main::run_gated(smem, a_row, b_row, klen, acc, gate);
-
-    // y: one split's fp32 partial sums (finalize adds them, then rounds), or, unsplit, each
-    // value rounded once to the dtype like the large GEMM2's
-    const bool split_y = p.gemm2_splits > 1;
-    float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
-    u16 *yh = reinterpret_cast<u16 *>(p.ws_y);
-#pragma unroll
-    for (int nf = 0; nf < 2; ++nf)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = Main::b_index(nf, e);
-            if (n >= tile.rows) continue;
-            const i64 row = static_cast<i64>(rows[n]) * H;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int col = h0 + Main::a_index(0, h);
-                if (col >= H) continue;
-                if (split_y) y[row + col] = acc.c[0][nf][2 * h + e];
-                else yh[row + col] = from_float<D>(y_value<D, X>(p, tile.expert, H, col, acc.c[0][nf][2 * h + e]));
-            }
-        }
+    gemm2_small_epilogue<D, X, Main>(p, acc, tile, rows, h0, split, H);
 }
 
 template <Dtype D, class X = PlainLayer>

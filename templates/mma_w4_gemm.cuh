@@ -80,28 +80,7 @@ __device__ __forceinline__ void w4_gemm1_act_small(const mj_layer_params &p, con
     typename Main::Acc acc;
     Main::run(smem, w_row, x_row, 0, H, acc);
     grid_dep_launch(); // only after the mainloop (gemm1_act_small says why)
-
-    u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
-    const int g8 = Main::a_index(0, 0);
-#pragma unroll
-    for (int nf = 0; nf < 2; ++nf)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = Main::b_index(nf, e);
-            if (n >= tile.rows) continue;
-            u16 *dst = inter + static_cast<i64>(tile.row0 + n) * I;
-            const float *c = acc.c[0][nf];
-            if constexpr (kGated) {
-                const int j = j0 + (g8 / 16) * 8 + g8 % 8;
-                if (j < I) dst[j] = from_float<D>(apply_gated_act<kAct>(c[e], c[2 + e], act));
-            } else {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int j = j0 + g8 + 8 * h;
-                    if (j < I) dst[j] = from_float<D>(apply_act<kAct>(c[2 * h + e], act));
-                }
-            }
-        }
+    gemm1_small_epilogue<D, kAct, PlainLayer, Main>(p, act, acc, tile, j0, I);
 }
 
 // gemm2_small_tile with 4-bit W2: one split's K range of W2 rows [h0, h0 + 64); gate: the
@@ -118,25 +97,7 @@ __device__ __forceinline__ void w4_gemm2_small_tile(const mj_layer_params &p, in
     auto x_row = [&](int n) -> const u16 * { return n < tile.rows ? inter + static_cast<i64>(n) * I : nullptr; };
     typename Main::Acc acc;
     Main::run_gated(smem, w_row, x_row, k0, k0 + (klen > 0 ? klen : 0), acc, gate);
-
-    const bool split_y = p.gemm2_splits > 1;
-    float *y = reinterpret_cast<float *>(p.ws_y) + static_cast<i64>(split) * p.num_pairs * H;
-    u16 *yh = reinterpret_cast<u16 *>(p.ws_y);
-#pragma unroll
-    for (int nf = 0; nf < 2; ++nf)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = Main::b_index(nf, e);
-            if (n >= tile.rows) continue;
-            const i64 row = static_cast<i64>(rows[n]) * H;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int col = h0 + Main::a_index(0, h);
-                if (col >= H) continue;
-                if (split_y) y[row + col] = acc.c[0][nf][2 * h + e];
-                else yh[row + col] = from_float<D>(acc.c[0][nf][2 * h + e]);
-            }
-        }
+    gemm2_small_epilogue<D, PlainLayer, Main>(p, acc, tile, rows, h0, split, H);
 }
 
 // gemm2_small with 4-bit W2 (same block order).
@@ -186,37 +147,7 @@ __device__ __forceinline__ void w4_gemm1_act_large(const mj_layer_params &p, con
     auto w_row = [&](int r) { return w4_w1<W>(p, tile.expert, rows1, w4_w1_row<kGated>(r, j0, I), H); };
     typename Main::Acc acc;
     Main::run(smem, w_row, x_row, 0, H, acc);
-
-    u16 *inter = reinterpret_cast<u16 *>(p.ws_inter);
-#pragma unroll
-    for (int mf = 0; mf < 4; ++mf)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int m = Main::a_index(mf, h);
-            if (m >= tile.rows) continue;
-            u16 *dst = inter + static_cast<i64>(tile.row0 + m) * I;
-            if constexpr (kGated) {
-#pragma unroll
-                for (int pr = 0; pr < 2; ++pr) {
-                    const int j = j0 + (Main::b_index(2 * pr, 0) / 16) * 8 + Main::b_index(2 * pr, 0) % 8;
-                    if (j >= I) continue;
-                    const float *u = acc.c[mf][2 * pr];
-                    const float *g = acc.c[mf][2 * pr + 1];
-                    *reinterpret_cast<u32 *>(dst + j) =
-                        act_pack2<D>(apply_gated_act<kAct>(u[2 * h], g[2 * h], act),
-                                     apply_gated_act<kAct>(u[2 * h + 1], g[2 * h + 1], act));
-                }
-            } else {
-#pragma unroll
-                for (int nf = 0; nf < 4; ++nf) {
-                    const int j = j0 + Main::b_index(nf, 0);
-                    if (j >= I) continue;
-                    const float *c = acc.c[mf][nf];
-                    *reinterpret_cast<u32 *>(dst + j) =
-                        act_pack2<D>(apply_act<kAct>(c[2 * h], act), apply_act<kAct>(c[2 * h + 1], act));
-                }
-            }
-        }
+    gemm1_large_epilogue<D, kAct, PlainLayer, Main>(p, act, acc, tile, j0, I);
 }
 
 // gemm2_large with 4-bit W2.
@@ -236,23 +167,7 @@ __device__ __forceinline__ void w4_gemm2_large(const mj_layer_params &p, int H, 
     auto w_row = [&](int r) { return w4_w2<W>(p, tile.expert, h0 + r, H, I); };
     typename Main::Acc acc;
     Main::run(smem, w_row, x_row, 0, I, acc);
-
-    const int *rows = reinterpret_cast<const int *>(p.ws_rows) + tile.row0;
-    u16 *y = reinterpret_cast<u16 *>(p.ws_y);
-#pragma unroll
-    for (int mf = 0; mf < 4; ++mf)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int m = Main::a_index(mf, h);
-            if (m >= tile.rows) continue;
-            u16 *dst = y + static_cast<i64>(rows[m]) * H;
-#pragma unroll
-            for (int nf = 0; nf < 4; ++nf) {
-                const int col = h0 + Main::b_index(nf, 0);
-                if (col >= H) continue;
-                *reinterpret_cast<u32 *>(dst + col) = pack2_rn<D>(acc.c[mf][nf][2 * h], acc.c[mf][nf][2 * h + 1]);
-            }
-        }
+    gemm2_large_epilogue<D, PlainLayer, Main>(p, acc, tile, h0, H);
 }
 
 // The persistent decode layer's two GEMMs for 4-bit weights (decode_persistent.cuh: its
