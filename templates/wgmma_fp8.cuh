@@ -266,22 +266,8 @@ __device__ __forceinline__ void wg_producer_fp8(const mj_layer_params &p, const 
     for (int c = 0; c < S::kChunks; ++c)
         ca_dst[c] = static_cast<u32>(crow_in * S::kRowBytes + (((ckc + c * S::kLanesPerRow) ^ (crow_in % 8)) * 16));
     // as in wg_producer: the first tile's first weight stages before the wait
-    int pre = 0;
-    if (pre_wait) {
-        if (sc.first_tile < total) {
-            RowTile rt;
-            int col, b_expert;
-            bool shared;
-            wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, sc.first_tile, sc.n_col, units, row_tiles, sc.rank, &rt,
-                                                       &col, &b_expert, &shared);
-            pre = sc.k_tiles < S::kStages ? sc.k_tiles : S::kStages;
-            if (tid == 0)
-                for (int kt = 0; kt < pre; ++kt)
-                    wg_issue_b<S, kGated, kPair>(tmap, sm, sc.rank, kt, kt, col * kCols,
-                                                 kGated ? 2 * b_expert : b_expert, shared);
-        }
-        grid_dep_enter();
-    }
+    const int pre = wg_issue_first_stages<S, kGated, kPair, PlainLayer>(p, tmap, sm, sc, units, row_tiles, total, I,
+                                                                        pre_wait);
     Fp8Div d_all = fp8_div_of(0.0f); // the per-tensor scale (tensor: GEMM2's), with its reciprocal
     static_assert(kScale != Fp8Scale::tensor || kGemm2, "x per tensor is quantized by the scatter kernel");
     if constexpr (kScale == Fp8Scale::tensor)

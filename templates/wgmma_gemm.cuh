@@ -255,6 +255,42 @@ __device__ __forceinline__ void wg_issue_b(const TmaDesc &tmap, const WgStages<S
     }
 }
 
+// The producer's start (pre_wait): the weight boxes of the first tile's first `pre` stages
+// are requested before the wait, so that the CTAs placed while the kernel before drains
+// stream weights meanwhile; only the A rows wait (GEMM2: GEMM1's intermediate; GEMM1: the row
+// list the scatter kernel writes). The tile comes from the tile table, which the offsets
+// kernel wrote before the kernel before this one passed its own wait (and that kernel lets
+// this grid launch only after its wait), read from L2 (common/grid_dep.cuh, (c)): always for
+// GEMM2; for GEMM1 where the scatter kernel runs between offsets and GEMM1 (T·k beyond one
+// scatter block), not where the offsets kernel scatters (it is then the kernel right before).
+// L2 prefetches of the following k tiles on top of this were slower. Returns `pre` (0 without
+// pre_wait: every stage is issued in the k loop).
+template <class S, bool kGated, bool kPair, class X>
+__device__ __forceinline__ int wg_issue_first_stages(const mj_layer_params &p, const TmaDesc &tmap,
+                                                     const WgStages<S> &sm, const WgSchedule sc, int units,
+                                                     int row_tiles, int total, int I, bool pre_wait)
+{
+    constexpr int kCols = kGated ? S::BN / 2 : S::BN;
+    constexpr int kGateDelta = w1_gate_plane_delta<X::kLayout>();
+    int pre = 0;
+    if (pre_wait) {
+        if (sc.first_tile < total) {
+            RowTile rt;
+            int col, b_expert;
+            bool shared;
+            wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, sc.first_tile, sc.n_col, units, row_tiles, sc.rank, &rt,
+                                                       &col, &b_expert, &shared);
+            pre = sc.k_tiles < S::kStages ? sc.k_tiles : S::kStages;
+            if (threadIdx.x == 0)
+                for (int kt = 0; kt < pre; ++kt)
+                    wg_issue_b<S, kGated, kPair, kGateDelta>(tmap, sm, sc.rank, kt, kt, col * kCols,
+                                                             w1_weight_plane<kGated, X::kLayout>(b_expert, I), shared);
+        }
+        grid_dep_enter();
+    }
+    return pre;
+}
+
 // Warpgroup 0, the producer: per k stage of each tile, waits for the stage to be empty, has
 // thread 0 issue the weight boxes (wg_issue_b) and gathers the tile's A rows with 16-byte
 // cp.async into the 128B-swizzled layout, all completing on the stage's full barrier.
@@ -281,31 +317,7 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
     // the zero-fill copies name (they read nothing)
     const u16 *a_base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
     const i64 a_ld = kGemm2 ? I : H;
-    // pre_wait: the weight boxes of the first tile's first `pre` stages are requested before
-    // the wait, so that the CTAs placed while the kernel before drains stream weights
-    // meanwhile; only the A rows wait (GEMM2: GEMM1's intermediate; GEMM1: the row list the
-    // scatter kernel writes). The tile comes from the tile table, which the offsets kernel
-    // wrote before the kernel before this one passed its own wait (and that kernel lets this
-    // grid launch only after its wait), read from L2 (common/grid_dep.cuh, (c)): always for
-    // GEMM2; for GEMM1 where the scatter kernel runs between offsets and GEMM1 (T·k beyond
-    // one scatter block), not where the offsets kernel scatters (it is then the kernel right
-    // before). L2 prefetches of the following k tiles on top of this were slower.
-    int pre = 0;
-    if (pre_wait) {
-        if (sc.first_tile < total) {
-            RowTile rt;
-            int col, b_expert;
-            bool shared;
-            wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, sc.first_tile, sc.n_col, units, row_tiles, sc.rank, &rt,
-                                                       &col, &b_expert, &shared);
-            pre = sc.k_tiles < S::kStages ? sc.k_tiles : S::kStages;
-            if (tid == 0)
-                for (int kt = 0; kt < pre; ++kt)
-                    wg_issue_b<S, kGated, kPair, kGateDelta>(tmap, sm, sc.rank, kt, kt, col * kCols,
-                                                             w1_weight_plane<kGated, X::kLayout>(b_expert, I), shared);
-        }
-        grid_dep_enter();
-    }
+    const int pre = wg_issue_first_stages<S, kGated, kPair, X>(p, tmap, sm, sc, units, row_tiles, total, I, pre_wait);
     PipeState<S::kStages> pipe;
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
         RowTile rt;
