@@ -40,7 +40,7 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p)
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
 #ifdef MJ_TC_W4
-    mj::w4_gemm1_act_large<kDtype, W4, kActKind>(p, act_params(), dim<kPinnedHidden>(p.hidden),
+    mj::w4_gemm1_act_large<kDtype, W4, kActKind, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden),
                                                  dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk), mj_tc_smem);
 #else
     mj::gemm1_act_large<kDtype, kActKind, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden),
@@ -56,7 +56,7 @@ mj_gemm2(const __grid_constant__ mj_layer_params p)
     using namespace mj::tc_layer;
     mj::grid_dep_enter();
 #ifdef MJ_TC_W4
-    mj::w4_gemm2_large<kDtype, W4>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
+    mj::w4_gemm2_large<kDtype, W4, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 #else
     mj::gemm2_large<kDtype, Extras>(p, dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), mj_tc_smem);
 #endif

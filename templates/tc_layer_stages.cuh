@@ -90,11 +90,11 @@ extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 // plan never launches them (runtime/gemm_plan.c), so their 4-bit entries are empty, and the
 // routed GEMM1 always publishes the tile table and routing its GEMM2 and finalize read.
 #ifdef MJ_TC_W4
-#define MJ_TC_GEMM1_ACT_SMALL(...) mj::w4_gemm1_act_small<kDtype, W4, kActKind>(__VA_ARGS__)
-#define MJ_TC_GEMM2_SMALL(...) mj::w4_gemm2_small<kDtype, W4>(__VA_ARGS__)
+#define MJ_TC_GEMM1_ACT_SMALL(...) mj::w4_gemm1_act_small<kDtype, W4, kActKind, MJ_W4_SMALL_STAGES, Extras>(__VA_ARGS__)
+#define MJ_TC_GEMM2_SMALL(...) mj::w4_gemm2_small<kDtype, W4, Extras>(__VA_ARGS__)
 #define MJ_TC_16BIT_ONLY(p) return
 #define MJ_TC_T1_BUILT false
-#define MJ_TC_DECODE_GEMMS(stages) mj::W4DecodeGemms<kDtype, W4Lean, kActKind, stages>
+#define MJ_TC_DECODE_GEMMS(stages) mj::W4DecodeGemms<kDtype, W4Lean, kActKind, stages, Extras>
 // their blocks per SM as a bound (two fit the shared memory): without it ptxas aimed at more
 // and spilled (the persistent layer at 3 or 4 blocks, the routed GEMM1 at 7)
 #define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_W4_DECODE_BLOCKS_PER_SM
