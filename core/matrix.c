@@ -72,12 +72,10 @@
  * (fp8_rules below). */
 #define WGMMA_BUILT_QUANTS (TC_QUANTS | MJ_BIT(MJ_QUANT_FP8_TENSOR) | MJ_BIT(MJ_QUANT_FP8_BLOCK))
 /* Validated on the H200 (`bench layer --check --quant`, every path against the float64
- * reference, docs/PERFORMANCE.md): w4a16 and mxfp4 on both backends, fp8_tensor (every
+ * reference, docs/PERFORMANCE.md): w4a16 and mxfp4 on both backends, with every W1 layout,
+ * bias and override too (the GPU suite's fuzz and gpt-oss's exact layer), fp8_tensor (every
  * fp8_act) and fp8_block on wgmma. */
 #define TC_VALIDATED_W4 TC_W4_QUANTS
-/* 4-bit layers with W1 layouts, biases or overrides (unvalidated_combination below): 0 until
- * their device checks pass. */
-#define MJ_TC_W4_EXTRAS_VALIDATED 0
 #define WGMMA_VALIDATED_QUANTS (WGMMA_BUILT_QUANTS | TC_VALIDATED_W4)
 
 const mj_backend_caps mj_backend_table[] = {
@@ -231,19 +229,6 @@ moejit_status mj_check_combinations(const moejit_spec *s)
                    mj_backend_names[s->backend], field, value ? value : "?", mj_quant_names[s->quant]);
 }
 
-/* The products the per-field validated masks cannot express: a 4-bit layer on the tensor-core
- * backends with another W1 layout, a bias or overrides, each field validated on its own (16-bit
- * layers, 4-bit up_gate layers) but not yet together on hardware. NULL when validated, else the
- * field that is not. */
-static const char *unvalidated_combination(const moejit_spec *s)
-{
-    if (MJ_TC_W4_EXTRAS_VALIDATED || s->backend == MJ_BACKEND_SIMT || !mj_quant_is_4bit(s->quant)) return NULL;
-    return s->w1_layout != MJ_W1_UP_GATE          ? "w1_layout"
-           : s->bias != MJ_BIAS_NONE               ? "bias"
-           : s->act_overrides != MJ_OVERRIDES_NONE ? "act_overrides"
-                                                   : NULL;
-}
-
 moejit_status mj_check_support(const moejit_spec *spec)
 {
     if (!spec) return mj_fail(MOEJIT_ERR_INVALID_ARGUMENT, "spec: spec is NULL");
@@ -307,12 +292,6 @@ moejit_status mj_check_validated_in(const mj_caps_table *t, const moejit_spec *s
                        "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
                        mj_backend_names[c->backend], f->key, name ? name : "?");
     }
-    const char *field = t == &mj_caps ? unvalidated_combination(spec) : NULL;
-    if (field)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED,
-                       "backend %s: %s with quant %s is built, not yet validated on hardware; set "
-                       "MOEJIT_ALLOW_UNVALIDATED=1 (or moejit_options.allow_unvalidated) to use it",
-                       mj_backend_names[c->backend], field, mj_quant_names[spec->quant]);
     return MOEJIT_OK;
 }
 

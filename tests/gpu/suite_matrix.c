@@ -270,8 +270,8 @@ int build_fuzz(entry *es, int n, int cap, const suite *S, const char *filter, in
         int64_t gran;
         const char *act;
         int r, ds, ovr = 0;
-        /* a tensor-core backend takes fp8 and 4-bit weights only in up_gate without biases
-         * (and mma no fp8): such draws are drawn again, at most 64 times */
+        /* a tensor-core backend takes fp8 weights only in up_gate without biases (and mma no
+         * fp8): such draws are drawn again, at most 64 times */
         for (int attempt = 0; attempt < 64; attempt++) {
             f = (int)pick(&s, N_FAMILIES);
             char quant[96];
