@@ -62,9 +62,12 @@ def test_backend_auto_resolves_like_the_cli():
     spec = "backend=auto,quant=bf16,arch=sm_90a,w1_layout=interleaved"
     assert moejit.canonical(spec) == cli_inspect(spec)["spec"]
     assert dict(split_fields(moejit.canonical(spec)))["backend"] == "wgmma"
-    spec = "backend=auto,quant=mxfp4,arch=sm_90a,bias=both"
+    spec = "backend=auto,quant=mxfp4,arch=sm_90a,w1_layout=interleaved,bias=both"  # gpt-oss's layer
     assert moejit.canonical(spec) == cli_inspect(spec)["spec"]
-    assert dict(split_fields(moejit.canonical(spec)))["backend"] == "simt"  # 4-bit tensor cores: no biases
+    assert dict(split_fields(moejit.canonical(spec)))["backend"] == "wgmma"
+    spec = "backend=auto,quant=fp8_block,arch=sm_90a,bias=both"
+    assert moejit.canonical(spec) == cli_inspect(spec)["spec"]
+    assert dict(split_fields(moejit.canonical(spec)))["backend"] == "simt"  # fp8 tensor cores: no biases
 
 
 def test_moe_layer_validates_at_construction():
