@@ -59,8 +59,8 @@ const mj_backend_caps *mj_backend_caps_of(mj_backend backend);
 moejit_status mj_check_support(const moejit_spec *spec);
 
 /* The rules the per-field masks cannot express (mj_check_support applies them last): the
- * tensor-core backends' fp8 and 4-bit layers take w1_layout=up_gate, bias=none,
- * act_overrides=none. MOEJIT_ERR_UNSUPPORTED naming the field and its value. */
+ * wgmma backend's fp8 layers take w1_layout=up_gate, bias=none, act_overrides=none (the 4-bit
+ * layers take them all). MOEJIT_ERR_UNSUPPORTED naming the field and its value. */
 moejit_status mj_check_combinations(const moejit_spec *spec);
 
 /* Refuses (MOEJIT_ERR_UNSUPPORTED) a spec that needs a value its backend builds but has not

@@ -5,8 +5,8 @@
 // K splits of the decode GEMM2 and the epilogues are the 16-bit GEMMs' (mma_gemm1_act.cuh,
 // mma_gemm2.cuh), so the rest of the layer runs unchanged and each output has one rounding
 // model whatever the weight format. What changes is the weight operand: each weight row is a
-// W4Row (packed bytes, scales, zero points) of the physical W1 / W2 row, which is where a W1
-// layout or a bias indexed by that row plugs in.
+// W4Row (packed bytes, scales, zero points) of the physical W1 / W2 row, which the layer's
+// W1 layout picks (w4_w1_row); its biases and overrides come with the epilogues (layer extras X).
 #pragma once
 
 #include "weight_layout.cuh"
