@@ -19,6 +19,13 @@ def close(out, ref, tol=2e-2):
     assert err <= tol * scale, f"max error {err:.3g} against a scale of {scale:.3g}"
 
 
+def close_elementwise(out, ref, atol, rtol):
+    """|out - ref| <= atol * max|ref| + rtol * |ref| for every element."""
+    excess = ((out.double().cpu() - ref).abs() - rtol * ref.abs()).max().item()
+    scale = ref.abs().max().item() + 1e-6
+    assert excess <= atol * scale, f"max error beyond {rtol} of each value {excess:.3g} against a scale of {scale:.3g}"
+
+
 REF_SPECS = [
     "quant=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),w1_layout=interleaved,bias=both",
     "quant=fp16,act=swiglu,w1_layout=gate_up,routing=softmax_topk",
@@ -74,7 +81,13 @@ def test_auto_against_simt(spec, T):
     kw = make_inputs(f"backend=simt,{spec}", T=T, H=512, I=256, E=16, k=4, device=DEV)
     simt = moejit.fused_moe(f"backend=simt,{spec}", **kw)
     auto = moejit.fused_moe(f"backend=auto,{spec}", **kw)
-    close(auto, simt.double().cpu(), tol=3e-2)
+    if "fp8_tensor" in spec:
+        # one scale for the whole intermediate: where its largest value rounds to the other
+        # bf16 neighbour in one backend (T = 300 here), every code may move by an e4m3 step,
+        # so the two agree only to the contract's fp8 bar (0.05 of the max, 0.3 of each value)
+        close_elementwise(auto, simt.double().cpu(), atol=0.05, rtol=0.3)
+    else:
+        close(auto, simt.double().cpu(), tol=3e-2)
 
 
 def test_fp8_near_reference():
