@@ -6,8 +6,9 @@
 //   mxfp4  ((e2m1 · 2^-u) · 2^u) · 2^(s−127)   both products exact within the dtype's range
 //
 // so a dequantized weight is (q − zp) · s rounded once to the dtype (exact for mxfp4 in bf16),
-// where simt keeps it in fp32 (docs/SEMANTICS.md). The padding of a tile (rows past N, k past
-// K) gets s = 0 and so contributes exact zeros, whatever the real scales (NaN included).
+// where simt keeps it in fp32 (docs/SEMANTICS.md). k past K gets s = 0 and so contributes
+// exact zeros, whatever the real scales (NaN included); a padding row (past N) computes on
+// the tile's first row, in accumulators no epilogue stores (mma_w4_mainloop.cuh).
 #pragma once
 
 #include "common/params.h"

@@ -103,13 +103,18 @@ struct MmaW4Mainloop {
         else return c ^ (r & 7);
     }
 
+    // A padding weight row reads the tile's first row: every accumulator of a padding row
+    // stays in that row (an MMA's output row or column depends on its own operand row only),
+    // which no epilogue stores, so its copies test only k (padding rows are an edge tile's). A
+    // padding token's chunks are zero-filled instead (a decode tile is mostly padding, whose
+    // reads would double the stage's bytes), by a mask of this thread's live token rows.
     struct Loader {
         const u8 *w[kLoadsW];
         const u16 *x[kLoadsX];
+        u32 x_rows; // bit i: x[i] is a token's row
         int wc, xc;  // this thread's chunk column: weights (32 k each), activations (8 k each)
         u32 dst_w0, dst_x0;
         bool x_live; // kRowsX < kXRowsPerPass: only the first kRowsX row-threads load
-        const void *safe;
     };
 
     template <class WRow, class XRow>
@@ -119,29 +124,37 @@ struct MmaW4Mainloop {
         const int wr = tid / kWChunks, xr = tid / kXChunks;
         ld.wc = tid % kWChunks;
         ld.xc = tid % kXChunks;
+        // a tile's first weight row and token exist (a tile has rows, a column tile starts in N)
+        const u8 *w_pad = w_row(0).data;
+        const u16 *x_pad = x_row(0);
 #pragma unroll
-        for (int i = 0; i < kLoadsW; ++i) ld.w[i] = w_row(wr + i * kWRowsPerPass).data;
+        for (int i = 0; i < kLoadsW; ++i) {
+            const u8 *r = w_row(wr + i * kWRowsPerPass).data;
+            ld.w[i] = r != nullptr ? r : w_pad;
+        }
         ld.x_live = xr < kRowsX;
+        ld.x_rows = 0u;
 #pragma unroll
-        for (int i = 0; i < kLoadsX; ++i) ld.x[i] = ld.x_live ? x_row(xr + i * kXRowsPerPass) : nullptr;
-        const W4Row w0 = w_row(0);
-        ld.safe = w0.data != nullptr ? static_cast<const void *>(w0.data) : static_cast<const void *>(x_row(0));
-        if (ld.safe == nullptr) ld.safe = w0.scale; // never read: a zero-filled copy reads nothing
+        for (int i = 0; i < kLoadsX; ++i) {
+            const u16 *r = ld.x_live ? x_row(xr + i * kXRowsPerPass) : nullptr;
+            ld.x[i] = r != nullptr ? r : x_pad;
+            ld.x_rows |= r != nullptr ? 1u << i : 0u;
+        }
         ld.dst_w0 = static_cast<u32>(wr * kWRowBytes + ld.wc * 16);
         ld.dst_x0 = static_cast<u32>(kWBytes + xr * kXRowBytes + x_chunk(xr, ld.xc) * 16);
     }
 
     // The weight chunks, the activation chunks, or both of the stage at absolute k0 (k_hi: the
-    // end of this tile's K range).
+    // end of this tile's K range; a chunk past it is zero-filled, its address its row's start).
+    // A thread's chunks of a stage share their k, so one test covers them.
     __device__ __forceinline__ static void load_stage_w(const Loader &ld, u32 stage_base, int k0, int k_hi)
     {
         const int kw = k0 + ld.wc * 32;
+        const bool live = kw < k_hi;
+        const int at = live ? kw / 2 : 0;
 #pragma unroll
-        for (int i = 0; i < kLoadsW; ++i) {
-            const bool live = kw < k_hi && ld.w[i] != nullptr;
-            cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, live ? ld.w[i] + kw / 2 : ld.safe,
-                        live ? 16 : 0);
-        }
+        for (int i = 0; i < kLoadsW; ++i)
+            cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, ld.w[i] + at, live ? 16 : 0);
     }
 
     __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int k_hi)
@@ -153,13 +166,13 @@ struct MmaW4Mainloop {
     __device__ __forceinline__ static void load_stage_x(const Loader &ld, u32 stage_base, int k0, int k_hi)
     {
         const int kx = k0 + ld.xc * 8;
+        const bool live = kx < k_hi;
+        const int at = live ? kx : 0;
         if (ld.x_live) {
 #pragma unroll
-            for (int i = 0; i < kLoadsX; ++i) {
-                const bool live = kx < k_hi && ld.x[i] != nullptr;
-                cp_async_16(stage_base + ld.dst_x0 + i * kXRowsPerPass * kXRowBytes, live ? ld.x[i] + kx : ld.safe,
-                            live ? 16 : 0);
-            }
+            for (int i = 0; i < kLoadsX; ++i)
+                cp_async_16(stage_base + ld.dst_x0 + i * kXRowsPerPass * kXRowBytes, ld.x[i] + at,
+                            live && (ld.x_rows >> i & 1u) ? 16 : 0);
         }
     }
 
@@ -179,12 +192,13 @@ struct MmaW4Mainloop {
         else return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
     }
 
-    // The scale-group constants of this thread's rows for the stage at absolute k0.
+    // The scale-group constants of this thread's rows for the stage at absolute k0 (a padding
+    // row has the tile's first row's, as its weights).
     __device__ __forceinline__ static void load_groups(const W4Row (&mine)[kMyW], int k0, int k_hi, W4Group (&grp)[kMyW])
     {
         const int k = k0 + (threadIdx.x % 4) * kSpan;
 #pragma unroll
-        for (int j = 0; j < kMyW; ++j) grp[j] = W::group(mine[j], k / W::kGroup, k < k_hi && mine[j].scale != nullptr);
+        for (int j = 0; j < kMyW; ++j) grp[j] = W::group(mine[j], k / W::kGroup, k < k_hi);
     }
 
     // This thread's packed weights of a stage: kPairs words per row.
@@ -314,7 +328,10 @@ struct MmaW4Mainloop {
         make_loader(ld, w_row, x_row);
         W4Row mine[kMyW];
 #pragma unroll
-        for (int j = 0; j < kMyW; ++j) mine[j] = kWOnA ? w_row(my_w_row(j)) : W4Row{nullptr, nullptr, nullptr};
+        for (int j = 0; j < kMyW; ++j) {
+            mine[j] = kWOnA ? w_row(my_w_row(j)) : W4Row{nullptr, nullptr, nullptr};
+            if (kWOnA && mine[j].data == nullptr) mine[j] = w_row(0);
+        }
         // weights on B: thread tid loads the constants of row tid % kRowsW, group tid / kRowsW
         // of each stage two stages ahead of its math (held in `pending` over one stage, stored
         // for the next: the k loop's __syncthreads publishes them, and the buffer it writes is
