@@ -161,3 +161,20 @@ moejit_status mj_build_inputs_for_module(const mj_build_inputs *whole, const moe
     in->n_headers = n;
     return finish(spec, in);
 }
+
+moejit_status mj_build_inputs_compile(const mj_build_inputs *in, const char *canonical, double timeout_s,
+                                      const char *worker, mj_program *out)
+{
+    mj_compile_request req = {
+        .source = &in->source,
+        .arch = in->arch,
+        .headers = mj_embedded_headers,
+        .n_headers = mj_embedded_headers_len,
+        .timeout_s = timeout_s,
+        .worker = worker,
+    };
+    moejit_status st = mj_nvrtc_compile(&req, out);
+    if (st == MOEJIT_OK && !out->canonical_spec && !(out->canonical_spec = strdup(canonical)))
+        st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    return st;
+}

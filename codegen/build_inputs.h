@@ -10,6 +10,7 @@
 #define MJ_BUILD_INPUTS_H
 
 #include "codegen/emit.h"
+#include "core/program.h"
 #include "core/key.h"
 #include "core/spec.h"
 #include "core/strbuf.h"
@@ -49,6 +50,11 @@ moejit_status mj_build_inputs_make_module(const moejit_spec *spec, int module, c
 moejit_status mj_build_inputs_for_module(const mj_build_inputs *whole, const moejit_spec *spec, int module,
                                          mj_build_inputs *in);
 void mj_build_inputs_free(mj_build_inputs *in);
+/* Compiles in's source for its arch against the embedded headers in a worker process
+ * (nvrtc_compile.h: timeout_s, worker), and names the program canonical where the compile
+ * left its canonical spec unset: the build every cache lookup hands mj_cache_get_or_build. */
+moejit_status mj_build_inputs_compile(const mj_build_inputs *in, const char *canonical, double timeout_s,
+                                      const char *worker, mj_program *out);
 /* Computes the process-wide constants every key needs (the embedded headers' digests and
  * include graph, NVRTC's identity) now, so that a context's first lookup does not pay for them. */
 moejit_status mj_build_inputs_prewarm(void);

@@ -5,9 +5,7 @@
  * given and said in the cache's failed/<key>/ (compile_failures.h); a success removes that
  * folder, which is then stale.
  */
-#include <string.h>
-
-#include "codegen/nvrtc_compile.h"
+#include "codegen/build_inputs.h"
 #include "core/status.h"
 #include "runtime/compile_failures.h"
 #include "runtime/context.h"
@@ -17,19 +15,8 @@ moejit_status mj_context_build_program(void *arg, mj_program *out)
 {
     mj_build_job *job = arg;
     atomic_fetch_add(&job->ctx->compile_count, 1);
-    mj_compile_request req = {
-        .source = &job->in->source,
-        .arch = mj_arch_target(job->spec->arch),
-        .headers = mj_embedded_headers,
-        .n_headers = mj_embedded_headers_len,
-        .timeout_s = job->ctx->compile_timeout_s,
-        .worker = job->ctx->settings.compile_worker,
-    };
-    moejit_status st = mj_nvrtc_compile(&req, out);
-    if (st == MOEJIT_OK && !out->canonical_spec) {
-        out->canonical_spec = strdup(job->spec->canonical);
-        if (!out->canonical_spec) st = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "kernel_get: out of memory");
-    }
+    moejit_status st = mj_build_inputs_compile(job->in, job->spec->canonical, job->ctx->compile_timeout_s,
+                                               job->ctx->settings.compile_worker, out);
     if (st != MOEJIT_OK)
         mj_compile_failure_keep(job->ctx->cache, job->in, job->spec->canonical, out->log, moejit_last_error());
     else
