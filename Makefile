@@ -221,7 +221,7 @@ test-cpu: all $(CHECK_BINS) $(GPU_BIN) $(README_EXAMPLE) $(NVDISASM) install-che
 	  then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: gpu_suite --dry-run --backend $$b"; fi; \
 	done; \
 	echo "== tests/check_bench_scripts.py"; \
-	if python3 tests/check_bench_scripts.py; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: check_bench_scripts.py"; fi; \
+	if $(PYENV)/bin/python tests/check_bench_scripts.py; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: check_bench_scripts.py"; fi; \
 	echo "cpu suites: $$pass passed, $$fail failed"; test $$fail = 0
 
 # Sanitizers: the same suites against the ASan+UBSan build of the library. Suites that

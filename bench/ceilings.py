@@ -8,7 +8,8 @@ gives at that size rather than against the 4.48 TB/s of a 4 GiB stream alone.
   to (W1 [rows, H] and W2 [H, I] of each, as the layer does; renormalize routing on uniform
   logits, a fresh expert set per input set) and folds them into a checksum. Its time carries the
   DRAM ramp and drain of one kernel; it has no routing before it and no dependent second GEMM.
-  Where the floor is the weight bytes (sweep.weight_bound, on uniform routing's E_act).
+  Where the floor is the weight bytes (sweep.weight_bound, on uniform routing's E_act). The 4-bit
+  shapes' kernel reads their own bytes: half a byte per weight and the scales (sweep.WEIGHT_BYTES).
 - dense: the layer's two GEMMs as dense torch.mm calls with M = B·k rows (bf16: [M, H] x [H, rows],
   then [M, I] x [I, H]), the same FLOPs with each weight matrix shared by all M rows: no routing,
   no gather, no per-expert tiles. Where the floor is the FLOPs.
@@ -28,7 +29,7 @@ import sys
 
 import torch
 
-from sweep import SHAPES, parse_args, replay_us, weight_bound, write_json
+from sweep import SHAPES, WEIGHT_BYTES, parse_args, replay_us, weight_bound, weight_format, write_json
 
 try:
     import triton
@@ -78,8 +79,8 @@ def graph_time(launch, sets):
 
 def read_ceiling(w1, w2, E, k, B, sets):
     """The read-only kernel over the experts of `sets` routed batches: (µs per set, bytes per set)."""
-    n1 = w1[0].numel() // 2  # int32 words of one expert's W1 (bf16 pairs)
-    n2 = w2[0].numel() // 2
+    n1 = w1[0].numel() * w1.element_size() // 4  # int32 words of one expert's W1
+    n2 = w2[0].numel() * w2.element_size() // 4
     v1, v2 = w1.view(torch.int32), w2.view(torch.int32)
     chunks1, chunks2 = -(-n1 // SPAN), -(-n2 // SPAN)
     chunks = chunks1 + chunks2
@@ -160,13 +161,18 @@ def main():
         H, I, E, k, act = SHAPES[name]
         rows = I if act == "relu2" else 2 * I
         torch.manual_seed(4321)
-        w1 = torch.rand(E, rows, H, device="cuda", dtype=torch.bfloat16)
-        w2 = torch.rand(E, H, I, device="cuda", dtype=torch.bfloat16)
+        per_weight = WEIGHT_BYTES[weight_format(name)]
+        if per_weight == 2.0:
+            w1 = torch.rand(E, rows, H, device="cuda", dtype=torch.bfloat16)
+            w2 = torch.rand(E, H, I, device="cuda", dtype=torch.bfloat16)
+        else:  # an expert's 4-bit bytes, scales included, in whole int32 words
+            w1 = torch.randint(0, 256, (E, -(-int(rows * H * per_weight) // 4) * 4), dtype=torch.uint8, device="cuda")
+            w2 = torch.randint(0, 256, (E, -(-int(H * I * per_weight) // 4) * 4), dtype=torch.uint8, device="cuda")
         for B in batches:
             sets = rotate if rotate else (4 if B >= 1024 else 8)
             row = {"source": "ceiling", "device": dev, "shape": name, "batch": B, "torch": torch.__version__}
             e_act = E * (1.0 - (1.0 - k / E) ** B)  # uniform routing's expectation
-            by_bytes = weight_bound(e_act * (rows + I) * H * 2, 2.0 * B * k * (rows + I) * H)
+            by_bytes = weight_bound(e_act * (rows + I) * H * per_weight, 2.0 * B * k * (rows + I) * H)
             if triton is not None and by_bytes:
                 us, experts, nbytes = read_ceiling(w1, w2, E, k, B, sets)
                 row.update(read_us=round(us, 3), read_experts=round(experts, 2),

@@ -16,7 +16,19 @@ SHAPES = {
     "nemotron": (2688, 1856, 128, 6, "relu2"),
     "gpt-oss-bf16": (2880, 2880, 128, 4, "swiglu_oss"),
     "kimi-k2": (7168, 2048, 384, 8, "swiglu"),
+    # 4-bit weights (FORMATS); gpt-oss-120b's layer as it ships: interleaved W1, b1 and b2
+    "gpt-oss-120b-mxfp4": (2880, 2880, 128, 4, "swiglu_oss"),
+    "qwen3-30b-a3b-w4a16": (2048, 768, 128, 8, "swiglu"),
 }
+# the 4-bit shapes' weight formats; the others' weights are bf16
+FORMATS = {"gpt-oss-120b-mxfp4": "mxfp4", "qwen3-30b-a3b-w4a16": "w4a16"}
+# bytes per weight, scales included: mxfp4 one e8m0 byte per 32, w4a16 (group 128) one bf16 per 128
+WEIGHT_BYTES = {"bf16": 2.0, "mxfp4": 0.5 + 1 / 32, "w4a16": 0.5 + 2 / 128}
+
+
+def weight_format(name):
+    """The weight format of shape name: "bf16", "mxfp4" or "w4a16"."""
+    return FORMATS.get(name, "bf16")
 DEFAULT_SHAPES = "mixtral-8x7b,qwen3-30b-a3b,qwen3-235b-a22b,deepseek-v3,nemotron"
 
 # the floor's rates: the H200's measured read stream and bf16 matmul (docs/PERFORMANCE.md,

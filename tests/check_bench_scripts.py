@@ -2,8 +2,10 @@
 """This file contains the CPU test of the bench scripts' parts that need no GPU: bench/merge.py, the
 join that turns the device's JSON rows (moejit bench, the torch baseline, bench/ceilings.py)
 into docs/PERFORMANCE.md's tables (the columns and their arithmetic, "-" where a source has no
-row, the table without --ceilings unchanged), and bench/sweep.py, the command line and JSON
-output the device scripts share. Those scripts' timing needs torch and a GPU."""
+row, the table without --ceilings unchanged), bench/sweep.py, the command line and JSON
+output the device scripts share, and bench/w4_weights.py, the torch baseline's dequantization of
+the 4-bit shapes (torch on the CPU; make test runs this file in the build's Python environment,
+which has it). Those scripts' timing needs torch and a GPU."""
 import json
 import os
 import subprocess
@@ -16,6 +18,12 @@ BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 sys.path.insert(0, BENCH)
 import merge  # noqa: E402
 import sweep  # noqa: E402
+
+try:
+    import torch
+    import w4_weights
+except ImportError:  # the merge and sweep tests need neither
+    torch = None
 
 DECODE = {"shape": "qwen3-30b-a3b", "batch": 1, "backend": "wgmma", "path": "small/t1", "us": 25.6, "e_read": 8.0,
           "e_act": 8.0, "tbps": 2.94, "tflops": 2.9, "floor_us": 16.9, "frac_floor": 0.66, "check": "ok",
@@ -129,12 +137,52 @@ class SweepArgsTest(unittest.TestCase):
         self.assertTrue(sweep.weight_bound(w, f(512)))  # 270 µs of bytes against 49 of FLOPs
         self.assertFalse(sweep.weight_bound(w, f(4096)))  # against 391 µs of FLOPs
 
+    def test_4bit_shapes(self):
+        names = sweep.parse_args("t", ["--shapes", "gpt-oss-120b-mxfp4,qwen3-30b-a3b-w4a16"])[0]
+        self.assertEqual([sweep.weight_format(n) for n in names], ["mxfp4", "w4a16"])
+        self.assertEqual(sweep.weight_format("qwen3-30b-a3b"), "bf16")
+        self.assertEqual(sweep.SHAPES["gpt-oss-120b-mxfp4"][:4], (2880, 2880, 128, 4))
+        self.assertEqual(sweep.WEIGHT_BYTES["mxfp4"], 0.53125)  # a nibble and 1/32 of a scale byte
+        self.assertEqual(sweep.WEIGHT_BYTES["w4a16"], 0.515625)  # a nibble and 2/128 bytes of scale
+
     def test_json_lines_round_trip(self):
         rows = [{"shape": "nemotron", "batch": 1, "read_tbps": 4.15}, {"shape": "dense-8192", "batch": 0}]
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "c.json")
             sweep.write_json(path, rows)
             self.assertEqual(merge.load(path), rows)
+
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+@unittest.skipIf(torch is None, "no torch in this Python: run by make test in the build's environment")
+class W4WeightsTest(unittest.TestCase):
+    def test_mxfp4_every_byte_and_scale_edges(self):
+        packed = torch.arange(256, dtype=torch.uint8).view(1, 2, 128)
+        scales = torch.tensor([[[127, 0, 128, 120, 2, 64, 90, 127], [1, 126, 100, 127, 128, 7, 110, 125]]],
+                              dtype=torch.uint8)  # 256 k a row: 8 groups
+        got = w4_weights.dequant("mxfp4", packed, scales).double()
+        lut = torch.tensor(E2M1, dtype=torch.float64)
+        want = lut[w4_weights.nibbles(packed).long()] * torch.pow(2.0, scales.double() - 127).repeat_interleave(32, -1)
+        self.assertTrue(torch.equal(got, want))  # exact: e2m1 times a power of two
+        # bytes 0x00 then 0x01: k 0..3 are nibbles 0, 0, 1, 0 (the even k in the low nibble)
+        self.assertEqual(got[0, 0, :4].tolist(), [0.0, 0.0, 0.5, 0.0])
+
+    def test_w4a16_rounded_once(self):
+        torch.manual_seed(3)
+        packed, scales = w4_weights.make("w4a16", 2, 4, 256, "cpu")
+        got = w4_weights.dequant("w4a16", packed, scales)
+        exact = (w4_weights.nibbles(packed).double() - 8) * scales.double().repeat_interleave(128, -1)
+        self.assertTrue(torch.equal(got, exact.to(torch.bfloat16)))
+        self.assertEqual(w4_weights.nibbles(torch.tensor([0x4A], dtype=torch.uint8)).tolist(), [10, 4])
+
+    def test_made_weights_near_one_over_sqrt_k(self):
+        torch.manual_seed(4)
+        for fmt in ("mxfp4", "w4a16"):
+            packed, scales = w4_weights.make(fmt, 2, 64, 2048, "cpu")
+            rms = w4_weights.dequant(fmt, packed, scales).double().pow(2).mean().sqrt().item()
+            self.assertTrue(0.5 / 2048 ** 0.5 < rms < 2.0 / 2048 ** 0.5, f"{fmt}: rms {rms}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ typedef struct bench_model_shape {
     int hidden, inter, experts, topk;
     const char *act;
     const char *quant; /* the spec's weight format fields ("mxfp4", "w4a16,group=128"); NULL: bf16 */
+    const char *layer; /* the spec's W1 layout and bias fields (",w1_layout=interleaved,bias=both");
+                          NULL: up_gate without biases */
 } bench_model_shape;
 
 /* The i-th model shape of bf16 weights (0, 1, ...); NULL past the last. */

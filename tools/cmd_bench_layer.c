@@ -48,9 +48,9 @@ static const model_shape shapes[] = {
     {"nemotron", 2688, 1856, 128, 6, "relu2"},
     {"gpt-oss-bf16", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)"},
     {"kimi-k2", 7168, 2048, 384, 8, "swiglu"},
-    /* 4-bit weights (bench_layer_w4.c); gpt-oss's interleaved W1 and biases come with the
-     * tensor-core backends' support for them */
-    {"gpt-oss-120b-mxfp4", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)", "mxfp4"},
+    /* 4-bit weights (bench_layer_w4.c); gpt-oss-120b's layer as it ships: interleaved W1, b1 and b2 */
+    {"gpt-oss-120b-mxfp4", 2880, 2880, 128, 4, "swiglu(alpha=1.702,beta=1,limit=7)", "mxfp4",
+     ",w1_layout=interleaved,bias=both"},
     {"qwen3-30b-a3b-w4a16", 2048, 768, 128, 8, "swiglu", "w4a16,group=128"},
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
@@ -238,6 +238,7 @@ static bench_floor floor_of(const model_shape *s, const bench_quant *q, int gate
 
 typedef struct shape_bufs {
     CUdeviceptr w1, w2, x, logits, out, out2, ws;
+    CUdeviceptr b1, b2; /* the shape's biases (layer fields with bias=both), else 0 */
     bench_w4_weights w4; /* a 4-bit shape's weights (w1 and w2 unused) */
     size_t ws_bytes, x_set, logits_set; /* elements per input set (at the largest batch) */
     size_t x_elem;                      /* bytes per x element: 2, or 1 (static fp8 x) */
@@ -283,6 +284,13 @@ static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUde
     a->w1 = (void *)b->w1, a->w2 = (void *)b->w2, a->out = (void *)out;
     if (b->quant) bench_quant_args(b->quant, &b->scales, a);
     if (shape_w4_quant(s, b->quant)) bench_w4_args(&b->w4, a);
+    a->b1 = (const void *)b->b1, a->b2 = (const void *)b->b2;
+}
+
+/* Whether shape s's layer has both biases (the one bias its layer fields name). */
+static int shape_biases(const model_shape *s)
+{
+    return s->layer && strstr(s->layer, "bias=both") != NULL;
 }
 
 /* Runs one forward of set 0 into out (poisoned first) and downloads it as floats. */
@@ -898,6 +906,7 @@ static void free_bufs(const mj_gpu *g, shape_bufs *b)
 {
     mj_gpu_free(g, b->w1), mj_gpu_free(g, b->w2), mj_gpu_free(g, b->x), mj_gpu_free(g, b->logits);
     mj_gpu_free(g, b->out), mj_gpu_free(g, b->out2), mj_gpu_free(g, b->ws);
+    mj_gpu_free(g, b->b1), mj_gpu_free(g, b->b2);
     bench_quant_free(g, &b->scales);
     bench_w4_weights_free(g, &b->w4);
     memset(b, 0, sizeof *b);
@@ -947,9 +956,9 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
                 snprintf(x->label, sizeof x->label, "%s%s%s", o->backend[b], qsep, qlabel);
             snprintf(x->text, sizeof x->text,
                      "backend=%s,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,"
-                     "topk=%d,arch=native%s%s",
+                     "topk=%d,arch=native%s%s%s",
                      o->backend[b], qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
-                     is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "");
+                     is_mma ? ",tile=" : "", is_mma ? o->tile[t] : "", s->layer ? s->layer : "");
         }
     }
     *n_user = nv;
@@ -960,8 +969,9 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
         snprintf(v[nv].label, sizeof v[nv].label, "simt%s%s", qsep, qlabel);
         snprintf(v[nv].text, sizeof v[nv].text,
                  "backend=simt,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
-                 "arch=native",
-                 qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk);
+                 "arch=native%s",
+                 qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
+                 s->layer ? s->layer : "");
         nv++;
     }
     return nv;
@@ -1000,6 +1010,12 @@ static moejit_status fill_shape(const mj_gpu *g, const bench_fill *fill, const m
             st = bench_fill_run(g, fill, b->logits + (size_t)set * b->logits_set * 4, b->logits_set, MJ_DTYPE_FP32,
                                 set_seed + 4, 2.0f, stream);
     }
+    /* biases about a tenth of the GEMMs' outputs */
+    if (st == MOEJIT_OK && b->b1)
+        st = bench_fill_run(g, fill, b->b1, (size_t)s->experts * rows1, MJ_DTYPE_BF16, seed + 5, 0.1f, stream);
+    if (st == MOEJIT_OK && b->b2)
+        st = bench_fill_run(g, fill, b->b2, (size_t)s->experts * (size_t)s->hidden, MJ_DTYPE_BF16, seed + 6, 0.1f,
+                            stream);
     if (st == MOEJIT_OK) st = mj_gpu_sync(g, stream);
     return st;
 }
@@ -1050,6 +1066,7 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
         a.x = a.router_logits = a.w1 = a.w2 = a.out = (void *)(uintptr_t)256; /* shape-only query */
         if (q->fp8) a.w1_scale = a.w2_scale = (const void *)(uintptr_t)256;
         if (q->static_x) a.x_scale = (const float *)(uintptr_t)256;
+        if (shape_biases(s)) a.b1 = a.b2 = (const void *)(uintptr_t)256;
         size_t need = 0;
         st = bench_layer_workspace(&v[i].layer, &a, &need);
         if (need > b.ws_bytes) b.ws_bytes = need;
@@ -1062,6 +1079,8 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out2);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.ws_bytes, &b.ws);
+    if (st == MOEJIT_OK && shape_biases(s)) st = mj_gpu_alloc(g, (size_t)s->experts * rows1 * 2, &b.b1);
+    if (st == MOEJIT_OK && shape_biases(s)) st = mj_gpu_alloc(g, (size_t)s->experts * (size_t)s->hidden * 2, &b.b2);
     if (st == MOEJIT_OK) st = fill_shape(g, fill, s, nw1, nw2, rows1, &b, stream);
 
     float *h_ref = NULL, *h_got = NULL, *h_again = NULL;
