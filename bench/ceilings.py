@@ -161,8 +161,9 @@ def main():
         H, I, E, k, act = SHAPES[name]
         rows = I if act == "relu2" else 2 * I
         torch.manual_seed(4321)
-        per_weight = WEIGHT_BYTES[weight_format(name)]
-        if per_weight == 2.0:
+        fmt = weight_format(name)
+        per_weight = WEIGHT_BYTES[fmt]
+        if fmt == "bf16":
             w1 = torch.rand(E, rows, H, device="cuda", dtype=torch.bfloat16)
             w2 = torch.rand(E, H, I, device="cuda", dtype=torch.bfloat16)
         else:  # an expert's 4-bit bytes, scales included, in whole int32 words

@@ -65,35 +65,40 @@ def moe_forward(x, logits, w1t, w2t, inter, k, act, b1=None, b2=None, interleave
     return out.to(x.dtype)
 
 
-def time_shape(name, batches, rotate, reps_cap=30):
+def layer_of(name, dev):
+    """Shape name's weights on dev as (forward(x, logits), dequantized or None, extra): bf16
+    weights, or 4-bit ones dequantized in each forward (dequantized() makes the bf16 pair; extra:
+    the moe_forward arguments of gpt-oss-120b's layer as it ships)."""
     H, I, E, k, act = SHAPES[name]
     rows = I if act == "relu2" else 2 * I
-    dev = "cuda"
     torch.manual_seed(1234)
     fmt = weight_format(name)
-    extra = {}
     if fmt == "bf16":
         w1 = (torch.rand(E, rows, H, device=dev) * 2 - 1).mul_(1 / math.sqrt(H)).to(torch.bfloat16)
         w2 = (torch.rand(E, H, I, device=dev) * 2 - 1).mul_(1 / math.sqrt(I)).to(torch.bfloat16)
         w1t, w2t = w1.transpose(1, 2), w2.transpose(1, 2)
+        return (lambda x, logits: moe_forward(x, logits, w1t, w2t, I, k, act)), None, {}
+    q1, s1 = w4_weights.make(fmt, E, rows, H, dev)
+    q2, s2 = w4_weights.make(fmt, E, H, I, dev)
+    extra = {}
+    if name.startswith("gpt-oss"):  # interleaved W1, biases about a tenth of the outputs
+        extra = dict(b1=(torch.rand(E, rows, device=dev) * 0.2 - 0.1).to(torch.bfloat16),
+                     b2=(torch.rand(E, H, device=dev) * 0.2 - 0.1).to(torch.bfloat16), interleaved=True)
 
-        def forward(x, logits):
-            return moe_forward(x, logits, w1t, w2t, I, k, act)
-    else:
-        q1, s1 = w4_weights.make(fmt, E, rows, H, dev)
-        q2, s2 = w4_weights.make(fmt, E, H, I, dev)
-        oss = name.startswith("gpt-oss")
-        if oss:  # the layer as it ships: interleaved W1, biases about a tenth of the outputs
-            extra = dict(b1=(torch.rand(E, rows, device=dev) * 0.2 - 0.1).to(torch.bfloat16),
-                         b2=(torch.rand(E, H, device=dev) * 0.2 - 0.1).to(torch.bfloat16), interleaved=True)
+    def dequantized():
+        return (w4_weights.dequant(fmt, q1, s1).transpose(1, 2), w4_weights.dequant(fmt, q2, s2).transpose(1, 2))
 
-        def dequantized():
-            return (w4_weights.dequant(fmt, q1, s1).transpose(1, 2), w4_weights.dequant(fmt, q2, s2).transpose(1, 2))
+    def forward(x, logits):
+        d1, d2 = dequantized()
+        return moe_forward(x, logits, d1, d2, I, k, act, **extra)
+    return forward, dequantized, extra
 
-        def forward(x, logits):
-            d1, d2 = dequantized()
-            return moe_forward(x, logits, d1, d2, I, k, act, **extra)
-        w1, w2 = q1, q2
+
+def time_shape(name, batches, rotate, reps_cap=30):
+    H, I, E, k, act = SHAPES[name]
+    dev = "cuda"
+    fmt = weight_format(name)
+    forward, dequantized, extra = layer_of(name, dev)
     results = []
     for B in batches:
         sets = rotate if rotate else (4 if B >= 1024 else 8)
@@ -132,7 +137,7 @@ def time_shape(name, batches, rotate, reps_cap=30):
         if mode == "graph":
             del g
         torch.cuda.empty_cache()
-    del w1, w2
+    del forward, dequantized, extra  # the weights, before the next shape's
     torch.cuda.empty_cache()
     return results
 

@@ -287,12 +287,6 @@ static void args_of(const model_shape *s, long long B, const shape_bufs *b, CUde
     a->b1 = (const void *)b->b1, a->b2 = (const void *)b->b2;
 }
 
-/* Whether shape s's layer has both biases (the one bias its layer fields name). */
-static int shape_biases(const model_shape *s)
-{
-    return s->layer && strstr(s->layer, "bias=both") != NULL;
-}
-
 /* Runs one forward of set 0 into out (poisoned first) and downloads it as floats. */
 static moejit_status run_once(const mj_gpu *g, const bench_layer *L, const model_shape *s, long long B,
                               const shape_bufs *b, CUdeviceptr out, float *host, CUstream stream)
@@ -1046,6 +1040,9 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     }
 
     const int gated = v[0].built ? moejit_activation_is_gated(&v[0].layer.spec->act) : 1;
+    /* the biases the shape's layer fields ask for (every variant has them) */
+    const mj_bias bias = v[0].built ? v[0].layer.spec->bias : MJ_BIAS_NONE;
+    const int has_b1 = bias == MJ_BIAS_B1 || bias == MJ_BIAS_BOTH, has_b2 = bias == MJ_BIAS_B2 || bias == MJ_BIAS_BOTH;
     const size_t rows1 = (size_t)(gated ? 2 : 1) * (size_t)s->inter;
     long long bmax = 0;
     for (int i = 0; i < o->n_batches; i++) bmax = o->batch[i] > bmax ? o->batch[i] : bmax;
@@ -1066,7 +1063,8 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
         a.x = a.router_logits = a.w1 = a.w2 = a.out = (void *)(uintptr_t)256; /* shape-only query */
         if (q->fp8) a.w1_scale = a.w2_scale = (const void *)(uintptr_t)256;
         if (q->static_x) a.x_scale = (const float *)(uintptr_t)256;
-        if (shape_biases(s)) a.b1 = a.b2 = (const void *)(uintptr_t)256;
+        if (has_b1) a.b1 = (const void *)(uintptr_t)256;
+        if (has_b2) a.b2 = (const void *)(uintptr_t)256;
         size_t need = 0;
         st = bench_layer_workspace(&v[i].layer, &a, &need);
         if (need > b.ws_bytes) b.ws_bytes = need;
@@ -1079,8 +1077,8 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.x_set * 2, &b.out2);
     if (st == MOEJIT_OK) st = mj_gpu_alloc(g, b.ws_bytes, &b.ws);
-    if (st == MOEJIT_OK && shape_biases(s)) st = mj_gpu_alloc(g, (size_t)s->experts * rows1 * 2, &b.b1);
-    if (st == MOEJIT_OK && shape_biases(s)) st = mj_gpu_alloc(g, (size_t)s->experts * (size_t)s->hidden * 2, &b.b2);
+    if (st == MOEJIT_OK && has_b1) st = mj_gpu_alloc(g, (size_t)s->experts * rows1 * 2, &b.b1);
+    if (st == MOEJIT_OK && has_b2) st = mj_gpu_alloc(g, (size_t)s->experts * (size_t)s->hidden * 2, &b.b2);
     if (st == MOEJIT_OK) st = fill_shape(g, fill, s, nw1, nw2, rows1, &b, stream);
 
     float *h_ref = NULL, *h_got = NULL, *h_again = NULL;
