@@ -18,9 +18,9 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* (1 - k/E)^T by squaring: plain IEEE products, the same answer on every host, in O(log T). */
 int mj_gemm_plan_chain_splits(long long col_tiles, long long tokens, int topk, int experts, int e_local,
-                              long long inter)
+                              long long inter, long long min_k)
 {
-    if (inter / 2 < MJ_MMA_SPLIT_MIN_K || experts < 1) return 1;
+    if (inter / 2 < min_k || experts < 1) return 1;
     double base = 1.0 - (double)topk / (double)experts, untouched = 1.0;
     for (long long n = tokens; n > 0; n >>= 1) {
         if (n & 1) untouched *= base;
@@ -206,7 +206,9 @@ void mj_gemm_plan_make(const moejit_spec *spec, const moejit_moe_args *args, int
     p.fused_route = small && !p.routed_gemm1 && T <= MJ_MMA_FUSED_ROUTE_MAX_TOKENS;
     p.chain_splits = !small ? 1
                             : mj_gemm_plan_chain_splits(ceil_div(args->hidden, MJ_MMA_SMALL_BW), T, (int)args->topk,
-                                                        (int)args->num_experts, (int)e_local, args->inter);
+                                                        (int)args->num_experts, (int)e_local, args->inter,
+                                                        mj_quant_is_4bit(spec->quant) ? MJ_W4_SPLIT_MIN_K
+                                                                                      : MJ_MMA_SPLIT_MIN_K);
     chain_kernels(spec, args, precomputed, e_local, &p);
     p.finalize_wide = MJ_TC_FINALIZE_WIDE(T, args->hidden, p.chain_splits);
     p.persistent_candidate = T >= 1 && T <= MJ_MMA_PERSISTENT_MAX_TOKENS && !precomputed && small;

@@ -45,8 +45,11 @@
  * flight cannot cover the loaded DRAM latency. */
 #define MJ_MMA_SPLIT_MAX_LIVE_CTAS 400
 /* ... and only where each half keeps at least 2048 elements of a row (shorter runs lose more
- * to the extra y copy than they gain). */
+ * to the extra y copy than they gain), or 1024 of a 4-bit row, whose k costs its CTA as much
+ * time as a 16-bit one's (the dequantization, not the bytes, sets a 4-bit CTA's rate) while
+ * its GEMM2 at batch 1 runs as few CTAs (gpt-oss-120b: 180 of 64 rows, I = 2880). */
 #define MJ_MMA_SPLIT_MIN_K 2048
+#define MJ_W4_SPLIT_MIN_K 1024
 /* The most splits the chain's rule picks (the workspace holds this many y copies). */
 #define MJ_MMA_SPLIT_MAX 2
 
@@ -116,9 +119,10 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
 
 /* ---- the rules, for tests -------------------------------------------------------------- */
 /* The chain's decode GEMM2 K splits with col_tiles = H / 64 over I = inter, T tokens routed to
- * k of E experts, e_local of them on this rank. */
+ * k of E experts, e_local of them on this rank; min_k: the shortest half (MJ_MMA_SPLIT_MIN_K,
+ * or MJ_W4_SPLIT_MIN_K for 4-bit weights). */
 int mj_gemm_plan_chain_splits(long long col_tiles, long long tokens, int topk, int experts, int e_local,
-                              long long inter);
+                              long long inter, long long min_k);
 /* The persistent layer's GEMM2 K splits for an intermediate of `inter` columns. */
 int mj_gemm_plan_persistent_splits(long long inter);
 /* The persistent layer's blocks per SM: its shallow or deep blocks, the 4-bit ones for w4a16
