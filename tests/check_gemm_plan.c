@@ -282,6 +282,34 @@ START_TEST(decode_modes_choose_the_persistent_layer_and_its_blocks)
 }
 END_TEST
 
+/* 4-bit layers run mma's 4-bit kernels on both backends and keep the small path up to 64 rows
+ * per expert (runtime/gemm_plan.h), where 16-bit wgmma leaves it after 8 and mma after 24. */
+START_TEST(four_bit_layers_keep_the_small_path_to_64_rows_per_expert)
+{
+    static const struct { const char *spec; int64_t H, I, k, T; int path; } want[] = {
+        {"backend=wgmma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 8, 1024,
+         MJ_MMA_PATH_SMALL},
+        {"backend=wgmma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 8, 1025,
+         MJ_MMA_PATH_LARGE},
+        {"backend=mma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 2048, MJ_MMA_PATH_SMALL},
+        {"backend=mma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 2049, MJ_MMA_PATH_LARGE},
+        {WGMMA, 2048, 768, 8, 128, MJ_MMA_PATH_SMALL},
+        {WGMMA, 2048, 768, 8, 129, MJ_MMA_PATH_LARGE},
+        {MMA, 2048, 768, 8, 384, MJ_MMA_PATH_SMALL},
+        {MMA, 2048, 768, 8, 385, MJ_MMA_PATH_LARGE},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        moejit_spec *s = spec_of(want[i].spec);
+        moejit_moe_args a = args_for(want[i].T, want[i].H, want[i].I, 128, want[i].k);
+        mj_gemm_plan p;
+        mj_gemm_plan_make(s, &a, SMS, MJ_DECODE_AUTO, &p);
+        ck_assert_msg(p.rule_path == want[i].path, "%s T=%lld: rule path %d, want %d", want[i].spec,
+                      (long long)want[i].T, p.rule_path, want[i].path);
+        moejit_spec_destroy(s);
+    }
+}
+END_TEST
+
 START_TEST(a_tuning_table_entry_overrides_the_rule_and_the_launch_follows)
 {
     static const char table[] =
@@ -334,6 +362,7 @@ static Suite *gemm_plan_suite(void)
     tcase_add_test(tc, qwen3_30b_paths_per_batch_on_both_backends);
     tcase_add_test(tc, mixtral_paths_per_batch_on_both_backends);
     tcase_add_test(tc, decode_modes_choose_the_persistent_layer_and_its_blocks);
+    tcase_add_test(tc, four_bit_layers_keep_the_small_path_to_64_rows_per_expert);
     tcase_add_test(tc, a_tuning_table_entry_overrides_the_rule_and_the_launch_follows);
     tcase_add_test(tc, an_empty_batch_plans_nothing);
     suite_add_tcase(s, tc);
