@@ -71,8 +71,8 @@ const mj_setting_info mj_settings_table[MJ_SETTING_COUNT] = {
                                       "run kernel tuples built but not yet validated on hardware",
                                       "allow_unvalidated", "context"},
     [MJ_SETTING_TUNE_FILE] = {"tune_file", "MOEJIT_TUNE_FILE", "path", "none", "a file written by `moejit tune`",
-                              "recorded GEMM-path choices for tile=auto; one table per process, loaded on the "
-                              "first forward that consults it",
+                              "recorded GEMM-path choices for tile=auto of layers with bf16 or fp16 weights; one "
+                              "table per process, loaded on the first forward that consults it",
                               NULL, "process"},
     [MJ_SETTING_LIBCUDA] = {"libcuda", "MOEJIT_LIBCUDA", "path", MJ_SETTINGS_DEFAULT_LIBCUDA,
                             "a CUDA driver library path or name for dlopen",

@@ -234,6 +234,7 @@ static void load_from_env(void)
 int mj_tune_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     pthread_once(&g_once, load_from_env);
+    if (spec->quant != MJ_QUANT_BF16 && spec->quant != MJ_QUANT_FP16) return MJ_MMA_PATH_AUTO; /* tune_table.h */
     mj_tune_key k = {spec->backend, spec->arch, args->hidden, args->inter, mj_launch_local_experts(args),
                      args->topk, moejit_activation_is_gated(&spec->act), spec->dtype};
     pthread_mutex_lock(&g_lock);

@@ -17,6 +17,10 @@
  *
  * Every field is required and no other field is allowed, so a misspelt key is an error rather
  * than a silently different match.
+ *
+ * The entries are measurements of layers with 16-bit weights (`moejit tune` times bf16
+ * layers), so they apply to those only: a layer of fp8 or 4-bit weights, whose paths cost
+ * differently (4-bit keeps the small path far longer, fp8 has none), takes the built-in rule.
  */
 #ifndef MJ_TUNE_TABLE_H
 #define MJ_TUNE_TABLE_H
@@ -67,7 +71,7 @@ int mj_tune_table_lookup(const mj_tune_table *t, const mj_tune_key *key, int64_t
 int mj_tune_table_write(FILE *f, const mj_tune_table *t);
 
 /* The process table's choice for a forward of spec (backend mma/wgmma) on args, or
- * MJ_MMA_PATH_AUTO. The first call loads $MOEJIT_TUNE_FILE once (pthread_once); a file that
+ * MJ_MMA_PATH_AUTO (always for weights other than bf16 and fp16). The first call loads $MOEJIT_TUNE_FILE once (pthread_once); a file that
  * cannot be read or does not validate is reported ONCE on stderr ("moejit: warning: ...",
  * naming the file and the field) and then ignored as a whole: the built-in heuristic is used,
  * because a half-applied or guessed table would be a silent, hard-to-find slowdown while a

@@ -333,6 +333,23 @@ START_TEST(a_tuning_table_entry_overrides_the_rule_and_the_launch_follows)
         ck_assert_int_eq(p.persistent_splits, 0); /* the large path has no decode layer */
         check_launch_follows_plan(s, &a, MJ_DECODE_AUTO);
     }
+    /* the entries were measured on 16-bit weights: a 4-bit or fp8 layer of the same shape and
+     * dtype keeps its own rule (runtime/tune_table.h) */
+    static const char *const others[] = {
+        "backend=wgmma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a",
+        "backend=wgmma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a",
+        "backend=wgmma,quant=fp8_block,act=swiglu,routing=renormalize,arch=sm_90a"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        moejit_spec *o = spec_of(others[i]);
+        for (int64_t T = 1; T <= 4096; T *= 64) {
+            moejit_moe_args a = args_for(T, 2048, 768, 128, 8);
+            mj_gemm_plan p;
+            mj_gemm_plan_make(o, &a, SMS, MJ_DECODE_AUTO, &p);
+            ck_assert_msg(p.path == p.rule_path, "%s T=%lld: path %d, its rule %d", others[i], (long long)T, p.path,
+                          p.rule_path);
+        }
+        moejit_spec_destroy(o);
+    }
     ck_assert_int_eq(mj_tune_table_install(NULL), MOEJIT_OK);
     moejit_moe_args a = args_for(1, 2048, 768, 128, 8);
     mj_gemm_plan p;
