@@ -106,9 +106,10 @@ static int chosen_path(const moejit_spec *spec, const moejit_moe_args *args, int
 {
     const int forced = mj_mma_path_of(spec->tile);
     if (forced > MJ_MMA_PATH_AUTO) return forced;
+    /* the table holds 16-bit layers' measurements only (tune_table.h), and mma's entries name
+     * no tall or pair path, so what it returns is a path of this layer */
     const int tuned = mj_tune_path(spec, args);
-    if (!wgmma_prefill(spec) && (tuned == MJ_MMA_PATH_TALL || tuned == MJ_MMA_PATH_PAIR)) return MJ_MMA_PATH_LARGE;
-    return tuned != MJ_MMA_PATH_AUTO && !(tuned == MJ_MMA_PATH_SMALL && fp8_weights(spec)) ? tuned : rule;
+    return tuned != MJ_MMA_PATH_AUTO ? tuned : rule;
 }
 
 /* Batch 1's one-kernel GEMM2 + finalize after the routed GEMM1 (MJ_MMA_T1_GEMM2_FINALIZE, which

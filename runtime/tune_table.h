@@ -71,11 +71,11 @@ int mj_tune_table_lookup(const mj_tune_table *t, const mj_tune_key *key, int64_t
 int mj_tune_table_write(FILE *f, const mj_tune_table *t);
 
 /* The process table's choice for a forward of spec (backend mma/wgmma) on args, or
- * MJ_MMA_PATH_AUTO (always for weights other than bf16 and fp16). The first call loads $MOEJIT_TUNE_FILE once (pthread_once); a file that
- * cannot be read or does not validate is reported ONCE on stderr ("moejit: warning: ...",
- * naming the file and the field) and then ignored as a whole: the built-in heuristic is used,
- * because a half-applied or guessed table would be a silent, hard-to-find slowdown while a
- * warning costs nothing. Thread-safe. */
+ * MJ_MMA_PATH_AUTO (always for weights other than bf16 and fp16). The first call loads
+ * $MOEJIT_TUNE_FILE once (pthread_once); a file that cannot be read or does not validate is
+ * reported ONCE on stderr ("moejit: warning: ...", naming the file and the field) and then
+ * ignored as a whole: the built-in heuristic is used, because a half-applied or guessed table
+ * would be a silent, hard-to-find slowdown while a warning costs nothing. Thread-safe. */
 int mj_tune_path(const moejit_spec *spec, const moejit_moe_args *args);
 
 /* Test hook: replaces the process table with the one in text (NULL: no table), after the

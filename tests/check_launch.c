@@ -944,17 +944,18 @@ END_TEST
  * the split count in the parameter block. */
 START_TEST(decode_gemm2_is_split_along_k_when_its_grid_is_small)
 {
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1, 2, 8, 8, 14336, MJ_MMA_SPLIT_MIN_K), 2);
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 4, 2, 8, 8, 14336, MJ_MMA_SPLIT_MIN_K), 2);
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 8, 2, 8, 8, 14336, MJ_MMA_SPLIT_MIN_K), 1);    /* 460 expected live */
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 8, 2, 8, 2, 14336, MJ_MMA_SPLIT_MIN_K), 2);    /* 2 local experts: 115 */
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1, 2, 8, 8, 4095, MJ_MMA_SPLIT_MIN_K), 1);     /* a half would be < 2048 */
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1000000, 1, 512, 8, 8192, MJ_MMA_SPLIT_MIN_K), 1); /* all touched: 512 */
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(32, 1, 8, 128, 128, 768, MJ_MMA_SPLIT_MIN_K), 1);  /* Qwen3-30B: I too short */
+    const long long k16 = MJ_MMA_SPLIT_MIN_K, k4 = MJ_W4_SPLIT_MIN_K;
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1, 2, 8, 8, 14336, k16), 2);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 4, 2, 8, 8, 14336, k16), 2);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 8, 2, 8, 8, 14336, k16), 1);       /* 460 expected live */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 8, 2, 8, 2, 14336, k16), 2);       /* 2 local experts: 115 */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1, 2, 8, 8, 4095, k16), 1);        /* a half would be < 2048 */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(64, 1000000, 1, 512, 8, 8192, k16), 1); /* all touched: 512 */
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(32, 1, 8, 128, 128, 768, k16), 1);     /* Qwen3-30B: I too short */
     /* 4-bit rows split from halves of 1024: gpt-oss-120b (45 column tiles, k = 4 of 128, I = 2880) at T = 1 */
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(45, 1, 4, 128, 128, 2880, MJ_MMA_SPLIT_MIN_K), 1);
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(45, 1, 4, 128, 128, 2880, MJ_W4_SPLIT_MIN_K), 2);
-    ck_assert_int_eq(mj_gemm_plan_chain_splits(32, 1, 8, 128, 128, 768, MJ_W4_SPLIT_MIN_K), 1);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(45, 1, 4, 128, 128, 2880, k16), 1);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(45, 1, 4, 128, 128, 2880, k4), 2);
+    ck_assert_int_eq(mj_gemm_plan_chain_splits(32, 1, 8, 128, 128, 768, k4), 1);
     static const tc_launch_rec want[] = {{MJ_MMA_K_GEMM1_ACT_SMALL_ROUTED, 1344, 1, 128, 92160, -1, 1},
                                          {8, 384, 1, 128, 92160, -1, 1},
                                          {5, 1, 8, 128, 0, -1, 1}};
