@@ -6,22 +6,30 @@
 //
 //   k order, weights on A (decode)
 //              an MMA sums its 16 k in any order as long as A and B agree, so inside a stage of
-//              BKW = 128 k, thread t of each quad (t = lane % 4) owns the contiguous run
-//              [32t, 32t + 32) of every row: k-step s of the stage multiplies elements
+//              BKW = 256 k, thread t of each quad (t = lane % 4) owns the contiguous run
+//              [64t, 64t + 64) of every row: k-step s of the stage multiplies elements
 //              4s..4s+3 of the runs (MMA k-index 2t, 2t+1 -> run 4s, 4s+1; 2t+8, 2t+9 ->
-//              4s+2, 4s+3). A thread's weights are then one 16-byte shared load per row and
-//              stage, a run lies in one scale group (groups of >= 32, aligned), and its
-//              activations are 16-byte loads of 4 words that feed two k-steps; activation
-//              chunk c of row r sits at c ^ (r & 1) ^ ((c & 8) >> 2), so the 8 lanes of a
-//              16-byte load phase (2 rows x 4 runs) hit 8 bank groups
+//              4s+2, 4s+3). A thread's weights are then two 16-byte shared loads per row and
+//              stage, a run spans one scale group or two (groups of >= 32, aligned), and its
+//              activations are 16-byte loads of 4 words that feed two k-steps. Chunk c of
+//              weight row r sits at c ^ ((r & 3) << 1) ^ (r & 1), activation chunk c of row r at
+//              c ^ (r & 1) ^ (((c >> 3) & 3) << 1), so the 8 lanes of a 16-byte load phase
+//              (2 rows x 4 runs) hit 8 bank groups. 256 k a stage (not 128) halves the loop,
+//              copy and barrier instructions a weight costs, and the decode GEMMs' time follows
+//              their instructions (docs/PERFORMANCE.md)
 //   k order, weights on B (large)
 //              the MMA's own order (compute_stage_wb): the activations are ldmatrix reads of
 //              the 16-bit mainloop's layout, which keeps its 64 accumulators within the
 //              128-register cap of two CTAs per SM; each thread takes byte t of the weight words
 //   global ->  cp.async.cg 16-byte chunks, kStages stages in flight (the 16-bit mainloop's
 //   shared     pipeline: wait_group(kStages-2), one __syncthreads per stage); per stage the
-//              weights' kRowsW rows of BKW/2 bytes (no swizzle: a load phase reads consecutive
-//              bytes), then the activations' kRowsX rows of 2·BKW bytes
+//              weights' kRowsW rows of BKW/2 bytes, then the activations' kRowsX rows of 2·BKW
+//              bytes. On A a thread copies 4 chunks, 2 apart, of one weight row and 4 chunks,
+//              8 apart, of one activation row, each from one pointer (offsets in the
+//              instruction; the swizzle is an XOR of each chunk's shared address, the stages
+//              being 1024-byte aligned: mj_tc_smem), and tests k only in a stage that reaches
+//              past K; on B (no swizzle of the weights: a load phase reads consecutive bytes)
+//              a thread's chunks are a column of rows
 //   scales     read from global (ld.global.nc): on A per thread for its own rows one stage
 //              ahead (the next stage's before this stage's math); on B a thread per (row,
 //              group) two stages ahead into a shared buffer the stage's math reads; a row's
@@ -63,6 +71,8 @@ template <Dtype D, class W, int kThreads, int kRowsW, int kRowsX, int BKW, int k
 struct MmaW4Mainloop {
     static constexpr int kSpan = BKW / 4;            // k of a row one thread owns per stage
     static constexpr int kPairs = BKW / 32;          // pairs of k-steps per stage
+    // Weights on A: the scale groups a thread's run spans (a run of 64 k, groups of 32: two).
+    static constexpr int kRunGroups = kSpan > W::kGroup ? kSpan / W::kGroup : 1;
     static constexpr int kWRowBytes = BKW / 2, kXRowBytes = BKW * 2;
     static constexpr int kWChunks = kWRowBytes / 16, kXChunks = kXRowBytes / 16;
     static constexpr int kWBytes = kRowsW * kWRowBytes;
@@ -80,8 +90,17 @@ struct MmaW4Mainloop {
     static constexpr int kLoadsX = (kRowsX + kXRowsPerPass - 1) / kXRowsPerPass;
     static constexpr int kMyW = kWOnA ? 2 * MF : NF; // weight rows this thread dequantizes
     static constexpr int kRowsA = kWOnA ? kRowsW : kRowsX, kRowsB = kWOnA ? kRowsX : kRowsW;
+    // Weights on A: a thread copies kWPerThread chunks, kWThreads apart, of one weight row and
+    // kXPerThread chunks, kXThreads apart, of one activation row, each from one pointer, so
+    // each copy instruction of a warp reads whole 32-byte sectors.
+    static constexpr int kWThreads = kThreads / kRowsW, kWPerThread = kWChunks / kWThreads;
+    static constexpr int kXThreads = kThreads / kRowsX, kXPerThread = kXChunks / kXThreads;
+    static_assert(!kWOnA || (kWThreads == 2 && kWThreads * kRowsW == kThreads && kWPerThread * 2 == kWChunks &&
+                             kXThreads == 8 && kXThreads * kRowsX == kThreads && kXPerThread * 8 == kXChunks),
+                  "weights on A: each thread copies whole chunks of one weight row and one activation row");
 
-    static_assert(BKW == 64 || BKW == 128, "a run of BKW/4 k must fit the smallest scale group (32)");
+    static_assert(kWOnA ? BKW == 256 : (BKW == 64 || BKW == 128),
+                  "weights on A: 256 k a stage (runs of 64 k); on B: 64 or 128");
     static_assert(kWarpsM * kWarpsN * 32 == kThreads, "the warp grid must cover the CTA");
     static_assert(kWarpsM * MF * 16 == kRowsA, "the warps' m16 fragments must cover A's rows");
     static_assert(kWarpsN * NF * 8 == kRowsB, "the warps' n8 fragments must cover B's rows");
@@ -99,9 +118,13 @@ struct MmaW4Mainloop {
     // mainloop's c ^ (r % 8), which its ldmatrix reads need).
     __device__ __forceinline__ static int x_chunk(int r, int c)
     {
-        if constexpr (kWOnA) return c ^ (r & 1) ^ ((c & 8) >> 2);
+        if constexpr (kWOnA) return c ^ (r & 1) ^ (((c >> 3) & 3) << 1);
         else return c ^ (r & 7);
     }
+
+    // Weights on A: swizzled chunk index of weight chunk c of row r, so that the copies (4 rows
+    // x 2 chunks a phase) and the runs' reads (2 rows x 4 runs) each hit 8 bank groups.
+    __device__ __forceinline__ static int w_chunk(int r, int c) { return c ^ ((r & 3) << 1) ^ (r & 1); }
 
     // A padding weight row reads the tile's first row: every accumulator of a padding row
     // stays in that row (an MMA's output row or column depends on its own operand row only),
@@ -121,40 +144,73 @@ struct MmaW4Mainloop {
     __device__ __forceinline__ static void make_loader(Loader &ld, WRow w_row, XRow x_row)
     {
         const int tid = threadIdx.x;
-        const int wr = tid / kWChunks, xr = tid / kXChunks;
-        ld.wc = tid % kWChunks;
-        ld.xc = tid % kXChunks;
         // a tile's first weight row and token exist (a tile has rows, a column tile starts in N)
         const u8 *w_pad = w_row(0).data;
         const u16 *x_pad = x_row(0);
+        if constexpr (kWOnA) {
+            // weight chunks wc + 2i of row wr; activation chunks xc + 8i of row xr
+            const int wr = tid / kWThreads, xr = tid / kXThreads;
+            ld.wc = tid % kWThreads;
+            ld.xc = tid % kXThreads;
+            const u8 *w = w_row(wr).data;
+            const u16 *x = x_row(xr);
+            ld.w[0] = w != nullptr ? w : w_pad;
+            ld.x[0] = x != nullptr ? x : x_pad;
+            ld.x_live = x != nullptr;
+            // chunk i of the thread sits at dst_w0 ^ 32i and (dst_x0 ^ 32i) + 128i (w_chunk,
+            // x_chunk: the XOR flips the chunk-index bits that i sets)
+            ld.dst_w0 = static_cast<u32>(wr * kWRowBytes + w_chunk(wr, ld.wc) * 16);
+            ld.dst_x0 = static_cast<u32>(kWBytes + xr * kXRowBytes + x_chunk(xr, ld.xc) * 16);
+        } else {
+            const int wr = tid / kWChunks, xr = tid / kXChunks;
+            ld.wc = tid % kWChunks;
+            ld.xc = tid % kXChunks;
 #pragma unroll
-        for (int i = 0; i < kLoadsW; ++i) {
-            const u8 *r = w_row(wr + i * kWRowsPerPass).data;
-            ld.w[i] = r != nullptr ? r : w_pad;
-        }
-        ld.x_live = xr < kRowsX;
-        ld.x_rows = 0u;
+            for (int i = 0; i < kLoadsW; ++i) {
+                const u8 *r = w_row(wr + i * kWRowsPerPass).data;
+                ld.w[i] = r != nullptr ? r : w_pad;
+            }
+            ld.x_live = xr < kRowsX;
+            ld.x_rows = 0u;
 #pragma unroll
-        for (int i = 0; i < kLoadsX; ++i) {
-            const u16 *r = ld.x_live ? x_row(xr + i * kXRowsPerPass) : nullptr;
-            ld.x[i] = r != nullptr ? r : x_pad;
-            ld.x_rows |= r != nullptr ? 1u << i : 0u;
+            for (int i = 0; i < kLoadsX; ++i) {
+                const u16 *r = ld.x_live ? x_row(xr + i * kXRowsPerPass) : nullptr;
+                ld.x[i] = r != nullptr ? r : x_pad;
+                ld.x_rows |= r != nullptr ? 1u << i : 0u;
+            }
+            ld.dst_w0 = static_cast<u32>(wr * kWRowBytes + ld.wc * 16);
+            ld.dst_x0 = static_cast<u32>(kWBytes + xr * kXRowBytes + x_chunk(xr, ld.xc) * 16);
         }
-        ld.dst_w0 = static_cast<u32>(wr * kWRowBytes + ld.wc * 16);
-        ld.dst_x0 = static_cast<u32>(kWBytes + xr * kXRowBytes + x_chunk(xr, ld.xc) * 16);
     }
 
     // The weight chunks, the activation chunks, or both of the stage at absolute k0 (k_hi: the
     // end of this tile's K range; a chunk past it is zero-filled, its address its row's start).
-    // A thread's chunks of a stage share their k, so one test covers them.
+    // Weights on B: a thread's chunks of a stage share their k, so one test covers them. On A:
+    // a stage wholly inside K copies without tests; the last, partial one tests each chunk.
     __device__ __forceinline__ static void load_stage_w(const Loader &ld, u32 stage_base, int k0, int k_hi)
     {
-        const int kw = k0 + ld.wc * 32;
-        const bool live = kw < k_hi;
-        const int at = live ? kw / 2 : 0;
+        if constexpr (kWOnA) {
+            const u32 dst = stage_base + ld.dst_w0;
+            const int kw = k0 + ld.wc * 32;
+            if (k0 + BKW <= k_hi) {
+                const u8 *src = ld.w[0] + kw / 2;
 #pragma unroll
-        for (int i = 0; i < kLoadsW; ++i)
-            cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, ld.w[i] + at, live ? 16 : 0);
+                for (int i = 0; i < kWPerThread; ++i) cp_async_16(dst ^ (i * 32), src + i * 32, 16);
+            } else {
+#pragma unroll
+                for (int i = 0; i < kWPerThread; ++i) {
+                    const bool live = kw + i * 64 < k_hi;
+                    cp_async_16(dst ^ (i * 32), ld.w[0] + (live ? kw / 2 + i * 32 : 0), live ? 16 : 0);
+                }
+            }
+        } else {
+            const int kw = k0 + ld.wc * 32;
+            const bool live = kw < k_hi;
+            const int at = live ? kw / 2 : 0;
+#pragma unroll
+            for (int i = 0; i < kLoadsW; ++i)
+                cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, ld.w[i] + at, live ? 16 : 0);
+        }
     }
 
     __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int k_hi)
@@ -165,14 +221,31 @@ struct MmaW4Mainloop {
 
     __device__ __forceinline__ static void load_stage_x(const Loader &ld, u32 stage_base, int k0, int k_hi)
     {
-        const int kx = k0 + ld.xc * 8;
-        const bool live = kx < k_hi;
-        const int at = live ? kx : 0;
-        if (ld.x_live) {
+        if constexpr (kWOnA) {
+            const u32 dst = stage_base + ld.dst_x0;
+            const int kx = k0 + ld.xc * 8;
+            if (k0 + BKW <= k_hi) {
+                const u16 *src = ld.x[0] + kx;
+                const int bytes = ld.x_live ? 16 : 0;
 #pragma unroll
-            for (int i = 0; i < kLoadsX; ++i)
-                cp_async_16(stage_base + ld.dst_x0 + i * kXRowsPerPass * kXRowBytes, ld.x[i] + at,
-                            live && (ld.x_rows >> i & 1u) ? 16 : 0);
+                for (int i = 0; i < kXPerThread; ++i) cp_async_16((dst ^ (i * 32)) + i * 128, src + i * 64, bytes);
+            } else {
+#pragma unroll
+                for (int i = 0; i < kXPerThread; ++i) {
+                    const bool live = ld.x_live && kx + i * 64 < k_hi;
+                    cp_async_16((dst ^ (i * 32)) + i * 128, ld.x[0] + (live ? kx + i * 64 : 0), live ? 16 : 0);
+                }
+            }
+        } else {
+            const int kx = k0 + ld.xc * 8;
+            const bool live = kx < k_hi;
+            const int at = live ? kx : 0;
+            if (ld.x_live) {
+#pragma unroll
+                for (int i = 0; i < kLoadsX; ++i)
+                    cp_async_16(stage_base + ld.dst_x0 + i * kXRowsPerPass * kXRowBytes, ld.x[i] + at,
+                                live && (ld.x_rows >> i & 1u) ? 16 : 0);
+            }
         }
     }
 
@@ -192,29 +265,39 @@ struct MmaW4Mainloop {
         else return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
     }
 
-    // The scale-group constants of this thread's rows for the stage at absolute k0 (a padding
-    // row has the tile's first row's, as its weights).
-    __device__ __forceinline__ static void load_groups(const W4Row (&mine)[kMyW], int k0, int k_hi, W4Group (&grp)[kMyW])
+    // The scale-group constants of this thread's rows for the stage at absolute k0, group q of
+    // its run in grp[j][q] (a padding row has the tile's first row's, as its weights; a group
+    // past k_hi is s = 0, so the zero-filled k beyond a split's end add exact zeros). A run of
+    // 64 in one group never straddles k_hi: K is a multiple of its group (>= 64) and a split
+    // ends on whole tiles of MJ_MMA_BK = 64.
+    __device__ __forceinline__ static void load_groups(const W4Row (&mine)[kMyW], int k0, int k_hi,
+                                                       W4Group (&grp)[kMyW][kRunGroups])
     {
         const int k = k0 + (threadIdx.x % 4) * kSpan;
 #pragma unroll
-        for (int j = 0; j < kMyW; ++j) grp[j] = W::group(mine[j], k / W::kGroup, k < k_hi);
+        for (int j = 0; j < kMyW; ++j)
+#pragma unroll
+            for (int q = 0; q < kRunGroups; ++q) {
+                const int kq = k + q * W::kGroup;
+                grp[j][q] = W::group(mine[j], static_cast<unsigned>(kq) / W::kGroup, kq < k_hi);
+            }
     }
 
     // This thread's packed weights of a stage: kPairs words per row.
     __device__ __forceinline__ static void load_weights(u32 stage_base, u32 (&wq)[kMyW][kPairs])
     {
-        const u32 run = static_cast<u32>((threadIdx.x % 4) * kPairs * 4);
+        const int t = threadIdx.x % 4;
 #pragma unroll
         for (int j = 0; j < kMyW; ++j) {
-            const u32 addr = stage_base + static_cast<u32>(my_w_row(j) * kWRowBytes) + run;
-            if constexpr (kPairs == 4) {
-                u32 v[4];
-                lds_128(addr, v);
+            const int r = my_w_row(j);
+            const u32 row = stage_base + static_cast<u32>(r * kWRowBytes);
+            u32 v[4], u[4];
+            lds_128(row + static_cast<u32>(w_chunk(r, 2 * t) * 16), v);
+            lds_128(row + static_cast<u32>(w_chunk(r, 2 * t + 1) * 16), u);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) wq[j][q] = v[q];
-            } else {
-                lds_64(addr, wq[j][0], wq[j][1]);
+            for (int q = 0; q < 4; ++q) {
+                wq[j][q] = v[q];
+                wq[j][q + 4] = u[q];
             }
         }
     }
@@ -228,12 +311,14 @@ struct MmaW4Mainloop {
 
     // One stage's math, weights on A: kPairs x (weight word p dequantized, 16-byte activation
     // loads, 2 k-steps).
-    __device__ __forceinline__ static void compute_stage(u32 stage_base, const W4Group (&grp)[kMyW], Acc &acc)
+    __device__ __forceinline__ static void compute_stage(u32 stage_base, const W4Group (&grp)[kMyW][kRunGroups],
+                                                         Acc &acc)
     {
         u32 wq[kMyW][kPairs];
         load_weights(stage_base, wq);
 #pragma unroll
         for (int p = 0; p < kPairs; ++p) {
+            const int g = p / (kPairs / kRunGroups); // the word's group in the run
             u32 aux[kMyW];
 #pragma unroll
             for (int j = 0; j < kMyW; ++j) aux[j] = W::aux(wq[j][p]);
@@ -245,10 +330,10 @@ struct MmaW4Mainloop {
 #pragma unroll
                 for (int mf = 0; mf < MF; ++mf) {
                     const int j0 = 2 * mf, j1 = 2 * mf + 1;
-                    const u32 a[4] = {W::pair(wq[j0][p], aux[j0], 2 * ss, grp[j0]),
-                                      W::pair(wq[j1][p], aux[j1], 2 * ss, grp[j1]),
-                                      W::pair(wq[j0][p], aux[j0], 2 * ss + 1, grp[j0]),
-                                      W::pair(wq[j1][p], aux[j1], 2 * ss + 1, grp[j1])};
+                    const u32 a[4] = {W::pair(wq[j0][p], aux[j0], 2 * ss, grp[j0][g]),
+                                      W::pair(wq[j1][p], aux[j1], 2 * ss, grp[j1][g]),
+                                      W::pair(wq[j0][p], aux[j0], 2 * ss + 1, grp[j0][g]),
+                                      W::pair(wq[j1][p], aux[j1], 2 * ss + 1, grp[j1][g])};
 #pragma unroll
                     for (int nf = 0; nf < NF; ++nf) mma_16816<D>(acc.c[mf][nf], a, xb[nf][2 * ss], xb[nf][2 * ss + 1]);
                 }
@@ -359,7 +444,7 @@ struct MmaW4Mainloop {
             }
             cp_async_commit();
         }
-        W4Group cur[kMyW], nxt[kMyW];
+        W4Group cur[kMyW][kRunGroups], nxt[kMyW][kRunGroups];
         if constexpr (kWOnA) load_groups(mine, k_lo, k_hi, cur);
         if constexpr (kGated) {
             gate();
@@ -380,7 +465,9 @@ struct MmaW4Mainloop {
                 load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
                 compute_stage(base + read_stage * kStageBytes, cur, acc);
 #pragma unroll
-                for (int j = 0; j < kMyW; ++j) cur[j] = nxt[j];
+                for (int j = 0; j < kMyW; ++j)
+#pragma unroll
+                    for (int q = 0; q < kRunGroups; ++q) cur[j][q] = nxt[j][q];
             } else {
                 if (g_loads) {
                     group_buf[((kt + 1) % 2) * (kGroupBufBytes / 4) + g_q * kRowsW + g_row] = pending;

@@ -6,13 +6,15 @@
  * only the stages differ, since a stage of packed weights is a quarter of the bytes. Plain C,
  * included by the templates (NVRTC) and by runtime/launch_mma.c, launch_wgmma.c.
  *
- *   small (decode)  128 k per stage: 64 rows x 64 bytes of packed weights + 16 x 256 bytes of
- *                   activations = 8 KiB; 4 stages (32 KiB), bounded to five CTAs per SM (the
- *                   registers of five: ~80 used): the decode GEMMs issue ~5 instructions per
+ *   small (decode)  256 k per stage: 64 rows x 128 bytes of packed weights + 16 x 512 bytes of
+ *                   activations = 16 KiB; 2 stages (32 KiB), bounded to five CTAs per SM (the
+ *                   registers of five: ~90 used): the decode GEMMs issue ~4.5 instructions per
  *                   weight (dequantization, loads, MMAs), so their rate is set by how many warps
- *                   an SM can issue from, not by the bytes in flight (measured on the H200:
- *                   10 stages at two CTAs per SM streamed 1.35-1.47 TB/s, 4 at five 1.9-2.0)
- *   persistent      the decode layer's deep blocks: 6 stages of the small path's (48 KiB),
+ *                   an SM can issue from and by the instructions a weight costs, not by the bytes
+ *                   in flight (measured on the H200: 10 stages of 128 k at two CTAs per SM
+ *                   streamed 1.35-1.47 TB/s, 4 at five 1.9-2.0; 2 of 256 k at five: w4a16 2-6 %
+ *                   faster than 4 of 128, mxfp4 within -1.5 % and +3 %; 3 of 256 at four slower)
+ *   persistent      the decode layer's deep blocks: 3 stages of the small path's (48 KiB),
  *                   three per SM (168 registers; four spilled)
  *   large           64 k per stage: 128 rows x 32 bytes + 128 x 128 bytes = 20 KiB; 4 stages
  *                   and 2 KiB of scale constants (82 KiB, two CTAs per SM as the 16-bit large path)
@@ -20,8 +22,8 @@
 #ifndef MJ_TEMPLATES_COMMON_MMA_W4_PARAMS_H
 #define MJ_TEMPLATES_COMMON_MMA_W4_PARAMS_H
 
-#define MJ_W4_SMALL_BK 128
-#define MJ_W4_SMALL_STAGES 4
+#define MJ_W4_SMALL_BK 256
+#define MJ_W4_SMALL_STAGES 2
 #define MJ_W4_SMALL_BLOCKS_PER_SM 5
 #define MJ_W4_LARGE_BK 64
 #define MJ_W4_LARGE_STAGES 4
@@ -32,7 +34,7 @@
 /* the large path adds two buffers of the stage's scale-group constants: 128 rows x 2 x 4 bytes */
 #define MJ_W4_LARGE_SMEM (MJ_W4_LARGE_STAGES * MJ_W4_STAGE_BYTES(128, 128, MJ_W4_LARGE_BK) + 2 * 128 * 2 * 4)
 /* the persistent decode layer's deep blocks in 4-bit stages (its shallow blocks are 16-bit only) */
-#define MJ_W4_DECODE_STAGES 6
+#define MJ_W4_DECODE_STAGES 3
 #define MJ_W4_DECODE_BLOCKS_PER_SM 3
 #define MJ_W4_DECODE_SMEM (MJ_W4_DECODE_STAGES * MJ_W4_STAGE_BYTES(64, 16, MJ_W4_SMALL_BK))
 #if MJ_W4_SMALL_SMEM > 101376 || MJ_W4_LARGE_SMEM > 101376
