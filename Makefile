@@ -209,32 +209,23 @@ TEST_ENV := MOEJIT_NVDISASM=$(abspath $(NVDISASM)) MOEJIT_CUOBJDUMP=$(abspath $(
 
 test: test-cpu test-asan
 
+# The suites run TEST_JOBS at a time (tests/run_suites.sh; default: the cores, at most 4), the
+# longest first: most compile kernels on one core, so one at a time left a core of CI idle.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+LONG_CHECKS := check_wgmma_emit check_compile_matrix check_w4_emit check_mma_emit check_wgmma_fp8
+ordered = $(foreach c,$(LONG_CHECKS),$(filter %/$(c),$(1))) $(filter-out $(addprefix %/,$(LONG_CHECKS)),$(1))
+
 test-cpu: all $(CHECK_BINS) $(GPU_BIN) $(README_EXAMPLE) $(NVDISASM) install-check fuzz-smoke
-	@set -e; pass=0; fail=0; \
-	for t in $(CHECK_BINS); do \
-	  echo "== $$t"; \
-	  if $(TEST_ENV) $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
-	done; \
-	for b in mma wgmma; do \
-	  echo "== $(GPU_BIN) --dry-run --backend $$b --only fuzz (the suite against its exact-kernel model)"; \
-	  if MOEJIT_GPU_SEED=1 $(TEST_ENV) $(GPU_BIN) --dry-run --backend $$b --only fuzz --fuzz 60 | tail -1; \
-	  then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: gpu_suite --dry-run --backend $$b"; fi; \
-	done; \
-	echo "== tests/check_bench_scripts.py"; \
-	if $(PYENV)/bin/python tests/check_bench_scripts.py; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: check_bench_scripts.py"; fi; \
-	echo "cpu suites: $$pass passed, $$fail failed"; test $$fail = 0
+	@env $(TEST_ENV) bash tests/run_suites.sh cpu $(TEST_JOBS) $(call ordered,$(CHECK_BINS)) \
+	  $(foreach b,mma wgmma,"MOEJIT_GPU_SEED=1 $(GPU_BIN) --dry-run --backend $(b) --only fuzz --fuzz 60 | tail -1") \
+	  "$(PYENV)/bin/python tests/check_bench_scripts.py"
 
 # Sanitizers: the same suites against the ASan+UBSan build of the library. Suites that
 # only repeat NVRTC compiles (MOEJIT_TEST_QUICK) keep a sample of their matrix.
 test-asan: all $(ASAN_CHECK_BINS)
-	@set -e; pass=0; fail=0; \
-	for t in $(ASAN_CHECK_BINS); do \
-	  echo "== $$t (asan+ubsan)"; \
-	  if $(TEST_ENV) MOEJIT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-	     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 CK_FORK=no $$t; then pass=$$((pass+1)); \
-	  else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
-	done; \
-	echo "asan suites: $$pass passed, $$fail failed"; test $$fail = 0
+	@env $(TEST_ENV) MOEJIT_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 CK_FORK=no \
+	  bash tests/run_suites.sh asan $(TEST_JOBS) $(call ordered,$(ASAN_CHECK_BINS))
 
 # The GPU suite (simt against the float64 reference: every activation, every format, fuzz; then
 # the same on wgmma and mma, with 320 fuzz configurations each), then the tensor-core backends
