@@ -131,6 +131,8 @@ struct MmaW4Mainloop {
     // which no epilogue stores, so its copies test only k (padding rows are an edge tile's). A
     // padding token's chunks are zero-filled instead (a decode tile is mostly padding, whose
     // reads would double the stage's bytes), by a mask of this thread's live token rows.
+    // Weights on A use w[0], x[0] (the thread's one row of each) and x_live (that row is a
+    // token's); on B every entry, x_rows and x_live as commented.
     struct Loader {
         const u8 *w[kLoadsW];
         const u16 *x[kLoadsX];
