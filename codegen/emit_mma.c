@@ -48,12 +48,12 @@ static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
                        s->hidden % m ? s->hidden : s->inter);
     const int path = mj_mma_path_of(s->tile);
     if (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s runs mma's 4-bit GEMMs, which know %s; got %s",
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s has the small and large paths only (%s); got %s",
                        mj_quant_names[s->quant], be, MJ_MMA_TILE_NAMES, s->tile);
     return MOEJIT_OK;
 }
 
-/* The quantizations of the flavour: 16-bit everywhere, 4-bit (mma's 4-bit GEMMs) on both,
+/* The quantizations of the flavour: 16-bit everywhere, 4-bit (small and large paths) on both,
  * fp8 (e4m3 weights) where it has the fp8 GEMMs; the dtype (x, out) is the 16-bit quant's own,
  * or either for fp8 and 4-bit. The fp8 and 4-bit GEMMs' epilogues know none of
  * weight_layout.cuh's options: their layers take up_gate without biases or overrides. */
@@ -144,7 +144,9 @@ static void emit_w4(mj_buf *b, const moejit_spec *spec, const mj_mma_flavour *f)
 {
     const int mx = spec->quant == MJ_QUANT_MXFP4;
     mj_buf_printf(b, "// 4-bit weights streamed packed, dequantized in registers%s\n",
-                  f->has_tall_and_pair ? " (the layer runs mma's 4-bit GEMMs)" : "");
+                  f->has_tall_and_pair ? " (decode: mma's 4-bit GEMMs; large: wgmma's, dequantizing into its 16-bit "
+                                         "stages)"
+                                       : "");
     mj_buf_printf(b, "constexpr Quant kQuant = %s;\n", mx ? "Quant::mxfp4" : "Quant::w4a16");
     mj_buf_printf(b, "constexpr int kInt4Group = %d;\n", mx ? 0 : spec->group_size);
     mj_buf_printf(b, "constexpr bool kInt4Zero = %s;\n\n", !mx && spec->zero_point ? "true" : "false");
@@ -190,8 +192,8 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     const int w4 = is_w4(spec);
     if (w4) emit_w4(&b, spec, f);
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile,
-                  w4 && f->has_tall_and_pair ? "mma's 4-bit GEMMs (large and small paths) are compiled; the "
-                                               "launcher picks per forward"
+                  w4 && f->has_tall_and_pair ? "the 4-bit small and large paths are compiled; the launcher "
+                                               "picks per forward"
                                              : f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);

@@ -78,8 +78,8 @@ static int fp8_weights(const moejit_spec *spec)
     return spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
 }
 
-/* Whether a forward of spec runs wgmma's own prefill GEMMs (tall, pair, short tiles): a 4-bit
- * layer of wgmma runs mma's 4-bit kernels on both paths (templates/wgmma_w4_layer.cuh). */
+/* Whether a forward of spec runs wgmma's tall, pair and short tiles: a 4-bit layer of wgmma has
+ * the small and large paths only (templates/wgmma_w4_layer.cuh). */
 static int wgmma_prefill(const moejit_spec *spec)
 {
     return mj_backend_has_tall_and_pair_paths(spec->backend) && !mj_quant_is_4bit(spec->quant);
@@ -90,9 +90,11 @@ static int wgmma_prefill(const moejit_spec *spec)
 static int rule_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
-    const int64_t small_max = mj_quant_is_4bit(spec->quant) ? MJ_W4_SMALL_MAX_ROWS_PER_EXPERT
-                              : wgmma_prefill(spec)          ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
-                                                             : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
+    const int wgmma = mj_backend_has_tall_and_pair_paths(spec->backend);
+    const int64_t small_max = mj_quant_is_4bit(spec->quant)
+                                  ? (wgmma ? MJ_W4_WGMMA_SMALL_MAX_ROWS_PER_EXPERT : MJ_W4_SMALL_MAX_ROWS_PER_EXPERT)
+                              : wgmma_prefill(spec) ? MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT
+                                                    : MJ_MMA_SMALL_MAX_ROWS_PER_EXPERT;
     if (pairs <= small_max * e_local && !fp8_weights(spec)) return MJ_MMA_PATH_SMALL;
     if (wgmma_prefill(spec) &&
         pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)

@@ -27,12 +27,15 @@
 /* wgmma takes the small path only up to 8: its warpgroup-MMA large path already streams weights
  * at full rate at 12-16 rows per expert. */
 #define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
-/* 4-bit weights (both backends run mma's 4-bit kernels) take it up to 64: their large path
- * runs one CTA per SM and pads each expert's rows to 128, so the small one, which dequantizes
- * each weight tile once per 16 tokens, wins until about 128 rows per expert (H200: gpt-oss-120b
- * mxfp4 at 32 / 64 / 128 rows 1.93 / 3.51 / 6.63 ms against 4.32 / 4.45 / 6.41; Qwen3-30B-A3B
- * w4a16 0.33 / 0.59 / 1.09 against 0.68 / 0.71 / 1.03). */
+/* 4-bit weights on mma take it up to 64: their large path runs mma.sync at one CTA per SM and
+ * pads each expert's rows to 128, so the small one, which dequantizes each weight tile once per
+ * 16 tokens, wins until about 128 rows per expert (H200: gpt-oss-120b mxfp4 at 32 / 64 / 128
+ * rows 1.93 / 3.51 / 6.63 ms against 4.32 / 4.45 / 6.41; Qwen3-30B-A3B w4a16 0.33 / 0.59 / 1.09
+ * against 0.68 / 0.71 / 1.03). On wgmma, whose large path dequantizes into warpgroup MMAs, up
+ * to 32: there the two tie (gpt-oss-120b 2.00 against 2.05 ms, Qwen3-30B-A3B 0.32 against
+ * 0.32), at 64 the large path wins (2.22 against 3.66 ms, 0.37 against 0.58). */
 #define MJ_W4_SMALL_MAX_ROWS_PER_EXPERT 64
+#define MJ_W4_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 32
 /* wgmma takes the pair path (clusters of two sharing weight tiles) from 128 rows per expert,
  * where most clusters hold two row tiles of one expert; below, large tiles are as fast. */
 #define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128

@@ -70,11 +70,6 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
 moejit_status mj_launch_mma_begin(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
                                   const mj_module *m, const moejit_moe_args *args, void *workspace,
                                   size_t workspace_bytes, const mj_launch_knobs *knobs, mj_mma_forward *f);
-/* A whole forward on mma's kernels (the mma layer, and a 4-bit wgmma layer, which runs mma's
- * 4-bit GEMMs on both paths: templates/wgmma_w4_layer.cuh). */
-moejit_status mj_launch_mma_kernels_forward(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
-                                            const mj_module *m, const moejit_moe_args *args, void *workspace,
-                                            size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs);
 /* Refuses GEMM grids (or row tiles) past INT32_MAX, naming num_tokens. */
 moejit_status mj_launch_mma_grids_fit(const mj_mma_launcher *l, const mj_mma_forward *f, int64_t g1, int64_t g2);
 /* The decode (small) path's GEMM grids, the same in both layers: weight tiles x row tiles,

@@ -88,7 +88,7 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
         return mj_fail(MOEJIT_ERR_UNSUPPORTED,
                        "tile: an fp8 %s layer has no small path; use auto, large, tall or pair; got %s", be, spec->tile);
     if (mj_quant_is_4bit(spec->quant) && (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR))
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s runs mma's 4-bit GEMMs, which know %s; got %s",
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s has the small and large paths only (%s); got %s",
                        mj_quant_names[spec->quant], be, MJ_MMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
@@ -336,9 +336,10 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
     return MOEJIT_OK;
 }
 
-moejit_status mj_launch_mma_kernels_forward(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
-                                            const mj_module *m, const moejit_moe_args *args, void *workspace,
-                                            size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
+/* A whole forward of the mma layer. */
+static moejit_status mma_kernels_forward(const mj_mma_launcher *l, const mj_driver *d, const moejit_spec *spec,
+                                         const mj_module *m, const moejit_moe_args *args, void *workspace,
+                                         size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
     mj_mma_forward f;
     moejit_status st = mj_launch_mma_begin(l, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
@@ -368,5 +369,5 @@ moejit_status mj_launch_mma_forward(const mj_driver *d, const moejit_spec *spec,
                                     const moejit_moe_args *args, void *workspace,
                                     size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
-    return mj_launch_mma_kernels_forward(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, stream, knobs);
+    return mma_kernels_forward(&mma_launcher, d, spec, m, args, workspace, workspace_bytes, stream, knobs);
 }

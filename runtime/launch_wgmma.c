@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "templates/common/mma_params.h"
+#include "templates/common/mma_w4_params.h"
 #include "templates/common/wgmma_params.h"
 #include "runtime/launch_backends.h"
 #include "runtime/launch_tc_fp8.h"
@@ -129,15 +130,15 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
                                       const moejit_moe_args *args, void *workspace,
                                       size_t workspace_bytes, CUstream stream, const mj_launch_knobs *knobs)
 {
-    if (spec && mj_quant_is_4bit(spec->quant)) /* mma's 4-bit GEMMs on both paths, no tensor maps */
-        return mj_launch_mma_kernels_forward(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, stream,
-                                             knobs);
     mj_mma_forward f;
     moejit_status st =
         mj_launch_mma_begin(&wgmma_launcher, d, spec, m, args, workspace, workspace_bytes, knobs, &f);
     if (st != MOEJIT_OK || args->num_tokens == 0) return st;
     const int64_t T = f.T, H = f.H, I = f.I, e_local = f.e_local, max_tiles = f.plan.max_tiles;
     const int gated = f.gated, small = f.plan.path == MJ_MMA_PATH_SMALL, pair = f.plan.path == MJ_MMA_PATH_PAIR;
+    /* 4-bit weights: mma's 4-bit decode GEMMs, and large GEMMs whose producer dequantizes the
+     * weights it copies itself (no tensor maps; templates/wgmma_w4_producer.cuh) */
+    const int w4 = f.w4;
     /* weight rows per tile (the short tiles have the large ones': MJ_WGMMA_SHORT_BN) */
     const int64_t bn = f.plan.path == MJ_MMA_PATH_TALL ? MJ_WGMMA_TALL_BN : MJ_WGMMA_BN;
 
@@ -186,7 +187,7 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     CUtensorMap w1_map, w2_map;
     memset(&w1_map, 0, sizeof w1_map);
     memset(&w2_map, 0, sizeof w2_map);
-    if (!small) {
+    if (!small && !w4) {
         /* a tile's bn weight rows in one box; gated: bn/2 up rows, then a box of the same
          * columns' bn/2 gate rows; pair: each CTA of a cluster loads bn/2 rows (gated: the up
          * or the gate half) for both */
@@ -203,9 +204,11 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
     void *params2[] = {&f.p, &w2_map};
     /* the fp8 GEMMs keep each stage's A row scales after the barriers */
     const int fp8 = mj_tc_is_fp8(spec);
-    const int big_smem = f.plan.short_tiles ? (fp8 ? MJ_WGMMA_FP8_SHORT_SMEM : MJ_WGMMA_SHORT_SMEM)
-                                            : (fp8 ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM);
-    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS, small ? MJ_MMA_SMALL_SMEM : big_smem,
+    const int big_smem = w4                  ? MJ_WGMMA_W4_SMEM
+                         : f.plan.short_tiles ? (fp8 ? MJ_WGMMA_FP8_SHORT_SMEM : MJ_WGMMA_SHORT_SMEM)
+                                              : (fp8 ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM);
+    const int small_smem = w4 ? MJ_W4_SMALL_SMEM : MJ_MMA_SMALL_SMEM;
+    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS, small ? small_smem : big_smem,
                             small ? NULL : params1, small ? NULL : params2};
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
 }

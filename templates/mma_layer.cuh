@@ -30,10 +30,11 @@
 // (256, 2): two CTAs per SM (2 x 96 KB of stages), so one CTA's epilogue and prologue hide
 // behind the other's mainloop; caps registers at 128 per thread. (The 4-bit layer sets its own
 // minimum: mma_w4_layer.cuh.)
+// A layer that brings its own large GEMMs (wgmma_w4_layer.cuh) defines MJ_TC_OWN_LARGE_GEMMS.
 #ifndef MJ_TC_LARGE_MIN_BLOCKS
 #define MJ_TC_LARGE_MIN_BLOCKS 2
 #endif
-#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE) && !defined(MJ_TC_OWN_LARGE_GEMMS)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, MJ_TC_LARGE_MIN_BLOCKS)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 {
@@ -49,7 +50,7 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 }
 #endif
 
-#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE) && !defined(MJ_TC_OWN_LARGE_GEMMS)
 extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, MJ_TC_LARGE_MIN_BLOCKS)
 mj_gemm2(const __grid_constant__ mj_layer_params p)
 {

@@ -70,23 +70,6 @@ __host__ __device__ constexpr Fp8Scale fp8_scale_of()
 }
 __host__ __device__ constexpr bool fp8_scale_copies(Fp8Scale s) { return s >= Fp8Scale::copy_tensor; }
 
-__device__ __forceinline__ void st_shared_v4(u32 addr, const u32 (&q)[4])
-{
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(q[0]), "r"(q[1]), "r"(q[2]),
-                 "r"(q[3])
-                 : "memory");
-}
-__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v)
-{
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_shared_u32(u32 addr)
-{
-    u32 v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-
 // 16 consecutive 16-bit values (lo: the first 8) -> 16 e4m3 codes with scale d.s, packed 4 per
 // word: through the reciprocal where d is fast (tc_fp8_quant.cuh), else dividing.
 template <Dtype D>
@@ -100,13 +83,6 @@ __device__ __forceinline__ void quantize16(const Vec16 &lo, const Vec16 &hi, con
         a = quantize8<D>(lo, d.s), b = quantize8<D>(hi, d.s);
     }
     q[0] = a.w[0], q[1] = a.w[1], q[2] = b.w[0], q[3] = b.w[1];
-}
-
-// 4 bytes global -> shared (a row's scale). Always a whole read: the zero-filling form
-// (src-size 0) of this 4-byte copy raised an illegal address on the H200 (wg_fp8_copy_stage).
-__device__ __forceinline__ void cp_async_4(u32 dst, const void *src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
 template <Dtype D>

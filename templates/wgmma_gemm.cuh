@@ -32,6 +32,11 @@
 //               a short K. GEMM1 keeps 4-byte stores: the exchange gained nothing there and made
 //               GELU's erf spill in the pair kernel.
 //
+//   weights     (Wt) where the B stages come from: WgTmaWeights, the producer above; a 4-bit
+//               format's policy (wgmma_w4_producer.cuh) runs its own producer, which dequantizes
+//               the weights into the same B layout, with its own full-barrier count, shared
+//               memory after the stages and register split.
+//
 // The stage index and its phase bit (PipeState) run on across tiles, so the producer fills the
 // next tile's stages while the consumers finish the current one.
 //
@@ -117,8 +122,9 @@ struct WgShape {
                   "A row scales of each stage)");
     static_assert(16 * kStages <= 256, "the barriers fit the 256 bytes before the fp8 row scales");
 };
-static_assert(MJ_WGMMA_PRODUCER_REGS * 128 + MJ_WGMMA_CONSUMER_REGS * 128 * MJ_WGMMA_CONSUMERS <= 65536,
-              "the warpgroups' register budgets must fit the SM's 64K registers");
+static_assert(MJ_WGMMA_PRODUCER_REGS + MJ_WGMMA_CONSUMER_REGS * MJ_WGMMA_CONSUMERS <=
+                  MJ_WGMMA_LAUNCH_REGS * (1 + MJ_WGMMA_CONSUMERS),
+              "setmaxnreg.inc can take only the registers the CTA's setmaxnreg.dec gave back");
 using WgLarge = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_STAGES, MJ_WGMMA_SMEM>;
 using WgTall = WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN, MJ_WGMMA_STAGES, MJ_WGMMA_SMEM>;
 using WgShort = WgShape<MJ_WGMMA_SHORT_BM, MJ_WGMMA_SHORT_BN, MJ_WGMMA_SHORT_STAGES, MJ_WGMMA_SHORT_SMEM>;
@@ -366,6 +372,23 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
     cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
 }
 
+// Where the B stages come from. WgTmaWeights: 16-bit weights by TMA (wg_producer); a 4-bit
+// format's policy dequantizes them into the same layout instead (wgmma_w4_producer.cuh).
+// kFullArrivals: the full barrier's count; kExtraSmem: bytes between the stages and the
+// barriers; kConsumerRegs: the consumers' setmaxnreg.
+struct WgTmaWeights {
+    static constexpr u32 kFullArrivals = 128 + 1; // cp.async arrivals + the TMA arming
+    static constexpr u32 kExtraSmem = 0;
+    static constexpr int kConsumerRegs = MJ_WGMMA_CONSUMER_REGS;
+    static constexpr bool kTma = true;
+    template <class S, WgGemm kKind, bool kPair, class X>
+    __device__ __forceinline__ static void produce(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
+                                                   const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)
+    {
+        wg_producer<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
+    }
+};
+
 // One consumer warpgroup's k loop over a tile, inlined once per wgmma pattern: `two` (both
 // blocks; a constant at each call, so each copy folds it) and `live` (block 0 at all; a
 // warpgroup with no rows keeps only the barrier protocol). Per k stage: wait for the full
@@ -537,12 +560,13 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
 
 // Warpgroups 1 and 2, the consumers: rows [cw·BM/2, (cw+1)·BM/2) of each tile as BM/128 m64
 // blocks; per tile the k loop (wg_consumer_k_loop) on the live blocks, then their epilogue.
-template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair, class X = PlainLayer>
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair, class X = PlainLayer,
+          int kRegs = MJ_WGMMA_CONSUMER_REGS>
 __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActParams &spec_act, int H, int I,
                                             const WgStages<S> &sm, const WgSchedule sc, bool pre_wait, int warp,
                                             int lane, int wg)
 {
-    setmaxnreg_inc<MJ_WGMMA_CONSUMER_REGS>();
+    setmaxnreg_inc<kRegs>();
     if (pre_wait) grid_dep_enter();
     const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
     const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
@@ -593,7 +617,8 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
 // Either way the full barrier of each CTA counts all of its B bytes, and a stage is refilled
 // only once the consumers of BOTH CTAs have released it (each consumer warp arrives on its own
 // CTA's empty barrier and on the other's), so the two CTAs run their k stages in lock step.
-template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair = false, class X = PlainLayer>
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair = false, class X = PlainLayer,
+          class Wt = WgTmaWeights>
 __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDesc &tmap, const ActParams &act,
                                            int H, int I, int k, unsigned char *smem_raw)
 {
@@ -619,7 +644,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
 
     WgStages<S> sm;
     sm.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    sm.bars = sm.base + S::kStages * S::kStageBytes;
+    sm.bars = sm.base + S::kStages * S::kStageBytes + Wt::kExtraSmem;
 
     // Warp-uniform roles (read through a shuffle, so the compiler knows every lane agrees):
     // ptxas serialises wgmmas it finds on a path it thinks divergent.
@@ -628,19 +653,19 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     const int wg = warp / 4;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
-            mbar_init(sm.full_bar(s), S::kProducerThreads + 1); // cp.async arrivals + the TMA arming
+            mbar_init(sm.full_bar(s), Wt::kFullArrivals);
             mbar_init(sm.empty_bar(s), kEmptyArrivals);
         }
         fence_proxy_async(); // the copy engine must see initialised barriers
         fence_mbarrier_init();
-        tma_prefetch_desc(&tmap);
+        if constexpr (Wt::kTma) tma_prefetch_desc(&tmap);
     }
     // pair: the other CTA multicasts into this one's stages and arrives on its barriers
     if constexpr (kPair) cluster_sync();
     else __syncthreads();
 
-    if (wg == 0) wg_producer<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
-    else wg_consumer<S, D, kKind, kAct, kPair, X>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
+    if (wg == 0) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
+    else wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
     // pair: neither CTA may exit while the other can still multicast into its shared memory
     // or arrive on its barriers
     if constexpr (kPair) cluster_sync();

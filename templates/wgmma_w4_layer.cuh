@@ -1,20 +1,57 @@
 // This file contains the `wgmma` layer for 4-bit weights (quant w4a16, mxfp4): mma's 4-bit
-// layer (mma_w4_layer.cuh) under wgmma's kernel table. Both the decode and the large path run
-// mma's 4-bit GEMMs (warp-level mma.sync with the dequantization in registers, 128 x 128
-// large tiles), not warpgroup MMAs: the wgmma GEMMs take their weight tiles through TMA into
-// the 16-bit swizzled layout HGMMA reads, and a dequantizing producer for them is not built.
-// The tall, pair and short paths' entries are therefore empty, and the launch plan never
-// takes them for a 4-bit layer (runtime/gemm_plan.c).
+// layer (mma_w4_layer.cuh) under wgmma's kernel table, with its two large-batch GEMMs replaced
+// by wgmma's persistent warp-specialized kernel (wgmma_gemm.cuh) on the large tiles, whose
+// producer dequantizes each stage's weights into the 16-bit B stage (wgmma_w4_producer.cuh).
+// The decode path (small tiles, the persistent decode layer) runs mma's 4-bit GEMMs. The
+// tall, pair and short paths' entries are empty, and the launch plan never takes them for a
+// 4-bit layer (runtime/gemm_plan.c).
 #pragma once
 
 #include "common/wgmma_params.h"
+#define MJ_TC_OWN_LARGE_GEMMS 1
 #include "mma_w4_layer.cuh"
+#include "wgmma_w4_producer.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "the wgmma layer needs sm_90a: compile with --gpu-architecture=sm_90a"
 #endif
 
-static_assert(MJ_WGMMA_BM == MJ_MMA_LARGE_BM, "mj_expert_offsets tiles rows for mma's large GEMMs");
+static_assert(MJ_WGMMA_BM == MJ_MMA_LARGE_BM, "mj_expert_offsets tiles rows for the large GEMMs' 128-row tiles");
+
+namespace mj {
+namespace tc_layer {
+
+// The body of the two large GEMMs: the 16-bit kernel with the 4-bit producer.
+template <WgGemm kKind>
+__device__ __forceinline__ void layer_w4_gemm(const mj_layer_params &p, const TmaDesc &unused)
+{
+    wgmma_gemm<WgW4Large, kDtype, kKind, kActKind, false, Extras, WgW4Weights<W4>>(
+        p, unused, act_params(), dim<kPinnedHidden>(p.hidden), dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
+        mj_tc_smem);
+}
+
+constexpr WgGemm kW4Gemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
+
+} // namespace tc_layer
+} // namespace mj
+
+// (384, 1) as the 16-bit large GEMMs (wgmma_layer.cuh); the tensor map parameter keeps their
+// signature and is not read (the weights come through the producer's copies).
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
+{
+    mj::tc_layer::layer_w4_gemm<mj::tc_layer::kW4Gemm1>(p, w1_map);
+}
+#endif
+
+#if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
+{
+    mj::tc_layer::layer_w4_gemm<mj::WgGemm::gemm2>(p, w2_map);
+}
+#endif
 
 // Not launched for 4-bit weights (see above); present so the kernel table is wgmma's.
 #define MJ_W4_ABSENT_KERNEL(name)                                                                              \

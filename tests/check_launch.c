@@ -1691,7 +1691,7 @@ START_TEST(four_bit_tensor_core_inputs_are_checked_naming_the_field)
     forward_fails(MMA_W4_ZP, 2, 192, 256, 4, 2, NULL, "args.hidden: must be a multiple of 128");
     forward_fails(MMA_W4, 2, 256, 64, 4, 2, NULL, "args.inter: must be a multiple of 128");
     forward_fails(WGMMA_MX, 2, 2880, 48, 4, 2, NULL, "args.inter: must be a multiple of 32");
-    /* wgmma runs mma's 4-bit GEMMs: no tall or pair tiles */
+    /* a 4-bit layer has no tall or pair tiles */
     tc_w4_refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=tall,arch=sm_90a", "tile: a mxfp4 layer of backend wgmma");
     tc_w4_refused("backend=wgmma,quant=w4a16,act=swiglu,tile=pair,arch=sm_90a", "tile:");
 }
@@ -1699,7 +1699,9 @@ END_TEST
 
 /* The 4-bit layers launch the 16-bit chain's kernels and grids, and its persistent decode
  * layer, with their own pipelines' shared memory; never the batch-1 GEMM2 + finalize or
- * wgmma's own prefill GEMMs (and so no tensor maps). */
+ * wgmma's tall, pair and short tiles. wgmma's large GEMMs are its persistent kernels (384
+ * threads, one CTA per SM) with the 4-bit producer's shared memory, and no tensor maps: the
+ * producer copies the packed weights itself. */
 START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
 {
     const char *const specs[] = {MMA_W4, MMA_W4_ZP, WGMMA_MX};
@@ -1728,11 +1730,21 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
         tc_forward(specs[i], 4096, 2048, 768, 128, 8, 0, 0, 0); /* 256 rows per expert: wgmma's pair path for bf16 */
         ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
         ck_assert_int_eq(tc_gemm(1)->kernel, MJ_MMA_K_GEMM2);
-        ck_assert_uint_eq(tc_gemm(0)->block, MJ_MMA_LARGE_THREADS);
-        ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_LARGE_SMEM);
-        ck_assert_uint_eq(tc_gemm(0)->gx, 4608); /* the 16-bit large tiles: 12 column tiles x 384 row tiles */
-        ck_assert_int_eq(tc_gemm(0)->map, -1);
         ck_assert_int_eq(n_tc_maps, 0);
+        if (i < 2) { /* mma */
+            ck_assert_uint_eq(tc_gemm(0)->block, MJ_MMA_LARGE_THREADS);
+            ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_LARGE_SMEM);
+            ck_assert_uint_eq(tc_gemm(0)->gx, 4608); /* the 16-bit large tiles: 12 column tiles x 384 row tiles */
+            ck_assert_int_eq(tc_gemm(0)->map, -1);
+        } else { /* wgmma: persistent over its 128 x 256 tiles, the map parameter zeroed */
+            for (int g = 0; g < 2; g++) {
+                ck_assert_uint_eq(tc_gemm(g)->block, MJ_WGMMA_THREADS);
+                ck_assert_uint_eq(tc_gemm(g)->smem, MJ_WGMMA_W4_SMEM);
+                ck_assert_uint_eq(tc_gemm(g)->gx, 132);
+                ck_assert_int_eq(tc_gemm(g)->map, 0);
+            }
+            ck_assert_int_eq(tc_attr_smem, MJ_WGMMA_W4_SMEM);
+        }
     }
 }
 END_TEST

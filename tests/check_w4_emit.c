@@ -5,8 +5,9 @@
  * naming the field; and every 4-bit tuple (group 32/64/128 with and without zero points, mxfp4;
  * bf16 and fp16) compiles with NVRTC for mma at sm_80 and sm_90a and for wgmma at sm_90a into a
  * cubin of the layer's whole kernel table with no spills and no stack frame, whose GEMM kernels
- * hold tensor-core MMAs (HMMA.16816), 16-byte cp.async (LDGSTS) and no local memory in their
- * SASS when the disassembler is found (MOEJIT_NVDISASM, as `make test` sets it).
+ * hold tensor-core MMAs (HMMA.16816; HGMMA in wgmma's large GEMMs), 16-byte cp.async (LDGSTS)
+ * and no local memory in their SASS when the disassembler is found (MOEJIT_NVDISASM, as
+ * `make test` sets it).
  */
 #include <check.h>
 #include <stdio.h>
@@ -60,8 +61,8 @@ START_TEST(source_names_the_format_and_the_4bit_layer)
     ck_assert_ptr_nonnull(strstr(c, "constexpr int kInt4Group = 128;\nconstexpr bool kInt4Zero = false;\n"));
     char *d = source_of("backend=wgmma,quant=mxfp4,dtype=fp16,act=silu,arch=sm_90a");
     ck_assert_ptr_nonnull(strstr(d, "constexpr Quant kQuant = Quant::mxfp4;"));
-    ck_assert_ptr_nonnull(strstr(d, "runs mma's 4-bit GEMMs"));
-    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: mma's 4-bit GEMMs (large and small paths) are compiled"));
+    ck_assert_ptr_nonnull(strstr(d, "large: wgmma's, dequantizing into its 16-bit stages"));
+    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: the 4-bit small and large paths are compiled"));
     ck_assert_ptr_nonnull(strstr(d, "#include \"wgmma_w4_layer.cuh\""));
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     for (int i = 0; i < MJ_WGMMA_NUM_KERNELS; i++) ck_assert_ptr_nonnull(strstr(d, names[i]));
@@ -110,8 +111,9 @@ static const char *const kGemms[] = {"mj_gemm1_act",       "mj_gemm2",
                                      "mj_gemm1_act_small_routed", "mj_decode_persistent"};
 enum { N_GEMMS = sizeof kGemms / sizeof kGemms[0] };
 
-/* Per GEMM kernel: SASS lines with HMMA.16816, LDGSTS and local memory; -1 without nvdisasm. */
-static int sass_counts(const mj_program *p, int *hmma, int *ldgsts, int *local)
+/* Per GEMM kernel: SASS lines with its tensor-core MMA (HMMA.16816; HGMMA in a wgmma layer's
+ * large GEMMs), LDGSTS and local memory; -1 without nvdisasm. */
+static int sass_counts(const mj_program *p, int wgmma, int *hmma, int *ldgsts, int *local)
 {
     const char *tool = getenv("MOEJIT_NVDISASM");
     if (!tool || !*tool || access(tool, X_OK) != 0) return -1;
@@ -137,7 +139,8 @@ static int sass_counts(const mj_program *p, int *hmma, int *ldgsts, int *local)
             }
         }
         if (in < 0) continue;
-        hmma[in] += strstr(line, "HMMA.16816.F32") != NULL;
+        /* wgmma's large GEMMs (the first two) run warpgroup MMAs, every other GEMM mma.sync */
+        hmma[in] += strstr(line, wgmma && in < 2 ? "HGMMA.64x" : "HMMA.16816.F32") != NULL;
         ldgsts[in] += strstr(line, "LDGSTS") != NULL;
         local[in] += strstr(line, " LDL") != NULL || strstr(line, " STL") != NULL;
     }
@@ -156,19 +159,20 @@ static void compile_and_check(const char *text)
     mj_compile_request req = {&src, mj_arch_target(s->arch), mj_embedded_headers, mj_embedded_headers_len, 600};
     moejit_status st = mj_nvrtc_compile(&req, &prog);
     ck_assert_msg(st == MOEJIT_OK, "compile '%s': %s", text, moejit_last_error());
-    /* the 4-bit large GEMMs run one CTA per SM (mma_w4_layer.cuh): any register count is theirs */
+    /* the 4-bit large GEMMs run one CTA per SM (mma_w4_layer.cuh, wgmma_w4_layer.cuh): any
+     * register count is theirs */
     const char *fail = mj_test_check_mma_program(text, &prog, 255);
     ck_assert_msg(fail == NULL, "%s", fail);
     int hmma[N_GEMMS], ldgsts[N_GEMMS], local[N_GEMMS];
-    if (sass_counts(&prog, hmma, ldgsts, local) == 0) {
+    if (sass_counts(&prog, s->backend == MJ_BACKEND_WGMMA, hmma, ldgsts, local) == 0) {
         char report[768];
         int at = snprintf(report, sizeof report, "w4 %s:", text);
         for (int i = 0; i < N_GEMMS; i++) {
-            ck_assert_msg(hmma[i] > 0 && ldgsts[i] > 0 && local[i] == 0, "%s %s SASS: HMMA %d, LDGSTS %d, local %d",
+            ck_assert_msg(hmma[i] > 0 && ldgsts[i] > 0 && local[i] == 0, "%s %s SASS: MMA %d, LDGSTS %d, local %d",
                           text, kGemms[i], hmma[i], ldgsts[i], local[i]);
             for (int k = 0; k < prog.n_kernels; k++)
                 if (!strcmp(prog.kernels[k].name, kGemms[i]) && at < (int)sizeof report)
-                    at += snprintf(report + at, sizeof report - (size_t)at, " %s HMMA %d regs %d;", kGemms[i], hmma[i],
+                    at += snprintf(report + at, sizeof report - (size_t)at, " %s MMA %d regs %d;", kGemms[i], hmma[i],
                                    prog.kernels[k].registers);
         }
         fprintf(stderr, "%s\n", report);

@@ -1,6 +1,6 @@
 // This file contains the PTX the tensor-core backends share, each instruction wrapped once:
-// shared-memory addresses, cp.async (16-byte copies, groups, and the mbarrier arrival that
-// tracks them), ldmatrix, mbarriers (init, arrive, arrive with an expected transaction count,
+// shared-memory addresses, loads and stores, cp.async (16- and 4-byte copies, groups, and the
+// mbarrier arrival that tracks them), ldmatrix, mbarriers (init, arrive, arrive with an expected transaction count,
 // parity wait, remote arrival), the proxy and barrier-initialisation fences, the acquire load
 // of a sync word, the 3-D TMA tile load (cp.async.bulk.tensor) alone or multicast to a
 // cluster, the cluster special registers, barrier and address mapping, and setmaxnreg.
@@ -29,6 +29,13 @@ __device__ __forceinline__ void cp_async_16(u32 dst, const void *src, int src_by
                  : "memory");
 }
 
+// 4 bytes global -> shared. Always a whole read: the zero-filling form (src-size 0) of this
+// 4-byte copy raised an illegal address on the H200 (wgmma_fp8.cuh, wg_fp8_copy_stage).
+__device__ __forceinline__ void cp_async_4(u32 dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 template <int N>
@@ -38,6 +45,30 @@ __device__ __forceinline__ void cp_async_wait()
 }
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__device__ __forceinline__ void st_shared_v4(u32 addr, const u32 (&q)[4])
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(q[0]), "r"(q[1]), "r"(q[2]),
+                 "r"(q[3])
+                 : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_shared_u32(u32 addr)
+{
+    u32 v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ void ld_shared_v4(u32 addr, u32 (&q)[4])
+{
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3])
+                 : "r"(addr)
+                 : "memory");
+}
 
 __device__ __forceinline__ void ldmatrix_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3)
 {

@@ -110,9 +110,12 @@ enum {
     "mj_expert_offsets_tall", "mj_gemm1_act_tall", "mj_gemm2_tall", "mj_gemm1_act_pair", "mj_gemm2_pair", \
         "mj_expert_offsets_pair", "mj_expert_offsets_short", "mj_gemm1_act_short", "mj_gemm2_short"
 
-/* Registers after setmaxnreg: 128·56 + 256·224 = 64512 <= 65536 per SM. The consumers hold
+/* Registers after setmaxnreg: 128·56 + 256·224 = 64512, the 168 a thread of the 384 that
+ * __launch_bounds__(384, 1) allocate at launch; setmaxnreg.inc only takes what the CTA's own
+ * setmaxnreg.dec gave back (more, and the consumers wait for it forever). The consumers hold
  * 128 fp32 accumulators each (one m64n256 or two m64n128 blocks); the producer holds 4 or 8
  * row pointers and loop state. */
+#define MJ_WGMMA_LAUNCH_REGS 168
 #define MJ_WGMMA_PRODUCER_REGS 56
 #define MJ_WGMMA_CONSUMER_REGS 224
 
@@ -135,10 +138,28 @@ enum {
 #define MJ_WGMMA_FP8_BK 128
 #define MJ_WGMMA_FP8_SMEM (MJ_WGMMA_SMEM + MJ_WGMMA_STAGES * MJ_WGMMA_TALL_BM * 4)
 #define MJ_WGMMA_FP8_SHORT_SMEM (MJ_WGMMA_SHORT_SMEM + MJ_WGMMA_SHORT_STAGES * MJ_WGMMA_SHORT_BM * 4)
+/* The 4-bit GEMMs (quant w4a16, mxfp4; templates/wgmma_w4_producer.cuh): the large tiles, whose
+ * producer dequantizes each stage's weights into the 16-bit B stage the consumers' wgmmas read,
+ * so the consumers, their MMAs and epilogues are the 16-bit kernels'. The packed weights, their
+ * scales and zero points reach it through MJ_WGMMA_W4_SLOTS slots of shared memory that each
+ * producer thread fills with its own cp.async copies MJ_WGMMA_W4_SLOTS - 1 stages ahead (a slot:
+ * 4 units of 32 k of a weight row per thread, 16 bytes each, and a 4-byte word holding the
+ * unit's scale and one holding its zero point); behind them MJ_WGMMA_W4_STAGES 16-bit stages,
+ * which only need to cover the hand-over from producer to consumers. 210,176 bytes. The producer
+ * decodes 128 weights a thread per stage besides the A gather, so it takes more registers than
+ * the 16-bit one: 104 + 2 x 200 = 504 = 3 x MJ_WGMMA_LAUNCH_REGS (at 88 or 72 it spilled, the
+ * consumers at 200 do not). */
+#define MJ_WGMMA_W4_STAGES 3
+#define MJ_WGMMA_W4_SLOTS 5
+#define MJ_WGMMA_W4_SLOT_BYTES (128 * 4 * (16 + 4 + 4))
+#define MJ_WGMMA_W4_SMEM \
+    (MJ_WGMMA_W4_STAGES * MJ_WGMMA_STAGE_BYTES + MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES + 1024 + 256)
+#define MJ_WGMMA_W4_PRODUCER_REGS 104
+#define MJ_WGMMA_W4_CONSUMER_REGS 200
 #if MJ_WGMMA_FP8_SMEM > 232448 || MJ_WGMMA_FP8_SHORT_SMEM > 232448
 #error "an fp8 wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
 #endif
-#if MJ_WGMMA_SMEM > 232448 || MJ_WGMMA_SHORT_SMEM > 232448
+#if MJ_WGMMA_SMEM > 232448 || MJ_WGMMA_SHORT_SMEM > 232448 || MJ_WGMMA_W4_SMEM > 232448
 #error "a wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
 #endif
 

@@ -1,0 +1,336 @@
+// This file contains the producer of the `wgmma` layer's 4-bit prefill GEMMs (quant w4a16,
+// mxfp4): wgmma_gemm.cuh's persistent kernel on the large tiles (128 token rows x 256 weight
+// rows, common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroup 0 dequantizes each stage's
+// weights into the 16-bit, 128B-swizzled B stage that TMA fills for 16-bit weights. The
+// consumers' wgmmas, barriers and epilogues are the 16-bit kernels', so an output's bits are
+// those of the 16-bit GEMM on the dequantized weights, each (q − zp) · s rounded once to the
+// dtype as mma's 4-bit GEMMs round it (mma_w4_dequant.cuh, the same arithmetic).
+//
+//   units    a stage is BN weight rows x 64 k. Thread t decodes units i = 0..3: B row
+//            t/2 + 64i, k half t % 2 (32 k: 16 packed bytes in one scale group, groups being
+//            32, 64 or 128 k from multiples of 32), and stores each 8 k as one 16-byte chunk of
+//            the swizzled row (chunk c of row r at r·128 + (c ^ (r % 8))·16: the 8 lanes of a
+//            store phase write 4 rows x 2 halves, 8 distinct chunk columns, no bank conflict)
+//   slots    each thread copies its own units' packed bytes (cp.async, 16 bytes) and the
+//            aligned 4-byte words holding their scale and zero point (cp.async, 4 bytes) into
+//            one of kSlots slots, kAhead = kSlots − 1 stages before it decodes them, across
+//            tile boundaries (WgW4Copier runs kAhead stages ahead of the decode); one commit
+//            group per stage, so cp.async.wait_group kAhead means this thread's copies of the
+//            stage it decodes have landed. No other thread reads them: no barrier guards a slot
+//   stage    wait for the stage's empty barrier; gather A (WgAGather, arriving on the full
+//            barrier as it lands); copy the stage kAhead ahead; wait for this stage's slot;
+//            decode into B; arrive on the full barrier, which counts 128 cp.async arrivals and
+//            128 decode arrivals. The consumers fence the async proxy after their wait, as for
+//            the A rows (a fence here as well cost 2-3 %)
+//   rows     as the 16-bit kernels' TMA boxes hold them: GEMM2 rows h0 + r; gated GEMM1 BN/2
+//            rows of the activation's first operand (w1_row h = 0), then the same columns'
+//            second operand; ungated GEMM1 rows j0 + r. A row past N reads row N − 1 (its
+//            columns are never stored); k past K is copied as zeros and decoded with scale 0,
+//            so it adds exact zeros (the A gather zero-fills it too), whatever the scales hold
+//   words    a (row, group)'s scale is one byte (e8m0) or two (the dtype's) at element
+//            row · groups + g; its copy reads the aligned 4-byte word holding it, which stays
+//            inside the aligned 4 bytes of a byte the tensor owns (memory is mapped in pages),
+//            and the decode shifts the scale out; a zero point likewise (nibble g % 2 of byte
+//            row · groups / 2 + g / 2)
+//
+// Why a producer and not the consumers: the wgmma reads B from shared memory only, so a
+// dequantized operand must be stored there once per stage for both consumer warpgroups; the
+// producer does it while they run the stage before (the idea of Machete's and the CUTLASS
+// mixed-input kernels, here with the 16-bit kernel's TMA replaced, not its consumers).
+#pragma once
+
+#include "common/wgmma_params.h"
+#include "mma_w4_dequant.cuh"
+#include "wgmma_gemm.cuh"
+
+namespace mj {
+
+// The producer's A operand: each stage's BM rows of a tile (x rows through the row list in
+// GEMM1, intermediate rows in GEMM2) gathered with 16-byte cp.async into the 128B-swizzled
+// layout, kRowsA rows of kChunks chunks per thread; padding rows and k past K are zero-filled:
+// wg_producer's gather (wgmma_gemm.cuh), which keeps its own loop and with it its SASS.
+template <class S, bool kGemm2>
+struct WgAGather {
+    const u16 *base; // also the valid address the zero-fill copies name (they read nothing)
+    i64 ld;
+    int row_in, kc; // this thread's first row and chunk: chunks kc + c·kLanesPerRow
+    u32 dst[S::kChunks];
+    const u16 *src[S::kRowsA]; // the global row each of this thread's rows reads (nullptr: padding)
+
+    __device__ __forceinline__ WgAGather(const mj_layer_params &p, int H, int I, int tid)
+    {
+        row_in = tid / S::kLanesPerRow, kc = tid % S::kLanesPerRow;
+#pragma unroll
+        for (int c = 0; c < S::kChunks; ++c)
+            dst[c] = static_cast<u32>(row_in * S::kRowBytes + (((kc + c * S::kLanesPerRow) ^ (row_in % 8)) * 16));
+        base = reinterpret_cast<const u16 *>(kGemm2 ? p.ws_inter : p.x);
+        ld = kGemm2 ? I : H;
+    }
+
+    __device__ __forceinline__ void rows_of(const mj_layer_params &p, const RowTile &rt, int k)
+    {
+        const int *rows = reinterpret_cast<const int *>(p.ws_rows) + rt.row0;
+#pragma unroll
+        for (int i = 0; i < S::kRowsA; ++i) {
+            const int m = row_in + i * S::kRowsPerPass;
+            if (m >= rt.rows) src[i] = nullptr;
+            else if constexpr (kGemm2) src[i] = base + static_cast<i64>(rt.row0 + m) * ld;
+            else src[i] = base + static_cast<i64>(rows[m] / k) * ld; // rows hold pairs t*k + slot
+        }
+    }
+
+    // Stage kt's copies into a_stage (none where the tile has no rows: a pair CTA without any).
+    __device__ __forceinline__ void copy(u32 a_stage, int kt, int K, const RowTile &rt) const
+    {
+#pragma unroll
+        for (int c = 0; c < S::kChunks; ++c) {
+            if (rt.rows == 0) break; // pair: no rows here; the consumers skip the stage's MMAs
+            const int kk = kt * S::BK + (kc + c * S::kLanesPerRow) * 8;
+            const bool in_k = kk < K; // K % 8 == 0: a chunk is all in or all out
+#pragma unroll
+            for (int i = 0; i < S::kRowsA; ++i) {
+                const bool live = in_k && src[i] != nullptr;
+                cp_async_16(a_stage + dst[c] + static_cast<u32>(i * S::kRowsPerPass * S::kRowBytes),
+                            live ? src[i] + kk : base, live ? 16 : 0);
+            }
+        }
+    }
+};
+
+// One thread's slots: kUnits units of 16 packed bytes, then their scale words, then their
+// zero-point words, each array unit-major so that a warp's access is 32 consecutive elements.
+template <class S>
+struct WgW4Slots {
+    static constexpr int kThreads = S::kProducerThreads;
+    static constexpr int kUnits = S::BN * 2 / kThreads; // (row, 32-k half) units per thread per stage
+    static constexpr int kSlots = MJ_WGMMA_W4_SLOTS, kAhead = kSlots - 1;
+    static constexpr u32 kData = 0, kScales = kUnits * kThreads * 16, kZeros = kScales + kUnits * kThreads * 4;
+    static constexpr u32 kBytes = MJ_WGMMA_W4_SLOT_BYTES;
+    static_assert(S::BK == 64 && kUnits == 4 && S::kRowBytes == 128, "a unit is a quarter of a 128-byte B row");
+    static_assert(kZeros + kUnits * kThreads * 4 == kBytes, "host and device must agree on a slot's bytes");
+    static_assert(kAhead >= 1 && kAhead <= 7, "cp.async.wait_group takes the stages ahead as its immediate");
+};
+
+// The aligned 4-byte word holding byte *b (see "words" above).
+__device__ __forceinline__ const void *aligned_word(const u8 *b)
+{
+    return reinterpret_cast<const void *>(reinterpret_cast<u64>(b) & ~static_cast<u64>(3));
+}
+
+// The rows of the [E_l · N, K] weight matrix that thread tid's units read in tile t.
+template <class S, WgGemm kKind, class X>
+__device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const WgSchedule &sc, int t, int row_tiles,
+                                                int H, int I, int tid, i64 (&row)[WgW4Slots<S>::kUnits])
+{
+    constexpr bool kGated = kKind == WgGemm::gemm1_gated;
+    constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    constexpr int kCols = kGated ? S::BN / 2 : S::BN;
+    RowTile rt;
+    int col, b_expert;
+    bool shared;
+    // from L2: the copier may run before griddepcontrol.wait (wg_issue_first_stages says why
+    // the table is complete then)
+    wg_tile_of<S::BM, false, /*kFromL2=*/true>(p, t, sc.n_col, row_tiles, row_tiles, 0u, &rt, &col, &b_expert,
+                                               &shared);
+    const i64 nrows = kGemm2 ? H : kGated ? 2 * static_cast<i64>(I) : I;
+    const int n_last = (kGemm2 ? H : I) - 1;
+#pragma unroll
+    for (int i = 0; i < WgW4Slots<S>::kUnits; ++i) {
+        const int r = tid / 2 + 64 * i;
+        int j = col * kCols + (kGated ? r % (S::BN / 2) : r);
+        j = j < n_last ? j : n_last;
+        const i64 n = kGated ? w1_row<X::kLayout, true>(r / (S::BN / 2), j, I) : static_cast<i64>(j);
+        row[i] = static_cast<i64>(b_expert) * nrows + n;
+    }
+}
+
+// The copy cursor: the stage (tile t, k tile kt) whose units this thread copies next, into
+// slot `slot`, kAhead stages before the decode reaches it.
+template <class S, class W, WgGemm kKind, class X>
+struct WgW4Copier {
+    using Sl = WgW4Slots<S>;
+    int t, kt, slot;
+    i64 row[Sl::kUnits];
+
+    __device__ __forceinline__ void start(const mj_layer_params &p, const WgSchedule &sc, int row_tiles, int total,
+                                          int H, int I, int tid)
+    {
+        t = sc.first_tile, kt = 0, slot = 0;
+        if (t < total) wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
+    }
+
+    // Copies the next stage (none past the schedule's end) and commits its group.
+    __device__ __forceinline__ void copy_next(const mj_layer_params &p, const WgSchedule &sc, int row_tiles, int total,
+                                              int H, int I, int tid, u32 slots)
+    {
+        constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+        if (t < total) {
+            const u8 *data = reinterpret_cast<const u8 *>(kGemm2 ? p.w2 : p.w1);
+            const u8 *scale = reinterpret_cast<const u8 *>(kGemm2 ? p.w2_scale : p.w1_scale);
+            const u8 *zero = reinterpret_cast<const u8 *>(kGemm2 ? p.w2_zero : p.w1_zero);
+            const int K = sc.K, groups = K / W::kGroup;
+            const int k0 = kt * S::BK + (tid % 2) * 32;
+            const bool in_k = k0 < K; // K % 32 == 0: a unit is all in or all out
+            const int g = in_k ? k0 / W::kGroup : 0;
+            const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
+#pragma unroll
+            for (int i = 0; i < Sl::kUnits; ++i) {
+                const u32 idx = static_cast<u32>(i * Sl::kThreads + tid);
+                cp_async_16(base + Sl::kData + idx * 16u, data + row[i] * (K / 2) + (in_k ? k0 / 2 : 0),
+                            in_k ? 16 : 0);
+                cp_async_4(base + Sl::kScales + idx * 4u, aligned_word(scale + (row[i] * groups + g) * (W::kMx ? 1 : 2)));
+                if constexpr (W::kZero)
+                    cp_async_4(base + Sl::kZeros + idx * 4u, aligned_word(zero + row[i] * (groups / 2) + g / 2));
+            }
+            if (++kt == sc.k_tiles) {
+                kt = 0;
+                t += sc.tile_step;
+                if (t < total) wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
+            }
+        }
+        slot = slot + 1 == Sl::kSlots ? 0 : slot + 1;
+        cp_async_commit();
+    }
+};
+
+// Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage. sterm
+// and zterm: the low address bits of each unit's row in the scale and zero-point tensors.
+template <class S, class W>
+__device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, int kt, int K, int tid,
+                                             const u32 (&sterm)[WgW4Slots<S>::kUnits],
+                                             const u32 (&zterm)[WgW4Slots<S>::kUnits])
+{
+    using Sl = WgW4Slots<S>;
+    const int h = tid % 2;
+    const int k0 = kt * S::BK + h * 32;
+    const bool live = k0 < K;
+    const u32 g = live ? static_cast<u32>(k0 / W::kGroup) : 0u;
+    const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
+#pragma unroll
+    for (int i = 0; i < Sl::kUnits; ++i) {
+        const u32 idx = static_cast<u32>(i * Sl::kThreads + tid);
+        u32 q[4];
+        ld_shared_v4(base + Sl::kData + idx * 16u, q);
+        const u32 sw = ld_shared_u32(base + Sl::kScales + idx * 4u);
+        u32 s;
+        if constexpr (W::kMx) {
+            const u32 byte = sw >> (((sterm[i] + g) & 3u) * 8u);
+            s = live ? dup2(mj_w4_e8m0_scale(byte, W::kFp16)) : 0u;
+        } else {
+            const u32 half = (sw >> (((sterm[i] + 2u * g) & 3u) * 8u)) & 0xffffu;
+            if constexpr (W::kZero) {
+                const u32 zw = ld_shared_u32(base + Sl::kZeros + idx * 4u);
+                const u32 zp = (zw >> (((zterm[i] + g / 2u) & 3u) * 8u + (g & 1u) * 4u)) & 0xfu;
+                s = live ? half | zp << 16 : 0u;
+            } else {
+                s = live ? dup2(half) : 0u;
+            }
+        }
+        const W4Group c = W::unpack(s);
+        const int r = tid / 2 + 64 * i;
+        const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const u32 aux = W::aux(q[w]);
+            u32 v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j] = W::pair(q[w], aux, j, c);
+            st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
+        }
+    }
+}
+
+// The low two address bits of each unit's row start in the scale and zero-point tensors (all
+// that the decode's shifts need).
+template <class S, class W, WgGemm kKind>
+__device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K, const i64 (&row)[WgW4Slots<S>::kUnits],
+                                                u32 (&sterm)[WgW4Slots<S>::kUnits], u32 (&zterm)[WgW4Slots<S>::kUnits])
+{
+    constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    const u32 groups = static_cast<u32>(K / W::kGroup);
+    const u32 sbase = static_cast<u32>(reinterpret_cast<u64>(kGemm2 ? p.w2_scale : p.w1_scale));
+    const u32 zbase = static_cast<u32>(reinterpret_cast<u64>(kGemm2 ? p.w2_zero : p.w1_zero));
+#pragma unroll
+    for (int i = 0; i < WgW4Slots<S>::kUnits; ++i) {
+        const u32 r = static_cast<u32>(row[i]);
+        sterm[i] = sbase + r * groups * (W::kMx ? 1u : 2u);
+        zterm[i] = W::kZero ? zbase + r * (groups / 2u) : 0u;
+    }
+}
+
+// Warpgroup 0 of a 4-bit GEMM (see the top of this file).
+template <class S, class W, WgGemm kKind, class X>
+__device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, int I, int k, const WgStages<S> &sm,
+                                               const WgSchedule sc, bool pre_wait)
+{
+    using Sl = WgW4Slots<S>;
+    constexpr bool kGemm2 = kKind == WgGemm::gemm2;
+    setmaxnreg_dec<MJ_WGMMA_W4_PRODUCER_REGS>();
+    // read after setmaxnreg: live across it, ptxas parks values in local memory
+    const int row_tiles = load_s32_l2(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
+    const int total = row_tiles * sc.n_col;
+    const int tid = threadIdx.x; // 0..127
+    const u32 slots = sm.base + S::kStages * S::kStageBytes;
+    WgAGather<S, kGemm2> a(p, H, I, tid);
+    // the first kAhead stages' weights: before griddepcontrol.wait where the tile table is
+    // complete (pre_wait), as the 16-bit producer issues its first weight boxes
+    WgW4Copier<S, W, kKind, X> copier;
+    copier.start(p, sc, row_tiles, total, H, I, tid);
+#pragma unroll 1
+    for (int s = 0; s < Sl::kAhead; ++s) copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
+    if (pre_wait) grid_dep_enter();
+    PipeState<S::kStages> pipe;
+    int slot = 0;
+    for (int t = sc.first_tile; t < total; t += sc.tile_step) {
+        i64 row[Sl::kUnits];
+        u32 sterm[Sl::kUnits], zterm[Sl::kUnits];
+        wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
+        wg_w4_row_terms<S, W, kKind>(p, sc.K, row, sterm, zterm);
+        RowTile rt;
+        int col, b_expert;
+        bool shared;
+        wg_tile_of<S::BM, false>(p, t, sc.n_col, row_tiles, row_tiles, 0u, &rt, &col, &b_expert, &shared);
+        a.rows_of(p, rt, k);
+        for (int kt = 0; kt < sc.k_tiles; ++kt) {
+            mbar_wait(sm.empty_bar(pipe.stage), pipe.phase ^ 1u);
+            const u32 a_stage = sm.a(pipe.stage);
+            a.copy(a_stage, kt, sc.K, rt);
+            cp_async_arrive_noinc(sm.full_bar(pipe.stage));
+            copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
+            cp_async_wait<Sl::kAhead>(); // this thread's copies of stage kt (committed kAhead groups ago)
+            wg_w4_decode<S, W>(slots, slot, a_stage + S::kABytes, kt, sc.K, tid, sterm, zterm);
+            mbar_arrive(sm.full_bar(pipe.stage)); // the consumers fence the async proxy after their wait
+            slot = slot + 1 == Sl::kSlots ? 0 : slot + 1;
+            pipe.advance();
+        }
+    }
+    cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
+}
+
+// The B stages of 4-bit format W dequantized by the producer (wgmma_gemm's Wt).
+template <class W>
+struct WgW4Weights {
+    static constexpr u32 kFullArrivals = 128 + 128; // cp.async (A) arrivals + decode arrivals
+    static constexpr u32 kExtraSmem = MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES;
+    static constexpr int kConsumerRegs = MJ_WGMMA_W4_CONSUMER_REGS;
+    static constexpr bool kTma = false;
+    template <class S, WgGemm kKind, bool kPair, class X>
+    __device__ __forceinline__ static void produce(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
+                                                   const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)
+    {
+        static_assert(!kPair, "the 4-bit GEMMs run the large tiles, not the pair path");
+        (void)tmap;
+        wg_w4_producer<S, W, kKind, X>(p, H, I, k, sm, sc, pre_wait);
+    }
+};
+
+static_assert(MJ_WGMMA_W4_PRODUCER_REGS + MJ_WGMMA_W4_CONSUMER_REGS * MJ_WGMMA_CONSUMERS <=
+                  MJ_WGMMA_LAUNCH_REGS * (1 + MJ_WGMMA_CONSUMERS),
+              "setmaxnreg.inc can take only the registers the CTA's setmaxnreg.dec gave back");
+using WgW4Large = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM>;
+static_assert(WgW4Large::kStages * WgW4Large::kStageBytes + MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES + 1024 +
+                      16 * WgW4Large::kStages <=
+                  MJ_WGMMA_W4_SMEM,
+              "host and device must agree on the 4-bit GEMMs' shared memory");
+
+} // namespace mj
