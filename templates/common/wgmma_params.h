@@ -115,7 +115,7 @@ enum {
  * setmaxnreg.dec gave back (more, and the consumers wait for it forever). The consumers hold
  * 128 fp32 accumulators each (one m64n256 or two m64n128 blocks); the producer holds 4 or 8
  * row pointers and loop state. */
-#define MJ_WGMMA_LAUNCH_REGS 168
+#define MJ_WGMMA_LAUNCH_REGS (65536 / MJ_WGMMA_THREADS / 8 * 8) /* a thread's share, in steps of 8: 168 */
 #define MJ_WGMMA_PRODUCER_REGS 56
 #define MJ_WGMMA_CONSUMER_REGS 224
 
