@@ -4,6 +4,8 @@
 //
 //   w4a16  ((2^m + q) · 1 − (2^m + zp)) · s    the subtraction is exact; one rounding
 //   mxfp4  ((e2m1 · 2^-u) · 2^u) · 2^(s−127)   both products exact within the dtype's range
+//          (e2m1 · 2^-u) · 2^(u+s−127)         one product, where that factor is a normal
+//                                              value of at most 2 (pair_fused: the same bits)
 //
 // so a dequantized weight is (q − zp) · s rounded once to the dtype (exact for mxfp4 in bf16),
 // where simt keeps it in fp32 (docs/SEMANTICS.md). k past K gets s = 0 and so contributes
@@ -116,6 +118,19 @@ struct W4Format {
 
     // The word's shifted copy every pair of it shares (q >> 4 for int4, q << 4 for e2m1).
     __device__ __forceinline__ static u32 aux(u32 q) { return kMx ? q << 4 : q >> 4; }
+
+    // Whether group c's pairs may take the one-multiply form (mxfp4 with a scale of 2^-126 .. 2
+    // in bf16, 2^-14 .. 2 in fp16: common/w4_bits.h), and its factor there.
+    __device__ __forceinline__ static bool fusable(const W4Group &c) { return kMx && mj_w4_e8m0_fusable(c.s, kFp16); }
+    __device__ __forceinline__ static u32 fused(const W4Group &c) { return mj_w4_e8m0_fused(c.s, kFp16); }
+
+    // Pair i of an mxfp4 word in the one-multiply form, f = fused(c) of a fusable group: the
+    // same bits as pair() with c, one packed product instead of two.
+    __device__ __forceinline__ static u32 pair_fused(u32 q, u32 q_aux, int i, u32 f)
+    {
+        static_assert(kMx, "only e2m1 pairs have the one-multiply form");
+        return hfma2<D>(mj_w4_e2m1_pair(q, q_aux, i, kFp16), f, kNegZero2);
+    }
 
     // Pair i (elements 2i, 2i + 1 of the word) as one operand register.
     __device__ __forceinline__ static u32 pair(u32 q, u32 q_aux, int i, const W4Group &c)

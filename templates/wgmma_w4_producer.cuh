@@ -117,10 +117,20 @@ __device__ __forceinline__ const void *aligned_word(const u8 *b)
     return reinterpret_cast<const void *>(reinterpret_cast<u64>(b) & ~static_cast<u64>(3));
 }
 
-// The rows of the [E_l · N, K] weight matrix that thread tid's units read in tile t.
+// The rows of the [E_l · N, K] weight matrix that a thread's units read in a tile: the
+// expert's first row and each unit's row within the expert (an int each: registers are the
+// producer's limit).
+template <int kUnits>
+struct WgW4Rows {
+    i64 first;
+    int n[kUnits];
+    __device__ __forceinline__ i64 operator[](int i) const { return first + n[i]; }
+};
+
+// The rows thread tid's units read in tile t.
 template <class S, WgGemm kKind, class X>
 __device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const WgSchedule &sc, int t, int row_tiles,
-                                                int H, int I, int tid, i64 (&row)[WgW4Slots<S>::kUnits])
+                                                int H, int I, int tid, WgW4Rows<WgW4Slots<S>::kUnits> &row)
 {
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
@@ -134,13 +144,13 @@ __device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const 
                                                &shared);
     const i64 nrows = kGemm2 ? H : kGated ? 2 * static_cast<i64>(I) : I;
     const int n_last = (kGemm2 ? H : I) - 1;
+    row.first = static_cast<i64>(b_expert) * nrows;
 #pragma unroll
     for (int i = 0; i < WgW4Slots<S>::kUnits; ++i) {
         const int r = tid / 2 + 64 * i;
         int j = col * kCols + (kGated ? r % (S::BN / 2) : r);
         j = j < n_last ? j : n_last;
-        const i64 n = kGated ? w1_row<X::kLayout, true>(r / (S::BN / 2), j, I) : static_cast<i64>(j);
-        row[i] = static_cast<i64>(b_expert) * nrows + n;
+        row.n[i] = kGated ? static_cast<int>(w1_row<X::kLayout, true>(r / (S::BN / 2), j, I)) : j;
     }
 }
 
@@ -150,7 +160,7 @@ template <class S, class W, WgGemm kKind, class X>
 struct WgW4Copier {
     using Sl = WgW4Slots<S>;
     int t, kt, slot;
-    i64 row[Sl::kUnits];
+    WgW4Rows<Sl::kUnits> row;
 
     __device__ __forceinline__ void start(const mj_layer_params &p, const WgSchedule &sc, int row_tiles, int total,
                                           int H, int I, int tid)
@@ -193,40 +203,26 @@ struct WgW4Copier {
     }
 };
 
-// Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage. sterm
-// and zterm: the low address bits of each unit's row in the scale and zero-point tensors.
-template <class S, class W>
-__device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, int kt, int K, int tid,
-                                             const u32 (&sterm)[WgW4Slots<S>::kUnits],
-                                             const u32 (&zterm)[WgW4Slots<S>::kUnits])
+// Decodes this thread's units from slot base `base` into the B stage at b_stage, unit i's
+// group constants scale_of(i) (W4Group::s); kFused: in the one-multiply form
+// (mma_w4_dequant.cuh). A unit's packed words are loaded while the one before is decoded: the
+// shared loads and stores are volatile asm, kept in program order, so a load issued after a
+// unit's stores would wait for them.
+template <class S, class W, bool kFused, class ScaleOf>
+__device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int tid, ScaleOf scale_of)
 {
     using Sl = WgW4Slots<S>;
     const int h = tid % 2;
-    const int k0 = kt * S::BK + h * 32;
-    const bool live = k0 < K;
-    const u32 g = live ? static_cast<u32>(k0 / W::kGroup) : 0u;
-    const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
+    u32 next[4];
+    ld_shared_v4(base + Sl::kData + static_cast<u32>(tid) * 16u, next);
 #pragma unroll
     for (int i = 0; i < Sl::kUnits; ++i) {
-        const u32 idx = static_cast<u32>(i * Sl::kThreads + tid);
         u32 q[4];
-        ld_shared_v4(base + Sl::kData + idx * 16u, q);
-        const u32 sw = ld_shared_u32(base + Sl::kScales + idx * 4u);
-        u32 s;
-        if constexpr (W::kMx) {
-            const u32 byte = sw >> (((sterm[i] + g) & 3u) * 8u);
-            s = live ? dup2(mj_w4_e8m0_scale(byte, W::kFp16)) : 0u;
-        } else {
-            const u32 half = (sw >> (((sterm[i] + 2u * g) & 3u) * 8u)) & 0xffffu;
-            if constexpr (W::kZero) {
-                const u32 zw = ld_shared_u32(base + Sl::kZeros + idx * 4u);
-                const u32 zp = (zw >> (((zterm[i] + g / 2u) & 3u) * 8u + (g & 1u) * 4u)) & 0xfu;
-                s = live ? half | zp << 16 : 0u;
-            } else {
-                s = live ? dup2(half) : 0u;
-            }
-        }
-        const W4Group c = W::unpack(s);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) q[w] = next[w];
+        if (i + 1 < Sl::kUnits) ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
+        const W4Group c = W::unpack(scale_of(i));
+        const u32 f = kFused ? W::fused(c) : 0u;
         const int r = tid / 2 + 64 * i;
         const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
 #pragma unroll
@@ -234,27 +230,76 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, i
             const u32 aux = W::aux(q[w]);
             u32 v[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) v[j] = W::pair(q[w], aux, j, c);
+            for (int j = 0; j < 4; ++j) {
+                if constexpr (kFused) v[j] = W::pair_fused(q[w], aux, j, f);
+                else v[j] = W::pair(q[w], aux, j, c);
+            }
             st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
         }
     }
 }
 
+// Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage. terms:
+// the low two address bits of each unit's row in the scale and zero-point tensors (wg_w4_row_terms).
+template <class S, class W>
+__device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, int kt, int K, int tid,
+                                             u32 terms)
+{
+    using Sl = WgW4Slots<S>;
+    const int h = tid % 2;
+    const int k0 = kt * S::BK + h * 32;
+    const bool live = k0 < K;
+    const u32 g = live ? static_cast<u32>(k0 / W::kGroup) : 0u;
+    const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
+    auto scale_word = [&](int i) { return ld_shared_u32(base + Sl::kScales + static_cast<u32>(i * Sl::kThreads + tid) * 4u); };
+    if constexpr (W::kMx) {
+        // every unit's scale first: the warp takes the one-multiply form where all of its
+        // stage's scales allow it (a vote, since the two forms are separate code)
+        u32 s[Sl::kUnits];
+        bool fused = true;
+#pragma unroll
+        for (int i = 0; i < Sl::kUnits; ++i) {
+            const u32 byte = scale_word(i) >> ((((terms >> 2 * i) + g) & 3u) * 8u);
+            s[i] = live ? dup2(mj_w4_e8m0_scale(byte, W::kFp16)) : 0u;
+            fused = fused && W::fusable(W::unpack(s[i]));
+        }
+        auto scale_of = [&](int i) { return s[i]; };
+        if (__all_sync(0xffffffffu, fused)) wg_w4_decode_units<S, W, true>(base, b_stage, tid, scale_of);
+        else wg_w4_decode_units<S, W, false>(base, b_stage, tid, scale_of);
+    } else {
+        // each unit's scale (and zero point) as its decode starts: fewer registers live
+        auto scale_of = [&](int i) -> u32 {
+            const u32 half = (scale_word(i) >> ((((terms >> 2 * i) + 2u * g) & 3u) * 8u)) & 0xffffu;
+            if constexpr (W::kZero) {
+                const u32 zw = ld_shared_u32(base + Sl::kZeros + static_cast<u32>(i * Sl::kThreads + tid) * 4u);
+                const u32 zp = (zw >> ((((terms >> (8 + 2 * i)) + g / 2u) & 3u) * 8u + (g & 1u) * 4u)) & 0xfu;
+                return live ? half | zp << 16 : 0u;
+            } else {
+                return live ? dup2(half) : 0u;
+            }
+        };
+        wg_w4_decode_units<S, W, false>(base, b_stage, tid, scale_of);
+    }
+}
+
 // The low two address bits of each unit's row start in the scale and zero-point tensors (all
-// that the decode's shifts need).
+// that the decode's shifts need), unit i's at bits 2i (scales) and 8 + 2i (zero points) of
+// terms: one register instead of eight, which the producer's 104 need.
 template <class S, class W, WgGemm kKind>
-__device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K, const i64 (&row)[WgW4Slots<S>::kUnits],
-                                                u32 (&sterm)[WgW4Slots<S>::kUnits], u32 (&zterm)[WgW4Slots<S>::kUnits])
+__device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K, const WgW4Rows<WgW4Slots<S>::kUnits> &row,
+                                                u32 &terms)
 {
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     const u32 groups = static_cast<u32>(K / W::kGroup);
     const u32 sbase = static_cast<u32>(reinterpret_cast<u64>(kGemm2 ? p.w2_scale : p.w1_scale));
     const u32 zbase = static_cast<u32>(reinterpret_cast<u64>(kGemm2 ? p.w2_zero : p.w1_zero));
+    terms = 0u;
 #pragma unroll
     for (int i = 0; i < WgW4Slots<S>::kUnits; ++i) {
         const u32 r = static_cast<u32>(row[i]);
-        sterm[i] = sbase + r * groups * (W::kMx ? 1u : 2u);
-        zterm[i] = W::kZero ? zbase + r * (groups / 2u) : 0u;
+        const u32 sterm = sbase + r * groups * (W::kMx ? 1u : 2u);
+        const u32 zterm = W::kZero ? zbase + r * (groups / 2u) : 0u;
+        terms |= (sterm & 3u) << (2 * i) | (zterm & 3u) << (8 + 2 * i);
     }
 }
 
@@ -271,7 +316,6 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
     const int total = row_tiles * sc.n_col;
     const int tid = threadIdx.x; // 0..127
     const u32 slots = sm.base + S::kStages * S::kStageBytes;
-    WgAGather<S, kGemm2> a(p, H, I, tid);
     // the first kAhead stages' weights: before griddepcontrol.wait where the tile table is
     // complete (pre_wait), as the 16-bit producer issues its first weight boxes
     WgW4Copier<S, W, kKind, X> copier;
@@ -279,13 +323,14 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
 #pragma unroll 1
     for (int s = 0; s < Sl::kAhead; ++s) copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
     if (pre_wait) grid_dep_enter();
+    WgAGather<S, kGemm2> a(p, H, I, tid); // after the first copies: their registers are free then
     PipeState<S::kStages> pipe;
     int slot = 0;
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
-        i64 row[Sl::kUnits];
-        u32 sterm[Sl::kUnits], zterm[Sl::kUnits];
+        WgW4Rows<Sl::kUnits> row;
+        u32 terms;
         wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
-        wg_w4_row_terms<S, W, kKind>(p, sc.K, row, sterm, zterm);
+        wg_w4_row_terms<S, W, kKind>(p, sc.K, row, terms);
         RowTile rt;
         int col, b_expert;
         bool shared;
@@ -298,7 +343,7 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
             cp_async_arrive_noinc(sm.full_bar(pipe.stage));
             copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
             cp_async_wait<Sl::kAhead>(); // this thread's copies of stage kt (committed kAhead groups ago)
-            wg_w4_decode<S, W>(slots, slot, a_stage + S::kABytes, kt, sc.K, tid, sterm, zterm);
+            wg_w4_decode<S, W>(slots, slot, a_stage + S::kABytes, kt, sc.K, tid, terms);
             mbar_arrive(sm.full_bar(pipe.stage)); // the consumers fence the async proxy after their wait
             slot = slot + 1 == Sl::kSlots ? 0 : slot + 1;
             pipe.advance();

@@ -4,7 +4,8 @@
  * arithmetic half (templates/mma_w4_dequant.cuh: two packed FMAs, the last one rounding to
  * the dtype) mirrored in float64, checked against the contract's decoding as the tests' own
  * codecs write it (tests/lib/quant_ref.c): every nibble in every pair position of a word and
- * in both halves, every zero point, every e8m0 byte, in bf16 and fp16.
+ * in both halves, every zero point, every e8m0 byte, in bf16 and fp16, and the one-multiply
+ * form of e2m1 pairs the decode takes where a scale allows it.
  */
 #include <check.h>
 #include <math.h>
@@ -113,6 +114,45 @@ START_TEST(e8m0_scales_decode_every_byte)
 }
 END_TEST
 
+/* The one-multiply form: for exactly the e8m0 bytes it claims (bf16 1 .. 128, fp16 113 .. 128),
+ * every nibble's pattern times the fused factor is the two-multiply form's value, rounded once
+ * to the dtype, sign of zero included; the scale of k past K (0) and NaN stay in the two-multiply
+ * form. */
+START_TEST(e2m1_fused_factor_matches_two_multiplies)
+{
+    for (int fp16 = 0; fp16 <= 1; fp16++) {
+        const double unit = half_value(fp16 ? MJ_W4_E2M1_UNIT_FP16 : MJ_W4_E2M1_UNIT_BF16, fp16);
+        int fused = 0;
+        for (unsigned e = 0; e < 256; e++) {
+            const uint32_t sp = mj_w4_e8m0_scale(e, fp16), s2 = sp << 16 | sp;
+            const int want_fusable = fp16 ? e >= 113 && e <= 128 : e >= 1 && e <= 128;
+            ck_assert_msg(mj_w4_e8m0_fusable(s2, fp16) == want_fusable, "fp16=%d e8m0 %u: fusable %d, want %d", fp16,
+                          e, mj_w4_e8m0_fusable(s2, fp16), want_fusable);
+            if (!want_fusable) continue;
+            fused++;
+            const uint32_t f = mj_w4_e8m0_fused(s2, fp16);
+            ck_assert_uint_eq(f >> 16, f & 0xffffu);
+            const double fv = half_value(f, fp16);
+            ck_assert_double_eq(fv, unit * half_value(sp, fp16));
+            for (unsigned n = 0; n < 16; n++) {
+                const uint32_t q = n | n << 4;
+                const uint32_t v = mj_w4_e2m1_pair(q, q << 4, 0, fp16);
+                const double pv = half_value(v, fp16);
+                const double one = mj_half_round_double(pv * fv, dtype_of(fp16));
+                const double two = mj_half_round_double(mj_half_round_double(pv * unit, dtype_of(fp16)) *
+                                                            half_value(sp, fp16),
+                                                        dtype_of(fp16));
+                ck_assert_msg(one == two && signbit(one) == signbit(two) && one == pv * fv,
+                              "fp16=%d e8m0 %u nibble %u: fused %g, two multiplies %g", fp16, e, n, one, two);
+                ck_assert_double_eq(two, mj_qref_e2m1_to_double(n) * mj_qref_e8m0_to_double((uint8_t)e));
+            }
+        }
+        ck_assert_int_eq(fused, fp16 ? 16 : 128);
+    }
+    ck_assert(!mj_w4_e8m0_fusable(0u, 0) && !mj_w4_e8m0_fusable(0u, 1));
+}
+END_TEST
+
 static Suite *w4_bits_suite(void)
 {
     Suite *s = suite_create("w4_bits");
@@ -121,6 +161,7 @@ static Suite *w4_bits_suite(void)
     tcase_add_test(tc, int4_pairs_decode_every_nibble_and_zero_point);
     tcase_add_test(tc, e2m1_pairs_decode_every_nibble);
     tcase_add_test(tc, e8m0_scales_decode_every_byte);
+    tcase_add_test(tc, e2m1_fused_factor_matches_two_multiplies);
     suite_add_tcase(s, tc);
     return s;
 }

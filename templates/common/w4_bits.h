@@ -105,4 +105,31 @@ MJ_W4_FN mj_w4_u32 mj_w4_e8m0_scale(mj_w4_u32 s, int fp16)
     return 0u;
 }
 
+/* The one-multiply form of an e2m1 pair (the decode's fused stages). Where a scale's dtype
+ * pattern s lies in [MJ_W4_FUSED_MIN_BF16 or _FP16, MJ_W4_FUSED_MAX] (bf16 2^-126 .. 2, fp16
+ * 2^-14 .. 2: e8m0 bytes 1 .. 128 and 113 .. 128), the unit and the scale multiply as one factor,
+ * 2^126 · s or 2^14 · s, a normal dtype value whose pattern is s with the unit's exponent added;
+ * a pair's pattern times it is then the two products' value exactly, since every e2m1 value
+ * times those scales is a dtype value (tests/check_w4_bits.c checks every nibble and byte). */
+#define MJ_W4_FUSED_MIN_BF16 0x0080u /* 2^-126 */
+#define MJ_W4_FUSED_MIN_FP16 0x0400u /* 2^-14 */
+#define MJ_W4_FUSED_MAX 0x4000u      /* 2 */
+#define MJ_W4_FUSED_SHIFT_BF16 0x3f00u /* 126 in the exponent field */
+#define MJ_W4_FUSED_SHIFT_FP16 0x3800u /* 14 */
+
+/* Whether the low half of scale pattern s takes the one-multiply form (0 for s = 0, the scale
+ * of k past K, and for NaN). */
+MJ_W4_FN int mj_w4_e8m0_fusable(mj_w4_u32 s, int fp16)
+{
+    const mj_w4_u32 lo = fp16 ? MJ_W4_FUSED_MIN_FP16 : MJ_W4_FUSED_MIN_BF16;
+    return (s & 0xffffu) - lo <= MJ_W4_FUSED_MAX - lo;
+}
+
+/* The fused factor of fusable scale pattern s, in each half s holds (no carry crosses halves). */
+MJ_W4_FN mj_w4_u32 mj_w4_e8m0_fused(mj_w4_u32 s, int fp16)
+{
+    const mj_w4_u32 shift = fp16 ? MJ_W4_FUSED_SHIFT_FP16 : MJ_W4_FUSED_SHIFT_BF16;
+    return s + (shift << 16 | shift);
+}
+
 #endif
