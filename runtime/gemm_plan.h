@@ -32,10 +32,11 @@
  * 16 tokens, wins until about 128 rows per expert (H200: gpt-oss-120b mxfp4 at 32 / 64 / 128
  * rows 1.93 / 3.51 / 6.63 ms against 4.32 / 4.45 / 6.41; Qwen3-30B-A3B w4a16 0.33 / 0.59 / 1.09
  * against 0.68 / 0.71 / 1.03). On wgmma, whose large path dequantizes into warpgroup MMAs, up
- * to 32: there the two tie (gpt-oss-120b 2.00 against 2.05 ms, Qwen3-30B-A3B 0.32 against
- * 0.32), at 64 the large path wins (2.22 against 3.66 ms, 0.37 against 0.58). */
+ * to 28: the small path's time grows with the rows and the large one's barely does, and they
+ * cross near 29 (gpt-oss-120b at 16 / 32 rows: small 1.20 / 2.00 ms, large 1.86 / 1.87;
+ * Qwen3-30B-A3B 0.20 / 0.32 against 0.29 / 0.30). */
 #define MJ_W4_SMALL_MAX_ROWS_PER_EXPERT 64
-#define MJ_W4_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 32
+#define MJ_W4_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 28
 /* wgmma takes the pair path (clusters of two sharing weight tiles) from 128 rows per expert,
  * where most clusters hold two row tiles of one expert; below, large tiles are as fast. */
 #define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128
