@@ -220,7 +220,8 @@ __device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int ti
         u32 q[4];
 #pragma unroll
         for (int w = 0; w < 4; ++w) q[w] = next[w];
-        if (i + 1 < Sl::kUnits) ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
+        if (i + 1 < Sl::kUnits)
+            ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
         const W4Group c = W::unpack(scale_of(i));
         const u32 f = kFused ? W::fused(c) : 0u;
         const int r = tid / 2 + 64 * i;
@@ -251,7 +252,9 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, i
     const bool live = k0 < K;
     const u32 g = live ? static_cast<u32>(k0 / W::kGroup) : 0u;
     const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
-    auto scale_word = [&](int i) { return ld_shared_u32(base + Sl::kScales + static_cast<u32>(i * Sl::kThreads + tid) * 4u); };
+    auto scale_word = [&](int i) {
+        return ld_shared_u32(base + Sl::kScales + static_cast<u32>(i * Sl::kThreads + tid) * 4u);
+    };
     if constexpr (W::kMx) {
         // every unit's scale first: the warp takes the one-multiply form where all of its
         // stage's scales allow it (a vote, since the two forms are separate code)
@@ -286,8 +289,8 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, i
 // that the decode's shifts need), unit i's at bits 2i (scales) and 8 + 2i (zero points) of
 // terms: one register instead of eight, which the producer's 104 need.
 template <class S, class W, WgGemm kKind>
-__device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K, const WgW4Rows<WgW4Slots<S>::kUnits> &row,
-                                                u32 &terms)
+__device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K,
+                                                const WgW4Rows<WgW4Slots<S>::kUnits> &row, u32 &terms)
 {
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     const u32 groups = static_cast<u32>(K / W::kGroup);
