@@ -5,7 +5,7 @@
  * the dtype) mirrored in float64, checked against the contract's decoding as the tests' own
  * codecs write it (tests/lib/quant_ref.c): every nibble in every pair position of a word and
  * in both halves, every zero point, every e8m0 byte, in bf16 and fp16, and the one-multiply
- * form of e2m1 pairs the decode takes where a scale allows it.
+ * form of e2m1 pairs the wgmma prefill producer takes where a scale allows it.
  */
 #include <check.h>
 #include <math.h>

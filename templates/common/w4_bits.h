@@ -105,7 +105,7 @@ MJ_W4_FN mj_w4_u32 mj_w4_e8m0_scale(mj_w4_u32 s, int fp16)
     return 0u;
 }
 
-/* The one-multiply form of an e2m1 pair (the decode's fused stages). Where a scale's dtype
+/* The one-multiply form of an e2m1 pair (the wgmma prefill producer's fused stages). Where a scale's dtype
  * pattern s lies in [MJ_W4_FUSED_MIN_BF16 or _FP16, MJ_W4_FUSED_MAX] (bf16 2^-126 .. 2, fp16
  * 2^-14 .. 2: e8m0 bytes 1 .. 128 and 113 .. 128), the unit and the scale multiply as one factor,
  * 2^126 · s or 2^14 · s, a normal dtype value whose pattern is s with the unit's exponent added;
