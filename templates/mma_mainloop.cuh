@@ -167,6 +167,14 @@ struct MmaMainloop {
     // One stage's math: BK/16 steps of (MF A fragments, NF B fragments, MF·NF MMAs).
     __device__ __forceinline__ static void compute_stage(u32 stage_base, Acc &acc)
     {
+        compute_ab(stage_base, stage_base, acc);
+    }
+
+    // compute_stage with A's rows at a_base and B's row n at b_base + (kRowsA + n)·kRowBytes,
+    // each row BK elements in the stage's swizzle (chunk c of row r at c ^ (r % 8)): also the
+    // 4-bit large path's step, on its dequantized B (mma_w4_mainloop.cuh).
+    __device__ __forceinline__ static void compute_ab(u32 a_base, u32 b_base, Acc &acc)
+    {
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
         const int wm = warp % kWarpsM, wn = warp / kWarpsM;
         // ldmatrix row addresses: lane l names row (l % 8) of matrix l / 8; every such row
@@ -182,13 +190,13 @@ struct MmaMainloop {
             u32 b[NF][2];
 #pragma unroll
             for (int mf = 0; mf < MF; ++mf) {
-                const u32 addr = stage_base + static_cast<u32>((a_row + mf * 16) * kRowBytes) +
+                const u32 addr = a_base + static_cast<u32>((a_row + mf * 16) * kRowBytes) +
                                  static_cast<u32>(((ks * 2 + a_hi) ^ sw) * 16);
                 ldmatrix_x4(addr, a[mf][0], a[mf][1], a[mf][2], a[mf][3]);
             }
 #pragma unroll
             for (int np = 0; np < NF / 2; ++np) {
-                const u32 addr = stage_base + static_cast<u32>((b_row + np * 16) * kRowBytes) +
+                const u32 addr = b_base + static_cast<u32>((b_row + np * 16) * kRowBytes) +
                                  static_cast<u32>(((ks * 2 + b_hi) ^ sw) * 16);
                 ldmatrix_x4(addr, b[2 * np][0], b[2 * np][1], b[2 * np + 1][0], b[2 * np + 1][1]);
             }
