@@ -27,15 +27,11 @@
 #define MJ_TC_LARGE_BM MJ_MMA_LARGE_BM /* mj_expert_offsets tiles rows for this layer's large GEMMs */
 #include "tc_layer_stages.cuh"
 
-// (256, 2): two CTAs per SM (2 x 96 KB of stages), so one CTA's epilogue and prologue hide
-// behind the other's mainloop; caps registers at 128 per thread. (The 4-bit layer sets its own
-// minimum: mma_w4_layer.cuh.)
+// (256, 2): two CTAs per SM (2 x 96 KB of stages, the 4-bit layer's 2 x 98 KB), so one CTA's
+// epilogue and prologue hide behind the other's mainloop; caps registers at 128 per thread.
 // A layer that brings its own large GEMMs (wgmma_w4_layer.cuh) defines MJ_TC_OWN_LARGE_GEMMS.
-#ifndef MJ_TC_LARGE_MIN_BLOCKS
-#define MJ_TC_LARGE_MIN_BLOCKS 2
-#endif
 #if MJ_TC_BUILDS(MJ_TC_BIT_LARGE) && !defined(MJ_TC_OWN_LARGE_GEMMS)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, MJ_TC_LARGE_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;
@@ -51,7 +47,7 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p)
 #endif
 
 #if MJ_TC_BUILDS(MJ_TC_BIT_LARGE) && !defined(MJ_TC_OWN_LARGE_GEMMS)
-extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, MJ_TC_LARGE_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(MJ_MMA_LARGE_THREADS, 2)
 mj_gemm2(const __grid_constant__ mj_layer_params p)
 {
     using namespace mj::tc_layer;

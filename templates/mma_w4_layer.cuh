@@ -11,10 +11,6 @@
 #pragma once
 
 #define MJ_TC_W4 1
-// The large GEMMs at one CTA per SM: the dequantization's registers on top of the 16-bit
-// kernels' 64 accumulators take ~150 per thread, past the 128 of two CTAs per SM (which
-// spills). Decode, the 4-bit priority, runs the small GEMMs (~80 registers, no cap reached).
-#define MJ_TC_LARGE_MIN_BLOCKS 1
 #include "common/layer_config.cuh"
 #include "mma_w4_gemm.cuh"
 

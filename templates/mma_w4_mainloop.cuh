@@ -1,8 +1,9 @@
 // This file contains the tensor-core GEMM mainloop of the `mma` backend for 4-bit weights
 // (w4a16, mxfp4): the weights stream into shared memory as the packed bytes they are (a
-// quarter of a bf16 layer's bytes), each thread dequantizes its own MMA operand registers
-// from them (mma_w4_dequant.cuh), and the 16-bit activations come in as in the 16-bit
-// mainloop. The weight rows are the MMA's M (kWOnA: the decode path) or its N (the large path).
+// quarter of a bf16 layer's bytes) and are dequantized there (mma_w4_dequant.cuh), and the
+// 16-bit activations come in as in the 16-bit mainloop. The weight rows are the MMA's M
+// (kWOnA: the decode path, where each thread dequantizes its own MMA operand registers) or its
+// N (the large path, where the CTA dequantizes each stage once into a 16-bit B buffer).
 //
 //   k order, weights on A (decode)
 //              an MMA sums its 16 k in any order as long as A and B agree, so inside a stage of
@@ -17,14 +18,18 @@
 //              (2 rows x 4 runs) hit 8 bank groups. 256 k a stage (not 128) halves the loop,
 //              copy and barrier instructions a weight costs, and the decode GEMMs' time follows
 //              their instructions (docs/PERFORMANCE.md)
-//   k order, weights on B (large)
-//              the MMA's own order (compute_stage_wb): the activations are ldmatrix reads of
-//              the 16-bit mainloop's layout, which keeps its 64 accumulators within the
-//              128-register cap of two CTAs per SM; each thread takes byte t of the weight words
-//   global ->  cp.async.cg 16-byte chunks, kStages stages in flight (the 16-bit mainloop's
-//   shared     pipeline: wait_group(kStages-2), one __syncthreads per stage); per stage the
-//              weights' kRowsW rows of BKW/2 bytes, then the activations' kRowsX rows of 2·BKW
-//              bytes. On A a thread copies 4 chunks, 2 apart, of one weight row and 4 chunks,
+//   weights on B (large)
+//              each stage's weights are dequantized by the whole CTA into a 16-bit buffer in
+//              the 16-bit mainloop's B layout (dequant_stage_wb) during the stage before, and
+//              the 16-bit mainloop's step (MmaMainloop::compute_ab: ldmatrix, MMA) multiplies
+//              them: each weight is decoded once, not once per warp of its column, and the
+//              decode's registers are not live across the MMAs, so the 64 accumulators fit
+//              the 128-register cap of two CTAs per SM (run_wb)
+//   global ->  cp.async.cg 16-byte chunks. On A kStages stages in flight (the 16-bit
+//   shared     mainloop's pipeline: wait_group(kStages-2), one __syncthreads per stage), per
+//              stage the weights' kRowsW rows of BKW/2 bytes, then the activations' kRowsX rows
+//              of 2·BKW bytes; on B the packed weights one stage further ahead (run_wb). On
+//              A a thread copies 4 chunks, 2 apart, of one weight row and 4 chunks,
 //              8 apart, of one activation row, each from one pointer (offsets in the
 //              instruction; the swizzle is an XOR of each chunk's shared address, the stages
 //              being 1024-byte aligned: mj_tc_smem), and tests k only in a stage that reaches
@@ -32,8 +37,8 @@
 //              a thread's chunks are a column of rows
 //   scales     read from global (ld.global.nc): on A per thread for its own rows one stage
 //              ahead (the next stage's before this stage's math); on B a thread per (row,
-//              group) two stages ahead into a shared buffer the stage's math reads; a row's
-//              scales along K are contiguous, so most of these loads hit L1
+//              group) into a shared buffer, two stages ahead of the dequantization that reads
+//              it; a row's scales along K are contiguous, so most of these loads hit L1
 //
 // The accumulator fragment and a_index / b_index are the 16-bit mainloop's (mma_mainloop.cuh),
 // so its epilogues apply unchanged. Determinism: each output is a fixed sequence of MMAs over
@@ -59,13 +64,8 @@ __device__ __forceinline__ void lds_128(u32 addr, u32 (&r)[4])
                  : "r"(addr));
 }
 
-__device__ __forceinline__ void lds_64(u32 addr, u32 &r0, u32 &r1)
-{
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
-
-// W: a W4Format. kRowsW weight rows x kRowsX activation rows per CTA; BKW k per stage (64 or
-// 128); kWOnA: weights are A (M) and activations B (N), else the reverse.
+// W: a W4Format. kRowsW weight rows x kRowsX activation rows per CTA; BKW k per stage (256
+// on A, 64 on B); kWOnA: weights are A (M) and activations B (N), else the reverse.
 template <Dtype D, class W, int kThreads, int kRowsW, int kRowsX, int BKW, int kStages, bool kWOnA, int kWarpsM,
           int kWarpsN, int MF, int NF>
 struct MmaW4Mainloop {
@@ -77,18 +77,25 @@ struct MmaW4Mainloop {
     static constexpr int kWChunks = kWRowBytes / 16, kXChunks = kXRowBytes / 16;
     static constexpr int kWBytes = kRowsW * kWRowBytes;
     static constexpr int kStageBytes = kWBytes + kRowsX * kXRowBytes;
-    // Weights on B: after the stages, two buffers of the stage's group constants (W4Group::s)
-    // of every weight row, at most two groups per stage (kept per thread in registers, the
-    // constants of its rows would spill).
+    // Weights on B: two buffers of a stage's group constants (W4Group::s) of every weight row,
+    // at most two groups per stage.
     static constexpr int kStageGroups = BKW > W::kGroup ? BKW / W::kGroup : 1;
     static constexpr int kGroupBufBytes = kRowsW * 2 * 4;
-    static constexpr int kSmemBytes = kStages * kStageBytes + (kWOnA ? 0 : 2 * kGroupBufBytes);
+    // Weights on B: then two buffers of a stage's weights dequantized (kRowsW rows of BKW
+    // dtype values in the 16-bit mainloop's B layout), one written while the other is read.
+    // Its packed weights run one stage ahead of the activations (kStages + 1 weight slots,
+    // kStages activation slots), since a stage is dequantized during the stage before.
+    static constexpr int kBfBytes = kRowsW * BKW * 2;
+    static constexpr int kXBytes = kRowsX * kXRowBytes;
+    static constexpr int kSmemBytes = kWOnA ? kStages * kStageBytes
+                                            : (kStages + 1) * kWBytes + kStages * kXBytes + 2 * kGroupBufBytes +
+                                                  2 * kBfBytes;
     static_assert(kWOnA || (kStageGroups <= 2 && kRowsW * kStageGroups <= kThreads),
                   "one thread loads the constants of one (row, group) of a stage");
     static constexpr int kWRowsPerPass = kThreads / kWChunks, kXRowsPerPass = kThreads / kXChunks;
     static constexpr int kLoadsW = kRowsW / kWRowsPerPass;
     static constexpr int kLoadsX = (kRowsX + kXRowsPerPass - 1) / kXRowsPerPass;
-    static constexpr int kMyW = kWOnA ? 2 * MF : NF; // weight rows this thread dequantizes
+    static constexpr int kMyW = 2 * MF; // weights on A: the weight rows this thread dequantizes
     static constexpr int kRowsA = kWOnA ? kRowsW : kRowsX, kRowsB = kWOnA ? kRowsX : kRowsW;
     // Weights on A: a thread copies kWPerThread chunks, kWThreads apart, of one weight row and
     // kXPerThread chunks, kXThreads apart, of one activation row, each from one pointer, so
@@ -99,8 +106,7 @@ struct MmaW4Mainloop {
                              kXThreads == 8 && kXThreads * kRowsX == kThreads && kXPerThread * 8 == kXChunks),
                   "weights on A: each thread copies whole chunks of one weight row and one activation row");
 
-    static_assert(kWOnA ? BKW == 256 : (BKW == 64 || BKW == 128),
-                  "weights on A: 256 k a stage (runs of 64 k); on B: 64 or 128");
+    static_assert(kWOnA ? BKW == 256 : BKW == 64, "weights on A: 256 k a stage (runs of 64 k); on B: 64");
     static_assert(kWarpsM * kWarpsN * 32 == kThreads, "the warp grid must cover the CTA");
     static_assert(kWarpsM * MF * 16 == kRowsA, "the warps' m16 fragments must cover A's rows");
     static_assert(kWarpsN * NF * 8 == kRowsB, "the warps' n8 fragments must cover B's rows");
@@ -110,9 +116,10 @@ struct MmaW4Mainloop {
                   "the activation rows must be whole load passes, or fewer than one pass");
     static_assert(kStages >= 2, "a pipeline needs at least two stages");
 
-    struct Acc {
-        float c[MF][NF][4];
-    };
+    // The 16-bit mainloop of the same tile: its accumulators, and on B its stage step
+    // (compute_ab) on the dequantized weights.
+    using Mma16 = MmaMainloop<D, kThreads, kRowsA, kRowsB, kStages, kWarpsM, kWarpsN, MF, NF>;
+    using Acc = typename Mma16::Acc;
 
     // Swizzled 16-byte chunk index of activation chunk c of row r (weights on B: the 16-bit
     // mainloop's c ^ (r % 8), which its ldmatrix reads need).
@@ -251,20 +258,18 @@ struct MmaW4Mainloop {
         }
     }
 
-    // Tile row of this thread's j-th weight row (kWOnA: fragment j / 2, half j % 2).
+    // Weights on A: tile row of this thread's j-th weight row (fragment j / 2, half j % 2).
     __device__ __forceinline__ static int my_w_row(int j)
     {
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-        if constexpr (kWOnA) return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
-        else return (warp / kWarpsM) * NF * 8 + j * 8 + lane / 4;
+        return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
     }
 
-    // Tile row of this thread's activation row: kWOnA fragment j (n8), else fragment j / 2, half j % 2.
+    // Weights on A: tile row of this thread's activation row of n8 fragment j.
     __device__ __forceinline__ static int my_x_row(int j)
     {
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-        if constexpr (kWOnA) return (warp / kWarpsM) * NF * 8 + j * 8 + lane / 4;
-        else return (warp % kWarpsM) * MF * 16 + (j / 2) * 16 + (j % 2) * 8 + lane / 4;
+        return (warp / kWarpsM) * NF * 8 + j * 8 + lane / 4;
     }
 
     // The scale-group constants of this thread's rows for the stage at absolute k0, group q of
@@ -342,42 +347,27 @@ struct MmaW4Mainloop {
         }
     }
 
-    // Weights on B (the large path) keep the MMA's own k order instead of the runs: a k-step
-    // of the stage multiplies k 16s..16s+15, the activations come through ldmatrix from the
-    // 16-bit mainloop's layout (its register budget: 64 accumulators, a 128-register cap), and
-    // each thread takes byte t of the two weight words of each k-step (k 2t, 2t+1 and 2t+8,
-    // 2t+9 of the MMA's B fragment). Its scale groups (one or two per stage) are read here.
-    __device__ __forceinline__ static void compute_stage_wb(u32 stage_base, const u32 *groups, Acc &acc)
+    // Weights on B (the large path): the CTA dequantizes each stage's weights once into a
+    // 16-bit B buffer, and the 16-bit mainloop's step multiplies it (every warp of a column
+    // of warps would otherwise decode the same weights, kWarpsM times over, and the decode's
+    // registers on top of the 64 accumulators kept the kernel at one CTA per SM). Thread t
+    // takes half t % 2 (32 k, 16 packed bytes: one scale group, groups being >= 32 and
+    // aligned) of weight row t / 2 and stores each word's 8 k as one 16-byte chunk, chunk c of
+    // row r at c ^ (r % 8) (the 8 lanes of a store phase: 4 rows x 2 halves, 8 bank groups).
+    __device__ __forceinline__ static void dequant_stage_wb(u32 stage_base, const u32 *groups, u32 bf_base)
     {
-        const int lane = threadIdx.x % 32, wm = (threadIdx.x / 32) % kWarpsM, t = lane % 4;
-        W4Group grp[kMyW][kStageGroups];
+        static_assert(kRowsW * 2 == kThreads && BKW == 64, "a thread dequantizes 32 k of one weight row a stage");
+        const int r = threadIdx.x / 2, h = threadIdx.x % 2;
+        const W4Group c = W::unpack(groups[(kStageGroups > 1 ? h * 32 / W::kGroup : 0) * kRowsW + r]);
+        u32 q[4];
+        lds_128(stage_base + static_cast<u32>(r * kWRowBytes + h * 16), q);
+        const u32 row = bf_base + static_cast<u32>(r * BKW * 2);
 #pragma unroll
-        for (int j = 0; j < kMyW; ++j)
-#pragma unroll
-            for (int q = 0; q < kStageGroups; ++q) grp[j][q] = W::unpack(groups[q * kRowsW + my_w_row(j)]);
-        const int sw = lane % 8, a_hi = lane / 16;
-        const int a_row = wm * MF * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-#pragma unroll
-        for (int ks = 0; ks < BKW / 16; ++ks) {
-            u32 a[MF][4];
-#pragma unroll
-            for (int mf = 0; mf < MF; ++mf)
-                ldmatrix_x4(stage_base + static_cast<u32>(kWBytes + (a_row + mf * 16) * kXRowBytes) +
-                                static_cast<u32>(((ks * 2 + a_hi) ^ sw) * 16),
-                            a[mf][0], a[mf][1], a[mf][2], a[mf][3]);
-            u32 b[NF][2];
-#pragma unroll
-            for (int nf = 0; nf < NF; ++nf) {
-                u32 w0, w1;
-                lds_64(stage_base + static_cast<u32>(my_w_row(nf) * kWRowBytes + ks * 8), w0, w1);
-                const W4Group &c = grp[nf][kStageGroups > 1 ? ks * 16 / W::kGroup : 0];
-                b[nf][0] = W::pair(w0, W::aux(w0), t, c);
-                b[nf][1] = W::pair(w1, W::aux(w1), t, c);
-            }
-#pragma unroll
-            for (int mf = 0; mf < MF; ++mf)
-#pragma unroll
-                for (int nf = 0; nf < NF; ++nf) mma_16816<D>(acc.c[mf][nf], a[mf], b[nf][0], b[nf][1]);
+        for (int i = 0; i < 4; ++i) {
+            const u32 aux = W::aux(q[i]);
+            const u32 v[4] = {W::pair(q[i], aux, 0, c), W::pair(q[i], aux, 1, c), W::pair(q[i], aux, 2, c),
+                              W::pair(q[i], aux, 3, c)};
+            st_shared_v4(row + static_cast<u32>(((4 * h + i) ^ (r % 8)) * 16), v);
         }
     }
 
@@ -391,7 +381,8 @@ struct MmaW4Mainloop {
     template <class WRow, class XRow>
     __device__ __forceinline__ static void run(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi, Acc &acc)
     {
-        run_gated(smem, w_row, x_row, k_lo, k_hi, acc, NoGate{});
+        if constexpr (kWOnA) run_gated(smem, w_row, x_row, k_lo, k_hi, acc, NoGate{});
+        else run_wb(smem, w_row, x_row, k_lo, k_hi, acc);
     }
 
     // run, but the activations are read only once gate() has returned (a Gate with kWaits =
@@ -404,7 +395,7 @@ struct MmaW4Mainloop {
                                                      Acc &acc, Gate gate)
     {
         constexpr bool kGated = Gate::kWaits;
-        static_assert(!kGated || kWOnA, "only the decode GEMMs (weights on A) wait for their activations");
+        static_assert(kWOnA, "weights on B run run_wb");
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
@@ -416,25 +407,8 @@ struct MmaW4Mainloop {
         W4Row mine[kMyW];
 #pragma unroll
         for (int j = 0; j < kMyW; ++j) {
-            mine[j] = kWOnA ? w_row(my_w_row(j)) : W4Row{nullptr, nullptr, nullptr};
-            if (kWOnA && mine[j].data == nullptr) mine[j] = w_row(0);
-        }
-        // weights on B: thread tid loads the constants of row tid % kRowsW, group tid / kRowsW
-        // of each stage two stages ahead of its math (held in `pending` over one stage, stored
-        // for the next: the k loop's __syncthreads publishes them, and the buffer it writes is
-        // the one the previous stage read)
-        u32 *const group_buf = reinterpret_cast<u32 *>(smem + kStages * kStageBytes);
-        const int g_row = threadIdx.x % kRowsW, g_q = threadIdx.x / kRowsW;
-        const bool g_loads = !kWOnA && g_q < kStageGroups;
-        const W4Row g_w = kWOnA ? W4Row{nullptr, nullptr, nullptr} : w_row(g_row);
-        auto stage_group = [&](int kt) -> u32 {
-            const int k = k_lo + kt * BKW + g_q * W::kGroup;
-            return W::group(g_w, k / W::kGroup, k < k_hi && g_w.scale != nullptr).s;
-        };
-        u32 pending = 0;
-        if (g_loads) {
-            group_buf[g_q * kRowsW + g_row] = stage_group(0);
-            pending = stage_group(1);
+            mine[j] = w_row(my_w_row(j));
+            if (mine[j].data == nullptr) mine[j] = w_row(0);
         }
         const u32 base = smem_addr(smem);
         const int k_tiles = k_hi > k_lo ? (k_hi - k_lo + BKW - 1) / BKW : 0;
@@ -447,7 +421,7 @@ struct MmaW4Mainloop {
             cp_async_commit();
         }
         W4Group cur[kMyW][kRunGroups], nxt[kMyW][kRunGroups];
-        if constexpr (kWOnA) load_groups(mine, k_lo, k_hi, cur);
+        load_groups(mine, k_lo, k_hi, cur);
         if constexpr (kGated) {
             gate();
 #pragma unroll
@@ -463,22 +437,95 @@ struct MmaW4Mainloop {
             const int next = kt + kStages - 1;
             if (next < k_tiles) load_stage(ld, base + write_stage * kStageBytes, k_lo + next * BKW, k_hi);
             cp_async_commit();
-            if constexpr (kWOnA) {
-                load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
-                compute_stage(base + read_stage * kStageBytes, cur, acc);
+            load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
+            compute_stage(base + read_stage * kStageBytes, cur, acc);
 #pragma unroll
-                for (int j = 0; j < kMyW; ++j)
+            for (int j = 0; j < kMyW; ++j)
 #pragma unroll
-                    for (int q = 0; q < kRunGroups; ++q) cur[j][q] = nxt[j][q];
-            } else {
-                if (g_loads) {
-                    group_buf[((kt + 1) % 2) * (kGroupBufBytes / 4) + g_q * kRowsW + g_row] = pending;
-                    pending = stage_group(kt + 2); // past the end: nothing read
-                }
-                compute_stage_wb(base + read_stage * kStageBytes, group_buf + (kt % 2) * (kGroupBufBytes / 4), acc);
-            }
+                for (int q = 0; q < kRunGroups; ++q) cur[j][q] = nxt[j][q];
             read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
             write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+        }
+        cp_async_wait<0>();
+    }
+
+    // run, weights on B. Shared memory: kStages + 1 slots of packed weights, kStages of
+    // activations, two buffers of group constants, two of dequantized weights. The commit
+    // group issued in step j holds stage j + 3's weights and stage j + 2's activations (the
+    // prologue's two: stages 0 and 1's weights with stage 0's activations, stage 2's weights
+    // with stage 1's), so step kt's wait_group(1) finds stage kt's activations and stage kt +
+    // 1's weights landed, as the 16-bit mainloop finds its stage two steps after the copy.
+    // Step kt: barrier; copy; store stage kt + 2's constants; dequantize stage kt + 1 into
+    // one buffer; multiply stage kt from the other. The barrier orders each buffer's writes
+    // before its reads and its reads before the writes that reuse it (a slot's last reader
+    // ran in step kt - 1 or before).
+    template <class WRow, class XRow>
+    __device__ __forceinline__ static void run_wb(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi,
+                                                  Acc &acc)
+    {
+        static_assert(!kWOnA && kStages == 3, "weights on B: 4 weight slots and 3 activation slots");
+        constexpr int kWSlots = kStages + 1;
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc.c[mf][nf][q] = 0.0f;
+        Loader ld;
+        make_loader(ld, w_row, x_row);
+        const u32 base = smem_addr(smem);
+        const u32 w_base = base, x_base = base + kWSlots * kWBytes;
+        u32 *const group_buf = reinterpret_cast<u32 *>(smem + kWSlots * kWBytes + kStages * kXBytes);
+        const u32 bf_base = x_base + kStages * kXBytes + 2 * kGroupBufBytes;
+        // the Loader's activation offsets count from a stage's start, kWBytes before them
+        auto load_x = [&](int s) {
+            load_stage_x(ld, x_base + (s % kStages) * kXBytes - kWBytes, k_lo + s * BKW, k_hi);
+        };
+        auto load_w = [&](int s) { load_stage_w(ld, w_base + (s % kWSlots) * kWBytes, k_lo + s * BKW, k_hi); };
+        // thread tid loads the constants of row tid % kRowsW, group tid / kRowsW of each stage
+        const int g_row = threadIdx.x % kRowsW, g_q = threadIdx.x / kRowsW;
+        const bool g_loads = g_q < kStageGroups;
+        const W4Row g_w = w_row(g_row);
+        auto stage_group = [&](int kt) -> u32 {
+            const int k = k_lo + kt * BKW + g_q * W::kGroup;
+            return W::group(g_w, k / W::kGroup, k < k_hi && g_w.scale != nullptr).s;
+        };
+        auto groups_of = [&](int kt) { return group_buf + (kt % 2) * (kGroupBufBytes / 4); };
+        const int k_tiles = k_hi > k_lo ? (k_hi - k_lo + BKW - 1) / BKW : 0;
+        if (k_tiles > 0) load_w(0);
+        if (k_tiles > 1) load_w(1);
+        if (k_tiles > 0) load_x(0);
+        cp_async_commit();
+        if (k_tiles > 2) load_w(2);
+        if (k_tiles > 1) load_x(1);
+        cp_async_commit();
+        u32 pending = 0;
+        if (g_loads) {
+            groups_of(0)[g_q * kRowsW + g_row] = stage_group(0);
+            groups_of(1)[g_q * kRowsW + g_row] = stage_group(1);
+            pending = stage_group(2);
+        }
+        if (k_tiles > 0) {
+            cp_async_wait<1>();
+            __syncthreads();
+            dequant_stage_wb(w_base, groups_of(0), bf_base);
+        }
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            cp_async_wait<1>();
+            __syncthreads();
+            if (kt + 3 < k_tiles) load_w(kt + 3);
+            if (kt + 2 < k_tiles) load_x(kt + 2);
+            cp_async_commit();
+            if (g_loads) {
+                groups_of(kt)[g_q * kRowsW + g_row] = pending; // stage kt + 2's
+                pending = stage_group(kt + 3);                 // past the end: nothing read
+            }
+            if (kt + 1 < k_tiles)
+                dequant_stage_wb(w_base + ((kt + 1) % kWSlots) * kWBytes, groups_of(kt + 1),
+                                 bf_base + ((kt + 1) % 2) * kBfBytes);
+            // compute_ab reads B row n at its base + (kRowsX + n) rows
+            Mma16::compute_ab(x_base + (kt % kStages) * kXBytes,
+                              bf_base + (kt % 2) * kBfBytes - kRowsX * kXRowBytes, acc);
         }
         cp_async_wait<0>();
     }

@@ -159,8 +159,8 @@ static void compile_and_check(const char *text)
     mj_compile_request req = {&src, mj_arch_target(s->arch), mj_embedded_headers, mj_embedded_headers_len, 600};
     moejit_status st = mj_nvrtc_compile(&req, &prog);
     ck_assert_msg(st == MOEJIT_OK, "compile '%s': %s", text, moejit_last_error());
-    /* the 4-bit large GEMMs run one CTA per SM (mma_w4_layer.cuh, wgmma_w4_layer.cuh): any
-     * register count is theirs */
+    /* the register bounds are the launch bounds' (mma's 4-bit large GEMMs two CTAs per SM,
+     * wgmma's one, with setmaxnreg): ptxas holds them, and a spill fails below */
     const char *fail = mj_test_check_mma_program(text, &prog, 255);
     ck_assert_msg(fail == NULL, "%s", fail);
     int hmma[N_GEMMS], ldgsts[N_GEMMS], local[N_GEMMS];

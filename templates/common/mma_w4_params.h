@@ -16,8 +16,11 @@
  *                   faster than 4 of 128, mxfp4 within -1.5 % and +3 %; 3 of 256 at four slower)
  *   persistent      the decode layer's deep blocks: 3 stages of the small path's (48 KiB),
  *                   three per SM (168 registers; four spilled)
- *   large           64 k per stage: 128 rows x 32 bytes + 128 x 128 bytes = 20 KiB; 4 stages
- *                   and 2 KiB of scale constants (82 KiB, two CTAs per SM as the 16-bit large path)
+ *   large           64 k per stage: 128 rows x 32 bytes of packed weights in 4 slots (they
+ *                   run a stage ahead: each is dequantized during the stage before its MMAs),
+ *                   128 x 128 bytes of activations in 3; 2 KiB of scale constants and two
+ *                   16 KiB buffers of dequantized weights (98 KiB, two CTAs per SM as the 16-bit
+ *                   large path)
  */
 #ifndef MJ_TEMPLATES_COMMON_MMA_W4_PARAMS_H
 #define MJ_TEMPLATES_COMMON_MMA_W4_PARAMS_H
@@ -26,13 +29,16 @@
 #define MJ_W4_SMALL_STAGES 2
 #define MJ_W4_SMALL_BLOCKS_PER_SM 5
 #define MJ_W4_LARGE_BK 64
-#define MJ_W4_LARGE_STAGES 4
+#define MJ_W4_LARGE_STAGES 3
 
 /* one stage: packed weight rows (BK/2 bytes each), then activation rows (2·BK bytes each) */
 #define MJ_W4_STAGE_BYTES(weight_rows, token_rows, bk) ((weight_rows) * (bk) / 2 + (token_rows) * (bk) * 2)
 #define MJ_W4_SMALL_SMEM (MJ_W4_SMALL_STAGES * MJ_W4_STAGE_BYTES(64, 16, MJ_W4_SMALL_BK))
-/* the large path adds two buffers of the stage's scale-group constants: 128 rows x 2 x 4 bytes */
-#define MJ_W4_LARGE_SMEM (MJ_W4_LARGE_STAGES * MJ_W4_STAGE_BYTES(128, 128, MJ_W4_LARGE_BK) + 2 * 128 * 2 * 4)
+/* the large path: one more slot of packed weights than of activations, two buffers of the
+ * stage's scale-group constants (128 rows x 2 x 4 bytes) and two of dequantized weights */
+#define MJ_W4_LARGE_SMEM                                                                                      \
+    ((MJ_W4_LARGE_STAGES + 1) * MJ_W4_STAGE_BYTES(128, 0, MJ_W4_LARGE_BK) +                                  \
+     MJ_W4_LARGE_STAGES * MJ_W4_STAGE_BYTES(0, 128, MJ_W4_LARGE_BK) + 2 * 128 * 2 * 4 + 2 * 128 * MJ_W4_LARGE_BK * 2)
 /* the persistent decode layer's deep blocks in 4-bit stages (its shallow blocks are 16-bit only) */
 #define MJ_W4_DECODE_STAGES 3
 #define MJ_W4_DECODE_BLOCKS_PER_SM 3
