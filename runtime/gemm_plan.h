@@ -27,15 +27,14 @@
 /* wgmma takes the small path only up to 8: its warpgroup-MMA large path already streams weights
  * at full rate at 12-16 rows per expert. */
 #define MJ_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 8
-/* 4-bit weights on mma take it up to 64: their large path runs mma.sync at one CTA per SM and
- * pads each expert's rows to 128, so the small one, which dequantizes each weight tile once per
- * 16 tokens, wins until about 128 rows per expert (H200: gpt-oss-120b mxfp4 at 32 / 64 / 128
- * rows 1.93 / 3.51 / 6.63 ms against 4.32 / 4.45 / 6.41; Qwen3-30B-A3B w4a16 0.33 / 0.59 / 1.09
- * against 0.68 / 0.71 / 1.03). On wgmma, whose large path dequantizes into warpgroup MMAs, up
- * to 28: the small path's time grows with the rows and the large one's barely does, and they
- * cross near 29 (gpt-oss-120b at 16 / 32 rows: small 1.20 / 2.00 ms, large 1.86 / 1.87;
- * Qwen3-30B-A3B 0.20 / 0.32 against 0.29 / 0.30). */
-#define MJ_W4_SMALL_MAX_ROWS_PER_EXPERT 64
+/* 4-bit weights on mma take it up to 48: the large path pads each expert's rows to 128 and its
+ * time barely moves below that, while the small one dequantizes each weight tile once per 16
+ * tokens and grows with the rows; they cross between 48 and 56 (H200: gpt-oss-120b mxfp4 at
+ * 40 / 48 / 56 rows: small 2.50 / 2.86-2.88 / 3.33 ms, large 2.86 / 2.88 / 2.90; Qwen3-30B-A3B
+ * w4a16 0.39-0.41 / 0.47 / 0.54 against 0.51 / 0.52 / 0.52-0.53). On wgmma, whose large path
+ * dequantizes into warpgroup MMAs, up to 28: they cross near 29 (gpt-oss-120b at 16 / 32 rows:
+ * small 1.20 / 2.00 ms, large 1.86 / 1.87; Qwen3-30B-A3B 0.20 / 0.32 against 0.29 / 0.30). */
+#define MJ_W4_SMALL_MAX_ROWS_PER_EXPERT 48
 #define MJ_W4_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 28
 /* wgmma takes the pair path (clusters of two sharing weight tiles) from 128 rows per expert,
  * where most clusters hold two row tiles of one expert; below, large tiles are as fast. */
