@@ -372,31 +372,15 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
     cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
 }
 
-// What the consumers do for the producer between issuing a stage's wgmmas and waiting for
-// them (a 4-bit format's policy: decode part of the next stage, wgmma_w4_producer.cuh); here
-// nothing.
-template <class S>
-struct WgNoAssist {
-    __device__ __forceinline__ WgNoAssist(const WgStages<S> &, const WgSchedule &, int, int) {}
-    __device__ __forceinline__ void operator()(const WgStages<S> &) {}
-};
-
 // Where the B stages come from. WgTmaWeights: 16-bit weights by TMA (wg_producer); a 4-bit
 // format's policy dequantizes them into the same layout instead (wgmma_w4_producer.cuh).
 // kFullArrivals: the full barrier's count; kExtraSmem: bytes between the stages and the
-// barriers; kConsumerRegs: the consumers' setmaxnreg; Assist: the consumers' share of the
-// producer's work; init_bars: barriers of the policy's own, after the stages'.
+// barriers; kConsumerRegs: the consumers' setmaxnreg.
 struct WgTmaWeights {
     static constexpr u32 kFullArrivals = 128 + 1; // cp.async arrivals + the TMA arming
     static constexpr u32 kExtraSmem = 0;
     static constexpr int kConsumerRegs = MJ_WGMMA_CONSUMER_REGS;
     static constexpr bool kTma = true;
-    template <class S>
-    using Assist = WgNoAssist<S>;
-    template <class S>
-    __device__ __forceinline__ static void init_bars(const WgStages<S> &)
-    {
-    }
     template <class S, WgGemm kKind, bool kPair, class X>
     __device__ __forceinline__ static void produce(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
                                                    const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)
@@ -411,13 +395,11 @@ struct WgTmaWeights {
 // barrier, 4 x wgmma per live block, commit, wait until at most this group is in flight, then
 // release the PREVIOUS stage (one arrival per warp; pair: on both CTAs' empty barriers). One
 // loop testing the block count made ptxas inject warpgroup arrives and waits (C7519 / C7517)
-// around the conditionally written second accumulator. assist: the policy's work for the
-// producer, done while the stage's wgmmas run (WgNoAssist: none).
-template <class S, Dtype D, bool kPair, class Assist>
+// around the conditionally written second accumulator.
+template <class S, Dtype D, bool kPair>
 __device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_tiles, PipeState<S::kStages> &pipe,
                                                    float (&acc0)[S::kAcc], float (&acc1)[S::kAcc1], int r0,
-                                                   int lane, u32 peer_bars, const bool live, const bool two,
-                                                   Assist &assist)
+                                                   int lane, u32 peer_bars, const bool live, const bool two)
 {
     auto release = [&](int s) {
         mbar_arrive(sm.empty_bar(s));
@@ -444,12 +426,9 @@ __device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_
                 }
             }
             wgmma_commit();
-            assist(sm);
             wgmma_wait<1>(); // the previous stage's group is done with its operands
             fence_operands(acc0);
             if (two) fence_operands(acc1); // else dead here: its 64 registers are free
-        } else {
-            assist(sm);
         }
         if (kt > 0 && lane == 0) release(prev);
         prev = pipe.stage;
@@ -581,12 +560,13 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
 
 // Warpgroups 1 and 2, the consumers: rows [cw·BM/2, (cw+1)·BM/2) of each tile as BM/128 m64
 // blocks; per tile the k loop (wg_consumer_k_loop) on the live blocks, then their epilogue.
-template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair, class X = PlainLayer, class Wt = WgTmaWeights>
+template <class S, Dtype D, WgGemm kKind, int kAct, bool kPair, class X = PlainLayer,
+          int kRegs = MJ_WGMMA_CONSUMER_REGS>
 __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActParams &spec_act, int H, int I,
                                             const WgStages<S> &sm, const WgSchedule sc, bool pre_wait, int warp,
                                             int lane, int wg)
 {
-    setmaxnreg_inc<Wt::kConsumerRegs>();
+    setmaxnreg_inc<kRegs>();
     if (pre_wait) grid_dep_enter();
     const int row_tiles = reinterpret_cast<const int *>(p.ws_tile_offsets)[p.num_local_experts];
     const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
@@ -602,8 +582,6 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
     PipeState<S::kStages> pipe;
     // pair: the other CTA's empty barriers, which this CTA's consumers also release
     const u32 peer_bars = kPair ? cluster_map_shared(sm.bars, sc.rank ^ 1u) : 0u;
-    typename Wt::template Assist<S> assist(sm, sc, total, wg);
-    assist(sm); // the first stage's share, before its wgmmas
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
         RowTile rt;
         int col;
@@ -615,10 +593,8 @@ __device__ __forceinline__ void wg_consumer(const mj_layer_params &p, const ActP
         const int blocks =
             __shfl_sync(0xffffffffu, S::kBlocks == 2 && rt.rows > r0 + 64 ? 2 : rt.rows > r0 ? 1 : 0, 0);
         if (S::kBlocks == 2 && blocks == 2)
-            wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, true, true, assist);
-        else
-            wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, blocks > 0, false,
-                                            assist);
+            wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, true, true);
+        else wg_consumer_k_loop<S, D, kPair>(sm, sc.k_tiles, pipe, acc0, acc1, r0, lane, peer_bars, blocks > 0, false);
         if (blocks == 0) continue;
         // with the tile's expert's activation parameters where the forward overrides them (GEMM1)
         auto store = [&](const ActParams &act) {
@@ -680,7 +656,6 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
             mbar_init(sm.full_bar(s), Wt::kFullArrivals);
             mbar_init(sm.empty_bar(s), kEmptyArrivals);
         }
-        Wt::init_bars(sm);
         fence_proxy_async(); // the copy engine must see initialised barriers
         fence_mbarrier_init();
         if constexpr (Wt::kTma) tma_prefetch_desc(&tmap);
@@ -690,7 +665,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     else __syncthreads();
 
     if (wg == 0) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
-    else wg_consumer<S, D, kKind, kAct, kPair, X, Wt>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
+    else wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
     // pair: neither CTA may exit while the other can still multicast into its shared memory
     // or arrive on its barriers
     if constexpr (kPair) cluster_sync();

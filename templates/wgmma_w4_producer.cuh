@@ -1,35 +1,27 @@
 // This file contains the producer of the `wgmma` layer's 4-bit prefill GEMMs (quant w4a16,
 // mxfp4): wgmma_gemm.cuh's persistent kernel on the large tiles (128 token rows x 256 weight
-// rows, common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroup 0 copies each stage's packed
-// weights and, with the two consumer warpgroups (WgW4Assist), dequantizes them into the
-// 16-bit, 128B-swizzled B stage that TMA fills for 16-bit weights. The
+// rows, common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroup 0 dequantizes each stage's
+// weights into the 16-bit, 128B-swizzled B stage that TMA fills for 16-bit weights. The
 // consumers' wgmmas, barriers and epilogues are the 16-bit kernels', so an output's bits are
 // those of the 16-bit GEMM on the dequantized weights, each (q − zp) · s rounded once to the
 // dtype as mma's 4-bit GEMMs round it (mma_w4_dequant.cuh, the same arithmetic).
 //
-//   units    a stage is BN weight rows x 64 k, unit i of producer thread t (i = 0..3) B row
+//   units    a stage is BN weight rows x 64 k. Thread t decodes units i = 0..3: B row
 //            t/2 + 64i, k half t % 2 (32 k: 16 packed bytes in one scale group, groups being
 //            32, 64 or 128 k from multiples of 32), and stores each 8 k as one 16-byte chunk of
 //            the swizzled row (chunk c of row r at r·128 + (c ^ (r % 8))·16: the 8 lanes of a
 //            store phase write 4 rows x 2 halves, 8 distinct chunk columns, no bank conflict)
 //   slots    each thread copies its own units' packed bytes (cp.async, 16 bytes) and the
 //            aligned 4-byte words holding their scale and zero point (cp.async, 4 bytes) into
-//            one of kSlots slots, kAhead = kSlots − 2 stages before it decodes them, across
+//            one of kSlots slots, kAhead = kSlots − 1 stages before it decodes them, across
 //            tile boundaries (WgW4Copier runs kAhead stages ahead of the decode); one commit
 //            group per stage, so cp.async.wait_group kAhead means this thread's copies of the
-//            stage it decodes have landed
+//            stage it decodes have landed. No other thread reads them: no barrier guards a slot
 //   stage    wait for the stage's empty barrier; gather A (WgAGather, arriving on the full
 //            barrier as it lands); copy the stage kAhead ahead; wait for this stage's slot;
-//            store the group constants of the units the consumers decode into the slot and
-//            arrive on its ready barrier; decode units 0 .. kOwn - 1 into B; arrive on the full
-//            barrier, which counts 128 cp.async arrivals, 128 producer and 256 consumer decode
-//            arrivals. The consumers fence the async proxy after their wait, as for the A rows
-//            (a fence of the producer's as well cost 2-3 %)
-//   consumers  between issuing a stage's wgmmas and waiting for them, each consumer thread
-//            waits for the next stage's slot to be ready and decodes its units of it (thread
-//            t of consumer warpgroup c: unit kOwn + c of producer thread t), fences the async
-//            proxy and arrives on that stage's full barrier: the decoding of a stage runs on
-//            three warpgroups instead of one, two of them otherwise idle while their wgmmas run
+//            decode into B; arrive on the full barrier, which counts 128 cp.async arrivals and
+//            128 decode arrivals. The consumers fence the async proxy after their wait, as for
+//            the A rows (a fence here as well cost 2-3 %)
 //   rows     as the 16-bit kernels' TMA boxes hold them: GEMM2 rows h0 + r; gated GEMM1 BN/2
 //            rows of the activation's first operand (w1_row h = 0), then the same columns'
 //            second operand; ungated GEMM1 rows j0 + r. A row past N reads row N − 1 (its
@@ -41,11 +33,10 @@
 //            and the decode shifts the scale out; a zero point likewise (nibble g % 2 of byte
 //            row · groups / 2 + g / 2)
 //
-// Why the stores into B: the wgmma reads B from shared memory only, so a dequantized operand
-// must be stored there once per stage for both consumer warpgroups (the idea of Machete's and
-// the CUTLASS mixed-input kernels, here with the 16-bit kernel's TMA replaced). The producer
-// alone, one warp per scheduler, decoded more slowly than the tensor pipe consumed the stages;
-// the consumers' warps are idle while their wgmmas run, so they take a share of the next stage.
+// Why a producer and not the consumers: the wgmma reads B from shared memory only, so a
+// dequantized operand must be stored there once per stage for both consumer warpgroups; the
+// producer does it while they run the stage before (the idea of Machete's and the CUTLASS
+// mixed-input kernels, here with the 16-bit kernel's TMA replaced, not its consumers).
 #pragma once
 
 #include "common/wgmma_params.h"
@@ -106,38 +97,19 @@ struct WgAGather {
     }
 };
 
-// One stage's slot: each producer thread's kUnits units of 16 packed bytes, then their scale
-// words, then their zero-point words, then the group constants (W4Group::s) of the units the
-// consumers decode, each array unit-major so that a warp's access is 32 consecutive elements.
-// A producer thread decodes its units 0 .. kOwn - 1; consumer warpgroup c decodes units
-// kOwn + c·kPerConsumer .. of every producer thread, its thread t those of producer thread t.
+// One thread's slots: kUnits units of 16 packed bytes, then their scale words, then their
+// zero-point words, each array unit-major so that a warp's access is 32 consecutive elements.
 template <class S>
 struct WgW4Slots {
     static constexpr int kThreads = S::kProducerThreads;
     static constexpr int kUnits = S::BN * 2 / kThreads; // (row, 32-k half) units per thread per stage
-    static constexpr int kOwn = MJ_WGMMA_W4_PRODUCER_UNITS, kHelped = kUnits - kOwn;
-    static constexpr int kPerConsumer = kHelped / MJ_WGMMA_CONSUMERS;
-    // the copies run kSlots - 2 stages ahead: a slot is refilled two stages after its stage, once the
-    // consumers have read it (wg_w4_producer)
-    static constexpr int kSlots = MJ_WGMMA_W4_SLOTS, kAhead = kSlots - 2;
+    static constexpr int kSlots = MJ_WGMMA_W4_SLOTS, kAhead = kSlots - 1;
     static constexpr u32 kData = 0, kScales = kUnits * kThreads * 16, kZeros = kScales + kUnits * kThreads * 4;
-    static constexpr u32 kReady = kZeros + kUnits * kThreads * 4;
     static constexpr u32 kBytes = MJ_WGMMA_W4_SLOT_BYTES;
     static_assert(S::BK == 64 && kUnits == 4 && S::kRowBytes == 128, "a unit is a quarter of a 128-byte B row");
-    static_assert(kPerConsumer * MJ_WGMMA_CONSUMERS == kHelped && kThreads == 128,
-                  "each consumer thread decodes the same number of units");
-    static_assert(kReady + kHelped * kThreads * 4 == kBytes, "host and device must agree on a slot's bytes");
+    static_assert(kZeros + kUnits * kThreads * 4 == kBytes, "host and device must agree on a slot's bytes");
     static_assert(kAhead >= 1 && kAhead <= 7, "cp.async.wait_group takes the stages ahead as its immediate");
 };
-
-// The slots' ready barriers, after the stages' full and empty barriers: slot j's completes
-// when every producer thread has seen its copies of the slot's stage land and stored the
-// group constants of the units the consumers decode (128 arrivals).
-template <class S>
-__device__ __forceinline__ u32 wg_w4_ready_bar(const WgStages<S> &sm, int slot)
-{
-    return sm.bars + 8u * static_cast<u32>(2 * S::kStages + slot);
-}
 
 // The aligned 4-byte word holding byte *b (see "words" above).
 __device__ __forceinline__ const void *aligned_word(const u8 *b)
@@ -231,58 +203,47 @@ struct WgW4Copier {
     }
 };
 
-// Unit i of producer thread tid, its packed words q and group constants s (W4Group::s), into
-// the B stage at b_stage: B row tid / 2 + 64i, k half tid % 2; kFused: in the one-multiply
-// form (mma_w4_dequant.cuh).
-template <class S, class W, bool kFused>
-__device__ __forceinline__ void wg_w4_decode_unit(const u32 (&q)[4], u32 s, u32 b_stage, int tid, int i)
-{
-    const int h = tid % 2;
-    const W4Group c = W::unpack(s);
-    const u32 f = kFused ? W::fused(c) : 0u;
-    const int r = tid / 2 + 64 * i;
-    const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-        const u32 aux = W::aux(q[w]);
-        u32 v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            if constexpr (kFused) v[j] = W::pair_fused(q[w], aux, j, f);
-            else v[j] = W::pair(q[w], aux, j, c);
-        }
-        st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
-    }
-}
-
-// Decodes this producer thread's units 0 .. kOwn - 1 from slot base `base` into the B stage at
-// b_stage, unit i's group constants scale_of(i). A unit's packed words are loaded while the
-// one before is decoded: the shared loads and stores are volatile asm, kept in program order,
-// so a load issued after a unit's stores would wait for them.
+// Decodes this thread's units from slot base `base` into the B stage at b_stage, unit i's
+// group constants scale_of(i) (W4Group::s); kFused: in the one-multiply form
+// (mma_w4_dequant.cuh). A unit's packed words are loaded while the one before is decoded: the
+// shared loads and stores are volatile asm, kept in program order, so a load issued after a
+// unit's stores would wait for them.
 template <class S, class W, bool kFused, class ScaleOf>
 __device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int tid, ScaleOf scale_of)
 {
     using Sl = WgW4Slots<S>;
-    if constexpr (Sl::kOwn == 0) return;
+    const int h = tid % 2;
     u32 next[4];
     ld_shared_v4(base + Sl::kData + static_cast<u32>(tid) * 16u, next);
 #pragma unroll
-    for (int i = 0; i < Sl::kOwn; ++i) {
+    for (int i = 0; i < Sl::kUnits; ++i) {
         u32 q[4];
 #pragma unroll
         for (int w = 0; w < 4; ++w) q[w] = next[w];
-        if (i + 1 < Sl::kOwn)
+        if (i + 1 < Sl::kUnits)
             ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
-        wg_w4_decode_unit<S, W, kFused>(q, scale_of(i), b_stage, tid, i);
+        const W4Group c = W::unpack(scale_of(i));
+        const u32 f = kFused ? W::fused(c) : 0u;
+        const int r = tid / 2 + 64 * i;
+        const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const u32 aux = W::aux(q[w]);
+            u32 v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if constexpr (kFused) v[j] = W::pair_fused(q[w], aux, j, f);
+                else v[j] = W::pair(q[w], aux, j, c);
+            }
+            st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
+        }
     }
 }
 
-// Stage kt in slot `slot`: stores the group constants of this thread's units that the
-// consumers decode, arrives on the slot's ready barrier, then decodes its own units into the B
-// stage at b_stage. terms: the low two address bits of each unit's row in the scale and
-// zero-point tensors (wg_w4_row_terms).
+// Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage. terms:
+// the low two address bits of each unit's row in the scale and zero-point tensors (wg_w4_row_terms).
 template <class S, class W>
-__device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 ready_bar, u32 b_stage, int kt, int K, int tid,
+__device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, int kt, int K, int tid,
                                              u32 terms)
 {
     using Sl = WgW4Slots<S>;
@@ -303,10 +264,8 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 ready_bar,
         for (int i = 0; i < Sl::kUnits; ++i) {
             const u32 byte = scale_word(i) >> ((((terms >> 2 * i) + g) & 3u) * 8u);
             s[i] = live ? dup2(mj_w4_e8m0_scale(byte, W::kFp16)) : 0u;
-            if (i < Sl::kOwn) fused = fused && W::fusable(W::unpack(s[i]));
-            else st_shared_u32(base + Sl::kReady + static_cast<u32>((i - Sl::kOwn) * Sl::kThreads + tid) * 4u, s[i]);
+            fused = fused && W::fusable(W::unpack(s[i]));
         }
-        mbar_arrive(ready_bar);
         auto scale_of = [&](int i) { return s[i]; };
         if (__all_sync(0xffffffffu, fused)) wg_w4_decode_units<S, W, true>(base, b_stage, tid, scale_of);
         else wg_w4_decode_units<S, W, false>(base, b_stage, tid, scale_of);
@@ -322,10 +281,6 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 ready_bar,
                 return live ? dup2(half) : 0u;
             }
         };
-#pragma unroll
-        for (int i = Sl::kOwn; i < Sl::kUnits; ++i)
-            st_shared_u32(base + Sl::kReady + static_cast<u32>((i - Sl::kOwn) * Sl::kThreads + tid) * 4u, scale_of(i));
-        mbar_arrive(ready_bar);
         wg_w4_decode_units<S, W, false>(base, b_stage, tid, scale_of);
     }
 }
@@ -374,7 +329,6 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
     WgAGather<S, kGemm2> a(p, H, I, tid); // after the first copies: their registers are free then
     PipeState<S::kStages> pipe;
     int slot = 0;
-    int g = 0; // stages so far
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
         WgW4Rows<Sl::kUnits> row;
         u32 terms;
@@ -390,19 +344,9 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
             const u32 a_stage = sm.a(pipe.stage);
             a.copy(a_stage, kt, sc.K, rt);
             cp_async_arrive_noinc(sm.full_bar(pipe.stage));
-            // the copy refills the slot of stage g - 2, which the consumers read as they decode
-            // their units of it, during stage g - 3 (before the first stage: stage 0's): from
-            // stage kStages on they have done so before releasing stage g - kStages, which the
-            // empty barrier waited for (at a tile's end that release follows the last stage, so
-            // it does not order the read of the slot of g - 1); stage 2 waits for them on the
-            // full barrier of stage 0 (its first phase: their arrivals follow their reads)
-            static_assert(Sl::kAhead == Sl::kSlots - 2 && S::kStages == 3,
-                          "the consumers release stage g - 3 after reading the slot of g - 2");
-            if (g == 2) mbar_wait(sm.full_bar(0), 0u);
-            ++g;
             copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
             cp_async_wait<Sl::kAhead>(); // this thread's copies of stage kt (committed kAhead groups ago)
-            wg_w4_decode<S, W>(slots, slot, wg_w4_ready_bar(sm, slot), a_stage + S::kABytes, kt, sc.K, tid, terms);
+            wg_w4_decode<S, W>(slots, slot, a_stage + S::kABytes, kt, sc.K, tid, terms);
             mbar_arrive(sm.full_bar(pipe.stage)); // the consumers fence the async proxy after their wait
             slot = slot + 1 == Sl::kSlots ? 0 : slot + 1;
             pipe.advance();
@@ -411,88 +355,13 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
     cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
 }
 
-// A consumer warpgroup's share of the decoding (wgmma_gemm's Assist): the stage after the one
-// whose wgmmas it has just issued, or before its first stage the first (operator(), called
-// once per stage by every thread of both consumer warpgroups, which follow the CTA's stages in
-// the same order). Each waits for the stage's slot to be ready, decodes its units into the
-// stage's B and arrives on the stage's full barrier; the B stage is free by then, since the
-// producer waited for its empty barrier before arriving on the slot's ready one.
-template <class S, class W>
-struct WgW4Assist {
-    using Sl = WgW4Slots<S>;
-    u32 slots;
-    int cw, ct;             // consumer warpgroup, thread in it
-    int left;               // stages not yet assisted
-    int slot;               // the next stage's slot, and the parity of its ready barrier's phase
-    u32 slot_phase;
-    PipeState<S::kStages> next; // the next stage's place in the ring of stages
-
-    __device__ __forceinline__ WgW4Assist(const WgStages<S> &sm, const WgSchedule &sc, int total, int wg)
-    {
-        slots = sm.base + S::kStages * S::kStageBytes;
-        cw = wg - 1;
-        ct = static_cast<int>(threadIdx.x) % 128;
-        const int tiles = sc.first_tile < total ? (total - 1 - sc.first_tile) / sc.tile_step + 1 : 0;
-        left = tiles * sc.k_tiles;
-        slot = 0;
-        slot_phase = 0;
-    }
-
-    __device__ __forceinline__ void operator()(const WgStages<S> &sm)
-    {
-        if (left == 0) return;
-        --left;
-        mbar_wait(wg_w4_ready_bar(sm, slot), slot_phase);
-        const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
-        const u32 b_stage = sm.a(next.stage) + S::kABytes;
-        u32 s[Sl::kPerConsumer > 0 ? Sl::kPerConsumer : 1];
-        bool fused = true;
-#pragma unroll
-        for (int j = 0; j < Sl::kPerConsumer; ++j) {
-            const int i = Sl::kOwn + cw * Sl::kPerConsumer + j;
-            s[j] = ld_shared_u32(base + Sl::kReady + static_cast<u32>((i - Sl::kOwn) * Sl::kThreads + ct) * 4u);
-            fused = fused && W::fusable(W::unpack(s[j]));
-        }
-        // mxfp4: the warp's one-multiply form where all of its units' scales allow it
-        const bool all_fused = W::kMx && __all_sync(0xffffffffu, fused);
-#pragma unroll
-        for (int j = 0; j < Sl::kPerConsumer; ++j) {
-            const int i = Sl::kOwn + cw * Sl::kPerConsumer + j;
-            u32 q[4];
-            ld_shared_v4(base + Sl::kData + static_cast<u32>(i * Sl::kThreads + ct) * 16u, q);
-            if constexpr (W::kMx) {
-                if (all_fused) wg_w4_decode_unit<S, W, true>(q, s[j], b_stage, ct, i);
-                else wg_w4_decode_unit<S, W, false>(q, s[j], b_stage, ct, i);
-            } else {
-                wg_w4_decode_unit<S, W, false>(q, s[j], b_stage, ct, i);
-            }
-        }
-        fence_proxy_async(); // this thread's B stores, before the wgmmas that read them
-        mbar_arrive(sm.full_bar(next.stage));
-        next.advance();
-        if (++slot == Sl::kSlots) {
-            slot = 0;
-            slot_phase ^= 1u;
-        }
-    }
-};
-
-// The B stages of 4-bit format W dequantized by the producer and the consumers (wgmma_gemm's Wt).
+// The B stages of 4-bit format W dequantized by the producer (wgmma_gemm's Wt).
 template <class W>
 struct WgW4Weights {
-    // cp.async (A) arrivals + the producer's decode arrivals + the consumers'
-    static constexpr u32 kFullArrivals = 128 + 128 + 256;
+    static constexpr u32 kFullArrivals = 128 + 128; // cp.async (A) arrivals + decode arrivals
     static constexpr u32 kExtraSmem = MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES;
     static constexpr int kConsumerRegs = MJ_WGMMA_W4_CONSUMER_REGS;
     static constexpr bool kTma = false;
-    template <class S>
-    using Assist = WgW4Assist<S, W>;
-    template <class S>
-    __device__ __forceinline__ static void init_bars(const WgStages<S> &sm)
-    {
-        static_assert((2 * S::kStages + MJ_WGMMA_W4_SLOTS) * 8 <= 256, "the barriers fit their 256 bytes");
-        for (int j = 0; j < MJ_WGMMA_W4_SLOTS; ++j) mbar_init(wg_w4_ready_bar(sm, j), 128);
-    }
     template <class S, WgGemm kKind, bool kPair, class X>
     __device__ __forceinline__ static void produce(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
                                                    const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)

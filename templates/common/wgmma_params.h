@@ -142,7 +142,7 @@ enum {
  * producer dequantizes each stage's weights into the 16-bit B stage the consumers' wgmmas read,
  * so the consumers, their MMAs and epilogues are the 16-bit kernels'. The packed weights, their
  * scales and zero points reach it through MJ_WGMMA_W4_SLOTS slots of shared memory that each
- * producer thread fills with its own cp.async copies MJ_WGMMA_W4_SLOTS - 2 stages ahead (a slot:
+ * producer thread fills with its own cp.async copies MJ_WGMMA_W4_SLOTS - 1 stages ahead (a slot:
  * 4 units of 32 k of a weight row per thread, 16 bytes each, and a 4-byte word holding the
  * unit's scale and one holding its zero point); behind them MJ_WGMMA_W4_STAGES 16-bit stages,
  * which only need to cover the hand-over from producer to consumers. 210,176 bytes. The producer
@@ -151,8 +151,7 @@ enum {
  * consumers at 200 do not). */
 #define MJ_WGMMA_W4_STAGES 3
 #define MJ_WGMMA_W4_SLOTS 5
-#define MJ_WGMMA_W4_PRODUCER_UNITS 2
-#define MJ_WGMMA_W4_SLOT_BYTES (128 * 4 * (16 + 4 + 4) + 128 * (4 - MJ_WGMMA_W4_PRODUCER_UNITS) * 4)
+#define MJ_WGMMA_W4_SLOT_BYTES (128 * 4 * (16 + 4 + 4))
 #define MJ_WGMMA_W4_SMEM \
     (MJ_WGMMA_W4_STAGES * MJ_WGMMA_STAGE_BYTES + MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES + 1024 + 256)
 #define MJ_WGMMA_W4_PRODUCER_REGS 104
