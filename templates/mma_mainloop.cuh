@@ -99,6 +99,16 @@ struct MmaMainloop {
         float c[MF][NF][4];
     };
 
+    __device__ __forceinline__ static void clear(Acc &acc)
+    {
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc.c[mf][nf][q] = 0.0f;
+    }
+
     // Per thread: the global row base of each chunk it copies (nullptr = zero-fill), fixed
     // for the whole k loop; its chunk column kc = tid % 8 and its swizzled smem offsets.
     struct Loader {
@@ -231,12 +241,7 @@ struct MmaMainloop {
     __device__ __forceinline__ static void run_gated(unsigned char *smem, ARow a_row, BRow b_row, int K, Acc &acc,
                                                      Gate gate)
     {
-#pragma unroll
-        for (int mf = 0; mf < MF; ++mf)
-#pragma unroll
-            for (int nf = 0; nf < NF; ++nf)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc.c[mf][nf][q] = 0.0f;
+        clear(acc);
 
         Loader ld;
         make_loader(ld, a_row, b_row);

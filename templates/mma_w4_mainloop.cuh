@@ -396,12 +396,7 @@ struct MmaW4Mainloop {
     {
         constexpr bool kGated = Gate::kWaits;
         static_assert(kWOnA, "weights on B run run_wb");
-#pragma unroll
-        for (int mf = 0; mf < MF; ++mf)
-#pragma unroll
-            for (int nf = 0; nf < NF; ++nf)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc.c[mf][nf][q] = 0.0f;
+        Mma16::clear(acc);
         Loader ld;
         make_loader(ld, w_row, x_row);
         W4Row mine[kMyW];
@@ -465,12 +460,7 @@ struct MmaW4Mainloop {
     {
         static_assert(!kWOnA && kStages == 3, "weights on B: 4 weight slots and 3 activation slots");
         constexpr int kWSlots = kStages + 1;
-#pragma unroll
-        for (int mf = 0; mf < MF; ++mf)
-#pragma unroll
-            for (int nf = 0; nf < NF; ++nf)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc.c[mf][nf][q] = 0.0f;
+        Mma16::clear(acc);
         Loader ld;
         make_loader(ld, w_row, x_row);
         const u32 base = smem_addr(smem);
