@@ -20,8 +20,9 @@
  *   W1, ungated  dims (H, I, E_local)
  *   W2           dims (I, H, E_local)
  *
- * The large GEMMs' grid is min(SMs, an upper bound on their tiles) CTAs of 384 threads: a
- * function of the shape and the device only. The pair path's is two CTAs per cluster times
+ * The large GEMMs' grid is min(SMs, an upper bound on their tiles) CTAs of 384 threads (512
+ * for 4-bit weights, whose producer is two warpgroups): a function of the shape and the device
+ * only. The pair path's is two CTAs per cluster times
  * min(the clusters the device keeps resident at once, an upper bound on its tiles): a
  * persistent schedule wants every cluster resident (one that is not runs its share of the
  * tiles after another cluster finishes: correct, but up to twice as long), and whether 66
@@ -208,7 +209,8 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
                          : f.plan.short_tiles ? (fp8 ? MJ_WGMMA_FP8_SHORT_SMEM : MJ_WGMMA_SHORT_SMEM)
                                               : (fp8 ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM);
     const int small_smem = w4 ? MJ_W4_SMALL_SMEM : MJ_MMA_SMALL_SMEM;
-    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : MJ_WGMMA_THREADS, small ? small_smem : big_smem,
+    const mj_mma_gemms g = {g1, g2, small ? MJ_MMA_SMALL_THREADS : w4 ? MJ_WGMMA_W4_THREADS : MJ_WGMMA_THREADS,
+                            small ? small_smem : big_smem,
                             small ? NULL : params1, small ? NULL : params2};
     return mj_launch_mma_enqueue(d, m, &f, dev, &g, stream);
 }

@@ -35,7 +35,10 @@
 //   weights     (Wt) where the B stages come from: WgTmaWeights, the producer above; a 4-bit
 //               format's policy (wgmma_w4_producer.cuh) runs its own producer, which dequantizes
 //               the weights into the same B layout, with its own full-barrier count, shared
-//               memory after the stages and register split.
+//               memory after the stages and register split, in two warpgroups (the shape's
+//               kProducerWarpgroups: 512 threads, the consumers warpgroups 2 and 3, each wgmma
+//               issued as two n128 halves, since the launch's 128 registers are fewer than
+//               ptxas needs to issue one n256).
 //
 // The stage index and its phase bit (PipeState) run on across tiles, so the producer fills the
 // next tile's stages while the consumers finish the current one.
@@ -83,11 +86,12 @@ enum class WgGemm : int { gemm1_gated = 0, gemm1, gemm2 };
 // tiles): consumer 0 owns the one m64 block and consumer 1 none (its rows start at 64).
 // kElemBytes 1 (the fp8 GEMMs, wgmma_fp8.cuh): BK 128 codes per 128-byte row, and a row scale
 // per stage after the barriers.
-template <int kBM, int kBN, int kStagesT, int kSmem, int kElemBytes = 2>
+template <int kBM, int kBN, int kStagesT, int kSmem, int kElemBytes = 2, int kProducerWarpgroupsT = 1>
 struct WgShape {
     static constexpr int BM = kBM, BN = kBN, BK = 128 / kElemBytes;
     static constexpr int kStages = kStagesT;
-    static constexpr int kProducerThreads = 128;
+    static constexpr int kProducerWarpgroups = kProducerWarpgroupsT; // 2: the 4-bit GEMMs' decoding producers
+    static constexpr int kProducerThreads = 128 * kProducerWarpgroups;
     static constexpr int kConsumerWarps = MJ_WGMMA_CONSUMERS * 4;
     static constexpr int kRowsPerConsumer = BM >= 128 ? BM / MJ_WGMMA_CONSUMERS : 64;
     static constexpr int kBlocks = kRowsPerConsumer / 64; // m64 blocks per consumer
@@ -110,7 +114,8 @@ struct WgShape {
     static_assert(kRowBytes == 128 && (kElemBytes == 2 || BK == MJ_FP8_BLOCK),
                   "a stage row must be exactly one 128-byte swizzle row (fp8: one 128-wide scale block)");
     static_assert(kRowBytes / 16 == 8 && kLanesPerRow * kChunks == 8, "a row is 8 chunks: lanes x chunks per lane");
-    static_assert(kRowsA == 8 || (BM == 64 && kRowsA == 4), "a producer thread keeps 8 row pointers (short: 4)");
+    static_assert(kRowsA * kProducerWarpgroups == 8 || (BM == 64 && kRowsA == 4),
+                  "a producer thread keeps 8 row pointers (short, or two producer warpgroups: 4)");
     static_assert(kBlocks == 1 || kBlocks == 2, "a consumer owns one or two m64 blocks of rows");
     static_assert(BN == 128 || BN == 256, "one wgmma.m64n128k16 or m64n256k16 spans the weight rows");
     static_assert(kBlocks * BN / 2 == 128, "a consumer holds 128 fp32 accumulators");
@@ -420,7 +425,9 @@ __device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_
 #pragma unroll
             for (int ks = 0; ks < S::BK / 16; ++ks) { // +32 bytes per k16 = +2 in the >>4 field
                 const u32 acc_in = (kt | ks) != 0 ? 1u : 0u;
-                wgmma_m64nNk16<D, S::BN>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
+                if constexpr (S::kProducerWarpgroups > 1) // 512 threads: 128 registers at launch
+                    wgmma_m64n256k16_as_n128<D>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
+                else wgmma_m64nNk16<D, S::BN>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
                 if constexpr (S::kBlocks == 2) {
                     if (two) wgmma_m64nNk16<D, S::BN>(acc1, da1 + 2u * ks, db + 2u * ks, acc_in);
                 }
@@ -664,8 +671,16 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     if constexpr (kPair) cluster_sync();
     else __syncthreads();
 
-    if (wg == 0) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
-    else wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
+    if constexpr (S::kProducerWarpgroups == 1) {
+        if (wg == 0) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
+        else wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
+    } else {
+        // the consumers keep their numbering (1, 2) after the producer warpgroups
+        if (wg < S::kProducerWarpgroups) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
+        else
+            wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane,
+                                                                       wg - S::kProducerWarpgroups + 1);
+    }
     // pair: neither CTA may exit while the other can still multicast into its shared memory
     // or arrive on its barriers
     if constexpr (kPair) cluster_sync();

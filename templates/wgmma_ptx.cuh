@@ -111,6 +111,17 @@ __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], u64 desc_a, u6
     else wgmma_m64n128k16<D>(d, desc_a, desc_b, accumulate);
 }
 
+// m64n256k16 as two m64n128k16 over B's two halves (rows 0..127 and 128..255, 16 KiB apart in
+// the 128B-swizzled stage), into the same registers: an output's products and sums are the
+// n256 instruction's. For kernels whose launch leaves fewer than the ~154 registers ptxas
+// needs to issue one n256 instruction (4 warpgroups: 128).
+template <Dtype D>
+__device__ __forceinline__ void wgmma_m64n256k16_as_n128(float (&d)[128], u64 desc_a, u64 desc_b, u32 accumulate)
+{
+    wgmma_m64n128k16<D>(*reinterpret_cast<float(*)[64]>(&d[0]), desc_a, desc_b, accumulate);
+    wgmma_m64n128k16<D>(*reinterpret_cast<float(*)[64]>(&d[64]), desc_a, desc_b + (128u * 128u >> 4), accumulate);
+}
+
 // The fp8 GEMMs' MMA (wgmma_fp8.cuh): d[64 x 128] = A[64 x 32] · B[128 x 32]ᵀ (+ d when
 // accumulate != 0), e4m3 x e4m3 with fp32 accumulation, both K-major in shared memory as
 // 128-byte swizzled rows of 128 codes; the register layout is m64n128k16's.

@@ -35,10 +35,10 @@ constexpr WgGemm kW4Gemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 } // namespace tc_layer
 } // namespace mj
 
-// (384, 1) as the 16-bit large GEMMs (wgmma_layer.cuh); the tensor map parameter keeps their
-// signature and is not read (the weights come through the producer's copies).
+// (512, 1): the 16-bit large GEMMs' block (wgmma_layer.cuh) with a second producer warpgroup
+// (common/wgmma_params.h); the tensor map parameter keeps their signature and is not read (the weights come through the producer's copies).
 #if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
-extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_W4_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
     mj::tc_layer::layer_w4_gemm<mj::tc_layer::kW4Gemm1>(p, w1_map);
@@ -46,7 +46,7 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ 
 #endif
 
 #if MJ_TC_BUILDS(MJ_TC_BIT_LARGE)
-extern "C" __global__ void __launch_bounds__(MJ_WGMMA_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(MJ_WGMMA_W4_THREADS, 1)
 mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
     mj::tc_layer::layer_w4_gemm<mj::WgGemm::gemm2>(p, w2_map);

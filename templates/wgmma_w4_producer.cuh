@@ -1,13 +1,13 @@
 // This file contains the producer of the `wgmma` layer's 4-bit prefill GEMMs (quant w4a16,
 // mxfp4): wgmma_gemm.cuh's persistent kernel on the large tiles (128 token rows x 256 weight
-// rows, common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroup 0 dequantizes each stage's
+// rows, common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroups 0 and 1 dequantize each stage's
 // weights into the 16-bit, 128B-swizzled B stage that TMA fills for 16-bit weights. The
 // consumers' wgmmas, barriers and epilogues are the 16-bit kernels', so an output's bits are
 // those of the 16-bit GEMM on the dequantized weights, each (q − zp) · s rounded once to the
 // dtype as mma's 4-bit GEMMs round it (mma_w4_dequant.cuh, the same arithmetic).
 //
-//   units    a stage is BN weight rows x 64 k. Thread t decodes units i = 0..3: B row
-//            t/2 + 64i, k half t % 2 (32 k: 16 packed bytes in one scale group, groups being
+//   units    a stage is BN weight rows x 64 k. Thread t of the 256 decodes units i = 0, 1: B
+//            row t/2 + 128i, k half t % 2 (32 k: 16 packed bytes in one scale group, groups being
 //            32, 64 or 128 k from multiples of 32), and stores each 8 k as one 16-byte chunk of
 //            the swizzled row (chunk c of row r at r·128 + (c ^ (r % 8))·16: the 8 lanes of a
 //            store phase write 4 rows x 2 halves, 8 distinct chunk columns, no bank conflict)
@@ -19,8 +19,8 @@
 //            stage it decodes have landed. No other thread reads them: no barrier guards a slot
 //   stage    wait for the stage's empty barrier; gather A (WgAGather, arriving on the full
 //            barrier as it lands); copy the stage kAhead ahead; wait for this stage's slot;
-//            decode into B; arrive on the full barrier, which counts 128 cp.async arrivals and
-//            128 decode arrivals. The consumers fence the async proxy after their wait, as for
+//            decode into B; arrive on the full barrier, which counts 256 cp.async arrivals and
+//            256 decode arrivals. The consumers fence the async proxy after their wait, as for
 //            the A rows (a fence here as well cost 2-3 %)
 //   rows     as the 16-bit kernels' TMA boxes hold them: GEMM2 rows h0 + r; gated GEMM1 BN/2
 //            rows of the activation's first operand (w1_row h = 0), then the same columns'
@@ -36,7 +36,12 @@
 // Why a producer and not the consumers: the wgmma reads B from shared memory only, so a
 // dequantized operand must be stored there once per stage for both consumer warpgroups; the
 // producer does it while they run the stage before (the idea of Machete's and the CUTLASS
-// mixed-input kernels, here with the 16-bit kernel's TMA replaced, not its consumers).
+// mixed-input kernels, here with the 16-bit kernel's TMA replaced, not its consumers). Why two
+// producer warpgroups: with one, each scheduler had a single producer warp, which spent most of
+// a stage waiting on its own dependences (a stage's chain of 640-760 instructions set the
+// stage's time, the tensor pipe 34-44 % busy); two give each scheduler two such warps of half
+// the work, in 56 registers each, which the consumers' 200 leave at 512 threads
+// (common/wgmma_params.h).
 #pragma once
 
 #include "common/wgmma_params.h"
@@ -103,10 +108,12 @@ template <class S>
 struct WgW4Slots {
     static constexpr int kThreads = S::kProducerThreads;
     static constexpr int kUnits = S::BN * 2 / kThreads; // (row, 32-k half) units per thread per stage
+    static constexpr int kRowStep = kThreads / 2;         // unit i of thread t: B row t/2 + kRowStep·i
     static constexpr int kSlots = MJ_WGMMA_W4_SLOTS, kAhead = kSlots - 1;
     static constexpr u32 kData = 0, kScales = kUnits * kThreads * 16, kZeros = kScales + kUnits * kThreads * 4;
     static constexpr u32 kBytes = MJ_WGMMA_W4_SLOT_BYTES;
-    static_assert(S::BK == 64 && kUnits == 4 && S::kRowBytes == 128, "a unit is a quarter of a 128-byte B row");
+    static_assert(S::BK == 64 && kUnits * kThreads == 2 * S::BN && S::kRowBytes == 128,
+                  "a unit is a quarter of a 128-byte B row, each decoded by one thread");
     static_assert(kZeros + kUnits * kThreads * 4 == kBytes, "host and device must agree on a slot's bytes");
     static_assert(kAhead >= 1 && kAhead <= 7, "cp.async.wait_group takes the stages ahead as its immediate");
 };
@@ -147,7 +154,7 @@ __device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const 
     row.first = static_cast<i64>(b_expert) * nrows;
 #pragma unroll
     for (int i = 0; i < WgW4Slots<S>::kUnits; ++i) {
-        const int r = tid / 2 + 64 * i;
+        const int r = tid / 2 + WgW4Slots<S>::kRowStep * i;
         int j = col * kCols + (kGated ? r % (S::BN / 2) : r);
         j = j < n_last ? j : n_last;
         row.n[i] = kGated ? static_cast<int>(w1_row<X::kLayout, true>(r / (S::BN / 2), j, I)) : j;
@@ -224,7 +231,7 @@ __device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int ti
             ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
         const W4Group c = W::unpack(scale_of(i));
         const u32 f = kFused ? W::fused(c) : 0u;
-        const int r = tid / 2 + 64 * i;
+        const int r = tid / 2 + Sl::kRowStep * i;
         const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
@@ -287,7 +294,7 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, i
 
 // The low two address bits of each unit's row start in the scale and zero-point tensors (all
 // that the decode's shifts need), unit i's at bits 2i (scales) and 8 + 2i (zero points) of
-// terms: one register instead of eight, which the producer's 104 need.
+// terms: one register instead of four, which the producer's 56 need.
 template <class S, class W, WgGemm kKind>
 __device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K,
                                                 const WgW4Rows<WgW4Slots<S>::kUnits> &row, u32 &terms)
@@ -306,7 +313,7 @@ __device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K,
     }
 }
 
-// Warpgroup 0 of a 4-bit GEMM (see the top of this file).
+// Warpgroups 0 and 1 of a 4-bit GEMM (see the top of this file).
 template <class S, class W, WgGemm kKind, class X>
 __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, int I, int k, const WgStages<S> &sm,
                                                const WgSchedule sc, bool pre_wait)
@@ -317,7 +324,7 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
     // read after setmaxnreg: live across it, ptxas parks values in local memory
     const int row_tiles = load_s32_l2(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
     const int total = row_tiles * sc.n_col;
-    const int tid = threadIdx.x; // 0..127
+    const int tid = threadIdx.x; // 0 .. S::kProducerThreads - 1
     const u32 slots = sm.base + S::kStages * S::kStageBytes;
     // the first kAhead stages' weights: before griddepcontrol.wait where the tile table is
     // complete (pre_wait), as the 16-bit producer issues its first weight boxes
@@ -358,7 +365,7 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
 // The B stages of 4-bit format W dequantized by the producer (wgmma_gemm's Wt).
 template <class W>
 struct WgW4Weights {
-    static constexpr u32 kFullArrivals = 128 + 128; // cp.async (A) arrivals + decode arrivals
+    static constexpr u32 kFullArrivals = 2 * 128 * MJ_WGMMA_W4_PRODUCERS; // cp.async (A) arrivals + decode arrivals
     static constexpr u32 kExtraSmem = MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES;
     static constexpr int kConsumerRegs = MJ_WGMMA_W4_CONSUMER_REGS;
     static constexpr bool kTma = false;
@@ -372,10 +379,10 @@ struct WgW4Weights {
     }
 };
 
-static_assert(MJ_WGMMA_W4_PRODUCER_REGS + MJ_WGMMA_W4_CONSUMER_REGS * MJ_WGMMA_CONSUMERS <=
-                  MJ_WGMMA_LAUNCH_REGS * (1 + MJ_WGMMA_CONSUMERS),
+static_assert(MJ_WGMMA_W4_PRODUCER_REGS * MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_W4_CONSUMER_REGS * MJ_WGMMA_CONSUMERS <=
+                  MJ_WGMMA_W4_LAUNCH_REGS * (MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_CONSUMERS),
               "setmaxnreg.inc can take only the registers the CTA's setmaxnreg.dec gave back");
-using WgW4Large = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM>;
+using WgW4Large = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM, 2, MJ_WGMMA_W4_PRODUCERS>;
 static_assert(WgW4Large::kStages * WgW4Large::kStageBytes + MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES + 1024 +
                       16 * WgW4Large::kStages <=
                   MJ_WGMMA_W4_SMEM,

@@ -532,7 +532,8 @@ static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsig
     tc_launch_rec *r = &tc_recs[n_tc_recs++];
     r->kernel = (int)((uintptr_t)f - 1);
     r->gx = gx, r->gy = gy, r->block = bx, r->smem = smem;
-    r->map = bx == 384 ? ((const unsigned char *)params[1])[0] : -1;
+    const int w4_large = bx == MJ_WGMMA_W4_THREADS && (r->kernel == MJ_MMA_K_GEMM1_ACT || r->kernel == MJ_MMA_K_GEMM2);
+    r->map = bx == MJ_WGMMA_THREADS || w4_large ? ((const unsigned char *)params[1])[0] : -1;
     tc_splits = ((const mj_layer_params *)params[0])->gemm2_splits;
     r->routing_bias = ((const mj_layer_params *)params[0])->routing_bias;
     const mj_layer_params *lp = (const mj_layer_params *)params[0];
@@ -1736,9 +1737,10 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
             ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_LARGE_SMEM);
             ck_assert_uint_eq(tc_gemm(0)->gx, 4608); /* the 16-bit large tiles: 12 column tiles x 384 row tiles */
             ck_assert_int_eq(tc_gemm(0)->map, -1);
-        } else { /* wgmma: persistent over its 128 x 256 tiles, the map parameter zeroed */
+        } else { /* wgmma: persistent over its 128 x 256 tiles, two producer warpgroups, the map parameter zeroed */
             for (int g = 0; g < 2; g++) {
-                ck_assert_uint_eq(tc_gemm(g)->block, MJ_WGMMA_THREADS);
+                ck_assert_uint_eq(tc_gemm(g)->block, MJ_WGMMA_W4_THREADS);
+                ck_assert_uint_eq(MJ_WGMMA_W4_THREADS, 512);
                 ck_assert_uint_eq(tc_gemm(g)->smem, MJ_WGMMA_W4_SMEM);
                 ck_assert_uint_eq(tc_gemm(g)->gx, 132);
                 ck_assert_int_eq(tc_gemm(g)->map, 0);

@@ -146,15 +146,21 @@ enum {
  * 4 units of 32 k of a weight row per thread, 16 bytes each, and a 4-byte word holding the
  * unit's scale and one holding its zero point); behind them MJ_WGMMA_W4_STAGES 16-bit stages,
  * which only need to cover the hand-over from producer to consumers. 210,176 bytes. The producer
- * decodes 128 weights a thread per stage besides the A gather, so it takes more registers than
- * the 16-bit one: 104 + 2 x 200 = 504 = 3 x MJ_WGMMA_LAUNCH_REGS (at 88 or 72 it spilled, the
- * consumers at 200 do not). */
+ * is MJ_WGMMA_W4_PRODUCERS warpgroups, so a block is 512 threads with 128 registers each at
+ * launch: 2 x 56 + 2 x 200 = 512 = 4 x MJ_WGMMA_W4_LAUNCH_REGS. A producer thread decodes 64
+ * weights a stage and gathers 4 A rows (with one warpgroup it decoded 128 and gathered 8, in
+ * 104 registers: one warp per scheduler, waiting on its own chain, set the stage's time); the
+ * consumers issue each m64n256k16 as two m64n128k16 (wgmma_m64n256k16_as_n128), since ptxas
+ * needs ~154 registers to issue one n256 and the launch allots 128. */
 #define MJ_WGMMA_W4_STAGES 3
 #define MJ_WGMMA_W4_SLOTS 5
 #define MJ_WGMMA_W4_SLOT_BYTES (128 * 4 * (16 + 4 + 4))
 #define MJ_WGMMA_W4_SMEM \
     (MJ_WGMMA_W4_STAGES * MJ_WGMMA_STAGE_BYTES + MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES + 1024 + 256)
-#define MJ_WGMMA_W4_PRODUCER_REGS 104
+#define MJ_WGMMA_W4_PRODUCERS 2 /* producer warpgroups */
+#define MJ_WGMMA_W4_THREADS (128 * (MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_CONSUMERS))
+#define MJ_WGMMA_W4_LAUNCH_REGS (65536 / MJ_WGMMA_W4_THREADS / 8 * 8)
+#define MJ_WGMMA_W4_PRODUCER_REGS 56
 #define MJ_WGMMA_W4_CONSUMER_REGS 200
 #if MJ_WGMMA_FP8_SMEM > 232448 || MJ_WGMMA_FP8_SHORT_SMEM > 232448
 #error "an fp8 wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
