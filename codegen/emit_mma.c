@@ -32,8 +32,8 @@ _Static_assert(MJ_MMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the mma layer must fit in 
 
 static int is_w4(const moejit_spec *s) { return s->quant == MJ_QUANT_W4A16 || s->quant == MJ_QUANT_MXFP4; }
 
-/* What a 4-bit layer adds: its dtype, pinned dimensions in whole scale groups, and (wgmma,
- * which runs mma's kernels for it) no tall or pair tiles. */
+/* What a 4-bit layer adds: its dtype, pinned dimensions in whole scale groups, and (wgmma) no
+ * pair tiles. */
 static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
 {
     const char *be = mj_backend_names[f->backend];
@@ -47,15 +47,15 @@ static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
                        s->quant == MJ_QUANT_W4A16 && s->zero_point ? " with zero points" : "", m,
                        s->hidden % m ? s->hidden : s->inter);
     const int path = mj_mma_path_of(s->tile);
-    if (path == MJ_MMA_PATH_TALL || path == MJ_MMA_PATH_PAIR)
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s has the small and large paths only (%s); got %s",
-                       mj_quant_names[s->quant], be, MJ_MMA_TILE_NAMES, s->tile);
+    if (path == MJ_MMA_PATH_PAIR || (path == MJ_MMA_PATH_TALL && !f->has_tall_and_pair))
+        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s knows %s; got %s", mj_quant_names[s->quant],
+                       be, f->has_tall_and_pair ? MJ_W4_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
     return MOEJIT_OK;
 }
 
-/* The quantizations of the flavour: 16-bit everywhere, 4-bit (small and large paths) on both,
- * fp8 (e4m3 weights) where it has the fp8 GEMMs; the dtype (x, out) is the 16-bit quant's own,
- * or either for fp8 and 4-bit. The fp8 and 4-bit GEMMs' epilogues know none of
+/* The quantizations of the flavour: 16-bit everywhere, 4-bit (small and large paths, and
+ * wgmma's tall) on both, fp8 (e4m3 weights) where it has the fp8 GEMMs; the dtype (x, out) is
+ * the 16-bit quant's own, or either for fp8 and 4-bit. The fp8 and 4-bit GEMMs' epilogues know none of
  * weight_layout.cuh's options: their layers take up_gate without biases or overrides. */
 static moejit_status check_quant(const moejit_spec *s, const mj_mma_flavour *f)
 {
@@ -192,8 +192,8 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     const int w4 = is_w4(spec);
     if (w4) emit_w4(&b, spec, f);
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile,
-                  w4 && f->has_tall_and_pair ? "the 4-bit small and large paths are compiled; the launcher "
-                                               "picks per forward"
+                  w4 && f->has_tall_and_pair ? "the 4-bit small, large and tall paths are compiled; the "
+                                               "launcher picks per forward"
                                              : f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);

@@ -78,15 +78,17 @@ static int fp8_weights(const moejit_spec *spec)
     return spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
 }
 
-/* Whether a forward of spec runs wgmma's tall, pair and short tiles: a 4-bit layer of wgmma has
- * the small and large paths only (templates/wgmma_w4_layer.cuh). */
+/* Whether a forward of spec runs wgmma's pair and short tiles: a 4-bit layer of wgmma has the
+ * small, large and tall paths only (templates/wgmma_w4_layer.cuh). */
 static int wgmma_prefill(const moejit_spec *spec)
 {
     return mj_backend_has_tall_and_pair_paths(spec->backend) && !mj_quant_is_4bit(spec->quant);
 }
 
 /* The built-in rule: small up to the format's and backend's rows per local expert, wgmma's
- * pair from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT, else large (tall only when forced or tuned). */
+ * pair from MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT (4-bit: tall from
+ * MJ_W4_WGMMA_TALL_MIN_ROWS_PER_EXPERT), else large (16-bit and fp8 tall only when forced or
+ * tuned). */
 static int rule_path(const moejit_spec *spec, const moejit_moe_args *args)
 {
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
@@ -99,6 +101,8 @@ static int rule_path(const moejit_spec *spec, const moejit_moe_args *args)
     if (wgmma_prefill(spec) &&
         pairs >= (int64_t)MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT * e_local)
         return MJ_MMA_PATH_PAIR;
+    if (wgmma && mj_quant_is_4bit(spec->quant) && pairs >= (int64_t)MJ_W4_WGMMA_TALL_MIN_ROWS_PER_EXPERT * e_local)
+        return MJ_MMA_PATH_TALL;
     return MJ_MMA_PATH_LARGE;
 }
 

@@ -36,6 +36,13 @@
  * small 1.20 / 2.00 ms, large 1.86 / 1.87; Qwen3-30B-A3B 0.20 / 0.32 against 0.29 / 0.30). */
 #define MJ_W4_SMALL_MAX_ROWS_PER_EXPERT 48
 #define MJ_W4_WGMMA_SMALL_MAX_ROWS_PER_EXPERT 28
+/* 4-bit weights on wgmma take the tall tiles (256 token rows, each weight decoded once per 256
+ * rows of its expert) from 256 rows per expert, where the large tiles pad more rows and decode
+ * each weight stage twice as often: gpt-oss-120b mxfp4 at 256 rows 4.70-4.73 against 4.91-4.93
+ * ms, Qwen3-30B-A3B w4a16 at 512 rows 1.59-1.61 against 1.63-1.64; at 128 and 256 rows
+ * respectively the two tie (3.00-3.01 against 2.98-3.00, 0.87-0.88 against 0.87-0.88), and
+ * below tall is slower (1.4 x at 32 rows). */
+#define MJ_W4_WGMMA_TALL_MIN_ROWS_PER_EXPERT 256
 /* wgmma takes the pair path (clusters of two sharing weight tiles) from 128 rows per expert,
  * where most clusters hold two row tiles of one expert; below, large tiles are as fast. */
 #define MJ_WGMMA_PAIR_MIN_ROWS_PER_EXPERT 128

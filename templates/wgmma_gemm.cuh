@@ -425,7 +425,7 @@ __device__ __forceinline__ void wg_consumer_k_loop(const WgStages<S> &sm, int k_
 #pragma unroll
             for (int ks = 0; ks < S::BK / 16; ++ks) { // +32 bytes per k16 = +2 in the >>4 field
                 const u32 acc_in = (kt | ks) != 0 ? 1u : 0u;
-                if constexpr (S::kProducerWarpgroups > 1) // 512 threads: 128 registers at launch
+                if constexpr (S::BN == 256 && S::kProducerWarpgroups > 1) // 512 threads: 128 registers at launch
                     wgmma_m64n256k16_as_n128<D>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
                 else wgmma_m64nNk16<D, S::BN>(acc0, da0 + 2u * ks, db + 2u * ks, acc_in);
                 if constexpr (S::kBlocks == 2) {

@@ -111,10 +111,11 @@ struct WgW4Slots {
     static constexpr int kRowStep = kThreads / 2;         // unit i of thread t: B row t/2 + kRowStep·i
     static constexpr int kSlots = MJ_WGMMA_W4_SLOTS, kAhead = kSlots - 1;
     static constexpr u32 kData = 0, kScales = kUnits * kThreads * 16, kZeros = kScales + kUnits * kThreads * 4;
-    static constexpr u32 kBytes = MJ_WGMMA_W4_SLOT_BYTES;
+    static constexpr u32 kBytes = MJ_WGMMA_W4_SLOT_BYTES; // the slots' stride (tall tiles fill half of each)
     static_assert(S::BK == 64 && kUnits * kThreads == 2 * S::BN && S::kRowBytes == 128,
                   "a unit is a quarter of a 128-byte B row, each decoded by one thread");
-    static_assert(kZeros + kUnits * kThreads * 4 == kBytes, "host and device must agree on a slot's bytes");
+    static_assert(kZeros + kUnits * kThreads * 4 == (S::BN == 256 ? kBytes : kBytes / 2),
+                  "host and device must agree on a slot's bytes");
     static_assert(kAhead >= 1 && kAhead <= 7, "cp.async.wait_group takes the stages ahead as its immediate");
 };
 
@@ -383,6 +384,8 @@ static_assert(MJ_WGMMA_W4_PRODUCER_REGS * MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_W4_CO
                   MJ_WGMMA_W4_LAUNCH_REGS * (MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_CONSUMERS),
               "setmaxnreg.inc can take only the registers the CTA's setmaxnreg.dec gave back");
 using WgW4Large = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM, 2, MJ_WGMMA_W4_PRODUCERS>;
+using WgW4Tall =
+    WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM, 2, MJ_WGMMA_W4_PRODUCERS>;
 static_assert(WgW4Large::kStages * WgW4Large::kStageBytes + MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES + 1024 +
                       16 * WgW4Large::kStages <=
                   MJ_WGMMA_W4_SMEM,

@@ -283,8 +283,8 @@ START_TEST(decode_modes_choose_the_persistent_layer_and_its_blocks)
 END_TEST
 
 /* 4-bit layers keep the small path up to 48 rows per expert on mma and up to 28 on wgmma,
- * where each large path overtakes it (runtime/gemm_plan.h); 16-bit wgmma leaves it after 8 and
- * mma after 24. */
+ * where each large path overtakes it, and on wgmma take the tall tiles from 256
+ * (runtime/gemm_plan.h); 16-bit wgmma leaves the small path after 8 and mma after 24. */
 START_TEST(four_bit_layers_keep_the_small_path_to_48_rows_per_expert_on_mma_and_28_on_wgmma)
 {
     static const struct { const char *spec; int64_t H, I, k, T; int path; } want[] = {
@@ -294,6 +294,9 @@ START_TEST(four_bit_layers_keep_the_small_path_to_48_rows_per_expert_on_mma_and_
          MJ_MMA_PATH_LARGE},
         {"backend=wgmma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 896, MJ_MMA_PATH_SMALL},
         {"backend=wgmma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 897, MJ_MMA_PATH_LARGE},
+        {"backend=wgmma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 8191, MJ_MMA_PATH_LARGE},
+        {"backend=wgmma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 8192, MJ_MMA_PATH_TALL},
+        {"backend=mma,quant=mxfp4,act=swiglu,routing=renormalize,arch=sm_90a", 2880, 2880, 4, 8192, MJ_MMA_PATH_LARGE},
         {"backend=mma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 8, 768,
          MJ_MMA_PATH_SMALL},
         {"backend=mma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 8, 769,

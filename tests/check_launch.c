@@ -532,8 +532,10 @@ static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsig
     tc_launch_rec *r = &tc_recs[n_tc_recs++];
     r->kernel = (int)((uintptr_t)f - 1);
     r->gx = gx, r->gy = gy, r->block = bx, r->smem = smem;
-    const int w4_large = bx == MJ_WGMMA_W4_THREADS && (r->kernel == MJ_MMA_K_GEMM1_ACT || r->kernel == MJ_MMA_K_GEMM2);
-    r->map = bx == MJ_WGMMA_THREADS || w4_large ? ((const unsigned char *)params[1])[0] : -1;
+    const int k = r->kernel, w4_gemm = bx == MJ_WGMMA_W4_THREADS && (k == MJ_MMA_K_GEMM1_ACT || k == MJ_MMA_K_GEMM2 ||
+                                                                    k == MJ_WGMMA_K_GEMM1_ACT_TALL ||
+                                                                    k == MJ_WGMMA_K_GEMM2_TALL);
+    r->map = bx == MJ_WGMMA_THREADS || w4_gemm ? ((const unsigned char *)params[1])[0] : -1;
     tc_splits = ((const mj_layer_params *)params[0])->gemm2_splits;
     r->routing_bias = ((const mj_layer_params *)params[0])->routing_bias;
     const mj_layer_params *lp = (const mj_layer_params *)params[0];
@@ -1692,17 +1694,18 @@ START_TEST(four_bit_tensor_core_inputs_are_checked_naming_the_field)
     forward_fails(MMA_W4_ZP, 2, 192, 256, 4, 2, NULL, "args.hidden: must be a multiple of 128");
     forward_fails(MMA_W4, 2, 256, 64, 4, 2, NULL, "args.inter: must be a multiple of 128");
     forward_fails(WGMMA_MX, 2, 2880, 48, 4, 2, NULL, "args.inter: must be a multiple of 32");
-    /* a 4-bit layer has no tall or pair tiles */
-    tc_w4_refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=tall,arch=sm_90a", "tile: a mxfp4 layer of backend wgmma");
-    tc_w4_refused("backend=wgmma,quant=w4a16,act=swiglu,tile=pair,arch=sm_90a", "tile:");
+    /* a 4-bit layer has no pair tiles (and on mma no tall ones) */
+    tc_w4_refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=pair,arch=sm_90a",
+                  "tile: a mxfp4 layer of backend wgmma knows auto, large, small, tall; got pair");
+    tc_w4_refused("backend=mma,quant=w4a16,act=swiglu,tile=tall,arch=sm_90a", "tile: backend mma knows auto, large, small");
 }
 END_TEST
 
 /* The 4-bit layers launch the 16-bit chain's kernels and grids, and its persistent decode
  * layer, with their own pipelines' shared memory; never the batch-1 GEMM2 + finalize or
- * wgmma's tall, pair and short tiles. wgmma's large GEMMs are its persistent kernels (384
- * threads, one CTA per SM) with the 4-bit producer's shared memory, and no tensor maps: the
- * producer copies the packed weights itself. */
+ * wgmma's pair and short tiles. wgmma's large and tall GEMMs are its persistent kernels (512
+ * threads: two producer warpgroups, one CTA per SM) with the 4-bit producer's shared memory,
+ * and no tensor maps: the producer copies the packed weights itself. */
 START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
 {
     const char *const specs[] = {MMA_W4, MMA_W4_ZP, WGMMA_MX};
@@ -1728,7 +1731,8 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
         ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
         ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT_SMALL);
         ck_assert_uint_eq(tc_gemm(1)->smem, MJ_W4_SMALL_SMEM);
-        tc_forward(specs[i], 4096, 2048, 768, 128, 8, 0, 0, 0); /* 256 rows per expert: wgmma's pair path for bf16 */
+        /* mma: 256 rows per expert (wgmma's pair path for bf16); wgmma 128 (its 4-bit tall tiles from 256) */
+        tc_forward(specs[i], i < 2 ? 4096 : 2048, 2048, 768, 128, 8, 0, 0, 0);
         ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT);
         ck_assert_int_eq(tc_gemm(1)->kernel, MJ_MMA_K_GEMM2);
         ck_assert_int_eq(n_tc_maps, 0);
@@ -1748,6 +1752,23 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
             ck_assert_int_eq(tc_attr_smem, MJ_WGMMA_W4_SMEM);
         }
     }
+    /* wgmma's tall tiles, where the spec forces them and from 256 rows per expert: their offsets
+     * and GEMMs, 256-row tiles */
+    tc_forward(WGMMA_MX ",tile=tall", 2048, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
+    tc_forward(WGMMA_MX, 4096, 2048, 768, 128, 8, 0, 0, 0);
+    int offsets_tall = 0;
+    for (int r = 0; r < n_tc_recs; r++) offsets_tall += tc_recs[r].kernel == MJ_WGMMA_K_EXPERT_OFFSETS_TALL;
+    ck_assert_int_eq(offsets_tall, 1);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
+    ck_assert_int_eq(tc_gemm(1)->kernel, MJ_WGMMA_K_GEMM2_TALL);
+    for (int g = 0; g < 2; g++) {
+        ck_assert_uint_eq(tc_gemm(g)->block, MJ_WGMMA_W4_THREADS);
+        ck_assert_uint_eq(tc_gemm(g)->smem, MJ_WGMMA_W4_SMEM);
+        ck_assert_uint_eq(tc_gemm(g)->gx, 132);
+        ck_assert_int_eq(tc_gemm(g)->map, 0);
+    }
+    ck_assert_int_eq(n_tc_maps, 0);
 }
 END_TEST
 

@@ -62,7 +62,7 @@ START_TEST(source_names_the_format_and_the_4bit_layer)
     char *d = source_of("backend=wgmma,quant=mxfp4,dtype=fp16,act=silu,arch=sm_90a");
     ck_assert_ptr_nonnull(strstr(d, "constexpr Quant kQuant = Quant::mxfp4;"));
     ck_assert_ptr_nonnull(strstr(d, "large: wgmma's, dequantizing into its 16-bit stages"));
-    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: the 4-bit small and large paths are compiled"));
+    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: the 4-bit small, large and tall paths are compiled"));
     ck_assert_ptr_nonnull(strstr(d, "#include \"wgmma_w4_layer.cuh\""));
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     for (int i = 0; i < MJ_WGMMA_NUM_KERNELS; i++) ck_assert_ptr_nonnull(strstr(d, names[i]));
@@ -93,8 +93,9 @@ static void refused(const char *text, const char *field)
 
 START_TEST(refuses_what_the_4bit_layers_cannot_build_naming_the_field)
 {
-    refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=tall,arch=sm_90a", "tile: a mxfp4 layer of backend wgmma");
-    refused("backend=wgmma,quant=w4a16,act=swiglu,tile=pair,arch=sm_90a", "tile:");
+    refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=pair,arch=sm_90a",
+            "tile: a mxfp4 layer of backend wgmma knows auto, large, small, tall; got pair");
+    refused("backend=mma,quant=w4a16,act=swiglu,tile=tall,arch=sm_80", "tile:");
     refused("backend=mma,quant=w4a16,group=128,act=swiglu,hidden=192,arch=sm_80", "hidden: quant=w4a16 needs a multiple of 128");
     refused("backend=mma,quant=w4a16,group=64,zero_point=1,act=swiglu,inter=192,arch=sm_80",
             "inter: quant=w4a16 with zero points needs a multiple of 128");
@@ -105,11 +106,16 @@ END_TEST
 
 /* ---- compiles ---------------------------------------------------------------------------- */
 
-/* The GEMM kernels a 4-bit layer runs (tc_layer_stages.cuh, mma_layer.cuh). */
+/* The GEMM kernels a 4-bit layer runs (tc_layer_stages.cuh, mma_layer.cuh; the last two, the
+ * tall tiles, wgmma's only: wgmma_w4_layer.cuh). */
 static const char *const kGemms[] = {"mj_gemm1_act",       "mj_gemm2",
                                      "mj_gemm1_act_small", "mj_gemm2_small",
-                                     "mj_gemm1_act_small_routed", "mj_decode_persistent"};
-enum { N_GEMMS = sizeof kGemms / sizeof kGemms[0] };
+                                     "mj_gemm1_act_small_routed", "mj_decode_persistent",
+                                     "mj_gemm1_act_tall", "mj_gemm2_tall"};
+enum { N_GEMMS = sizeof kGemms / sizeof kGemms[0], N_MMA_GEMMS = N_GEMMS - 2 };
+
+/* Whether GEMM i of a wgmma layer runs warpgroup MMAs (the large and tall GEMMs). */
+static int warpgroup_gemm(int i) { return i < 2 || i >= N_MMA_GEMMS; }
 
 /* Per GEMM kernel: SASS lines with its tensor-core MMA (HMMA.16816; HGMMA in a wgmma layer's
  * large GEMMs), LDGSTS and local memory; -1 without nvdisasm. */
@@ -139,8 +145,8 @@ static int sass_counts(const mj_program *p, int wgmma, int *hmma, int *ldgsts, i
             }
         }
         if (in < 0) continue;
-        /* wgmma's large GEMMs (the first two) run warpgroup MMAs, every other GEMM mma.sync */
-        hmma[in] += strstr(line, wgmma && in < 2 ? "HGMMA.64x" : "HMMA.16816.F32") != NULL;
+        /* wgmma's large and tall GEMMs run warpgroup MMAs, every other GEMM mma.sync */
+        hmma[in] += strstr(line, wgmma && warpgroup_gemm(in) ? "HGMMA.64x" : "HMMA.16816.F32") != NULL;
         ldgsts[in] += strstr(line, "LDGSTS") != NULL;
         local[in] += strstr(line, " LDL") != NULL || strstr(line, " STL") != NULL;
     }
@@ -167,7 +173,7 @@ static void compile_and_check(const char *text)
     if (sass_counts(&prog, s->backend == MJ_BACKEND_WGMMA, hmma, ldgsts, local) == 0) {
         char report[768];
         int at = snprintf(report, sizeof report, "w4 %s:", text);
-        for (int i = 0; i < N_GEMMS; i++) {
+        for (int i = 0; i < (s->backend == MJ_BACKEND_WGMMA ? N_GEMMS : N_MMA_GEMMS); i++) {
             ck_assert_msg(hmma[i] > 0 && ldgsts[i] > 0 && local[i] == 0, "%s %s SASS: MMA %d, LDGSTS %d, local %d",
                           text, kGemms[i], hmma[i], ldgsts[i], local[i]);
             for (int k = 0; k < prog.n_kernels; k++)

@@ -210,6 +210,7 @@ typedef struct w4_case {
     const char *quant, *dtype, *act;
     int H, I, E, K, ep_local, nan;
     const char *routing; /* the spec's routing fields (NULL: renormalize) */
+    const char *tile;    /* the spec's tile (NULL: auto) */
 } w4_case;
 
 /* Errors of out against the reference over the finite reference values; the NaN positions
@@ -345,8 +346,9 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
     char text[512];
     snprintf(text, sizeof text,
              "backend=%s,quant=%s,dtype=%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
-             "arch=native",
-             backend, c->quant, c->dtype, c->act, c->routing ? c->routing : "renormalize", c->H, c->I, c->E, c->K);
+             "arch=native%s%s",
+             backend, c->quant, c->dtype, c->act, c->routing ? c->routing : "renormalize", c->H, c->I, c->E, c->K,
+             c->tile ? ",tile=" : "", c->tile ? c->tile : "");
     if (!g) { /* (the NaN case reuses the first case's layer) */
         static char last[512];
         if (c->nan) return 0;
@@ -380,18 +382,25 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
 
 /* The cases of one format: H = 5m and I = 3m for m its shape multiple (K tails past a 128-k
  * stage, N tails past a 64-row tile), T = 1 (routed GEMM1), 5 (fused routing), 37 (small path),
- * 300 (large path), T = 3 on an expert-parallel rank; more activations and fp16 on some. */
+ * 300 (large path), T = 3 on an expert-parallel rank; on wgmma the tall tiles, forced, at
+ * T = 640 and 1100 (160 and 275 rows per expert: one 256-row tile, then two); more activations
+ * and fp16 on some. */
 static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *quant,
                            const char *const *acts, int n_acts, int fp16, int nan, FILE *log, int *failed)
 {
-    static const long long ts[] = {1, 5, 37, 300}, ep_ts[] = {3}, nan_ts[] = {37, 300};
+    static const long long ts[] = {1, 5, 37, 300}, ep_ts[] = {3}, nan_ts[] = {37, 300}, tall_ts[] = {640, 1100};
     const w4_fmt f = fmt_of(quant);
     const int m = f.mx ? 32 : f.zp ? 2 * f.group : f.group;
-    w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0, NULL};
+    w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0, NULL, NULL};
     int runs = w4_layer(g, ctx, backend, &c, ts, 4, log, failed);
     c.ep_local = 4;
     runs += w4_layer(g, ctx, backend, &c, ep_ts, 1, log, failed);
     c.ep_local = 0;
+    if (!strcmp(backend, "wgmma")) {
+        c.tile = "tall";
+        runs += w4_layer(g, ctx, backend, &c, tall_ts, 2, log, failed);
+        c.tile = NULL;
+    }
     for (int i = 1; i < n_acts; i++) {
         c.act = acts[i];
         runs += w4_layer(g, ctx, backend, &c, ts, 4, log, failed);
@@ -416,7 +425,8 @@ static int w4_routing_cases(const mj_gpu *g, moejit_context *ctx, const char *ba
                             int n_routings, FILE *log, int *failed)
 {
     static const long long ts[] = {1, 5, 37, 300};
-    w4_case c = {fmt_of("mxfp4"), "mxfp4", "bf16", "swiglu(alpha=1.702,beta=1,limit=7)", 160, 96, 8, 2, 0, 0, NULL};
+    w4_case c = {fmt_of("mxfp4"), "mxfp4", "bf16", "swiglu(alpha=1.702,beta=1,limit=7)", 160, 96, 8, 2, 0, 0, NULL,
+                 NULL};
     int runs = 0;
     for (int r = 0; r < n_routings; r++) {
         if (!strcmp(routings[r], "renormalize")) continue;

@@ -939,9 +939,9 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
         if (q->fp8 && !strcmp(o->backend[b], "mma")) continue; /* mma has no fp8 layer */
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
-            if (is_mma && (!strcmp(o->tile[t], "tall") || !strcmp(o->tile[t], "pair")) &&
-                (strcmp(o->backend[b], "wgmma") != 0 || w4)) /* 4-bit: mma's GEMMs, no tall or pair */
-                continue;
+            const int tall = !strcmp(o->tile[t], "tall"), pair = !strcmp(o->tile[t], "pair");
+            if (is_mma && (tall || pair) && (strcmp(o->backend[b], "wgmma") != 0 || (w4 && pair)))
+                continue; /* tall and pair: wgmma's; a 4-bit layer has no pair tiles */
             if (q->fp8 && is_mma && !strcmp(o->tile[t], "small")) continue; /* fp8: no small path */
             variant *x = &v[nv++];
             if (is_mma && strcmp(o->tile[t], "auto") != 0)

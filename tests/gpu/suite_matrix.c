@@ -237,14 +237,15 @@ static int has_overrides(const char *act)
 }
 
 /* A tile field for a tensor-core fuzz spec: auto on half the draws, else a path the backend
- * has for the format (wgmma's tall and pair paths: 16-bit and fp8; the small path: not fp8). */
+ * has for the format (wgmma's tall path: every format; its pair path: 16-bit and fp8; the small
+ * path: not fp8). */
 static const char *fuzz_tile(const suite *S, int family, uint64_t *s)
 {
     static const char *const tiles[] = {"large", "small", "tall", "pair"};
     if (!suite_tensor_cores(S) || pick(s, 2) == 0)
         return NULL;
     const int fp8 = family == 2 || family == 3, w4 = family >= 4;
-    const int n = !strcmp(S->backend, "wgmma") && !w4 ? 4 : 2;
+    const int n = !strcmp(S->backend, "wgmma") ? (w4 ? 3 : 4) : 2;
     const char *t = tiles[pick(s, n)];
     return fp8 && !strcmp(t, "small") ? "large" : t;
 }
