@@ -934,7 +934,10 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
     snprintf(qspec, sizeof qspec, "%s%s", s->quant ? "quant=" : "", s->quant ? s->quant : q->spec);
     /* fp8 and 4-bit: the label says so (bf16's stay as they were) */
     const int named = q->fp8 || q->w4;
-    const char *qlabel = named ? q->name : "", *qsep = named ? " " : "";
+    /* a 4-bit shape's label names its own format (its spec's quant up to the first comma) */
+    char own_name[8];
+    snprintf(own_name, sizeof own_name, "%.*s", s->quant ? (int)strcspn(s->quant, ",") : 0, s->quant ? s->quant : "");
+    const char *qlabel = s->quant ? own_name : named ? q->name : "", *qsep = named || s->quant ? " " : "";
     for (int b = 0; b < o->n_backends; b++) {
         if (q->fp8 && !strcmp(o->backend[b], "mma")) continue; /* mma has no fp8 layer */
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
