@@ -489,6 +489,58 @@ __device__ __forceinline__ void wg_store_y_b2(const mj_layer_params &p, int H, c
     }
 }
 
+// GEMM1's epilogue of m64 block b with b1 (wg_store_block's intermediate stores, the same lanes,
+// values and stores): columns outermost, so that each of a thread's b1 values is loaded once for
+// both of its rows, and through the read-only path, so that the loads need not wait behind the
+// stores before them (plain loads could alias the intermediate for all the compiler knows, which
+// kept each after the previous column's stores: one L2 round trip per column, ~18 % of the 4-bit
+// consumers' time with gpt-oss-120b's biases, docs/PERFORMANCE.md).
+template <class S, Dtype D, WgGemm kKind, int kAct, class X>
+__device__ __forceinline__ void wg_store_inter_b1(const mj_layer_params &p, const ActParams &act, int I,
+                                                  const RowTile &rt, int col, int r0, int wq, int lane,
+                                                  const float (&acc)[S::kAcc], int b)
+{
+    constexpr bool kGated = kKind == WgGemm::gemm1_gated;
+    constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
+    const int c_in = 2 * (lane % 4);                 // column pair inside each 8-column block
+    const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
+    const unsigned short *b1e = reinterpret_cast<const unsigned short *>(p.b1) + static_cast<i64>(rt.expert) * rows1;
+    bool row_ok[2];
+    u16 *dst[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int m = r0 + 64 * b + wq * 16 + lane / 4 + 8 * h;
+        row_ok[h] = m < rt.rows;
+        dst[h] = reinterpret_cast<u16 *>(p.ws_inter) + static_cast<i64>(rt.row0 + (row_ok[h] ? m : 0)) * I;
+    }
+    const int j0 = col * kCols;
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j) {
+        const int c = j0 + 8 * j + c_in;
+        if (c >= I) continue; // I % 8 == 0
+        float bu[2], bg[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            bu[i] = to_float<D>(__ldg(b1e + w1_row<X::kLayout, kGated>(0, c + i, I)));
+            if constexpr (kGated) bg[i] = to_float<D>(__ldg(b1e + w1_row<X::kLayout, kGated>(1, c + i, I)));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (!row_ok[h]) continue;
+            float v[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                // fc1_act's arithmetic: + b1, then the activation (up column: register block j;
+                // its gate: block j + BN/16, B rows BN/2..)
+                const float u = acc[4 * j + 2 * h + i] + bu[i];
+                if constexpr (kGated) v[i] = apply_gated_act<kAct>(u, acc[S::BN / 4 + 4 * j + 2 * h + i] + bg[i], act);
+                else v[i] = apply_act<kAct>(u, act);
+            }
+            *reinterpret_cast<u32 *>(dst[h] + c) = pack2(from_float<D>(v[0]), from_float<D>(v[1]));
+        }
+    }
+}
+
 // The epilogue of m64 block b of a consumer warpgroup (rows r0 + 64·b of the tile), straight
 // from its accumulators (by reference: a pointer picking acc0 or acc1 would put them in local
 // memory). GEMM2: y[pair, h] rounded once, 8 bytes per thread; GEMM1: the activation (gated:
@@ -505,6 +557,10 @@ __device__ __forceinline__ void wg_store_block(const mj_layer_params &p, const A
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
     if constexpr (kGemm2 && X::kB2) {
         wg_store_y_b2<S, D>(p, H, rt, col, r0, wq, lane, acc, b);
+        return;
+    }
+    if constexpr (!kGemm2 && X::kB1 && !kAmax) {
+        wg_store_inter_b1<S, D, kKind, kAct, X>(p, act, I, rt, col, r0, wq, lane, acc, b);
         return;
     }
     const int c_in = 2 * (lane % 4); // column pair inside each 8-column block
