@@ -504,7 +504,7 @@ __device__ __forceinline__ void wg_store_inter_b1(const mj_layer_params &p, cons
     constexpr int kCols = kGated ? S::BN / 2 : S::BN; // output columns per tile
     const int c_in = 2 * (lane % 4);                 // column pair inside each 8-column block
     const i64 rows1 = kGated ? 2 * static_cast<i64>(I) : static_cast<i64>(I);
-    const unsigned short *b1e = reinterpret_cast<const unsigned short *>(p.b1) + static_cast<i64>(rt.expert) * rows1;
+    const u16 *b1e = reinterpret_cast<const u16 *>(p.b1) + static_cast<i64>(rt.expert) * rows1;
     bool row_ok[2];
     u16 *dst[2];
 #pragma unroll
@@ -727,6 +727,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     if constexpr (kPair) cluster_sync();
     else __syncthreads();
 
+    // two forms: the general one changed the one-producer kernels' SASS (register allocation)
     if constexpr (S::kProducerWarpgroups == 1) {
         if (wg == 0) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
         else wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
