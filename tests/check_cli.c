@@ -503,6 +503,25 @@ START_TEST(bench_layer_lists_the_4bit_layers)
 }
 END_TEST
 
+/* A model shape its format cannot hold (Nemotron's I = 1856 is no multiple of w4a16's 128-k
+ * groups) is skipped with the rule named, not listed (warm would refuse it) and not failed;
+ * the same shape in mxfp4 (groups of 32) and the other shapes are listed. */
+START_TEST(bench_layer_skips_a_shape_its_format_cannot_hold)
+{
+    static const char *const env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+    mj_test_cli_run(&t, env, &r, "bench", "layer", "--quant", "w4a16,mxfp4", "--backend", "wgmma", "--shapes",
+                    "nemotron,qwen3-30b-a3b", "--list-specs", (const char *)NULL);
+    ASSERT_RC(0);
+    ck_assert_msg(strstr(r.err, "nemotron skipped in w4a16: inter: quant=w4a16 needs a multiple of 128"), "%s", r.err);
+    ck_assert_msg(!strstr(r.err, "qwen3-30b-a3b skipped") && !strstr(r.err, "skipped in mxfp4"), "%s", r.err);
+    ck_assert_msg(mj_test_count_lines(r.out) == 3 && !strstr(r.out, "quant=w4a16,group=128,act=relu2") &&
+                      strstr(r.out, "quant=mxfp4,act=relu2,routing=renormalize,hidden=2688,inter=1856") &&
+                      strstr(r.out, "quant=w4a16,group=128,act=swiglu,routing=renormalize,hidden=2048,inter=768") &&
+                      strstr(r.out, "quant=mxfp4,act=swiglu,routing=renormalize,hidden=2048,inter=768"),
+                  "%s", r.out);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -538,6 +557,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, bench_layer_list_specs_lists_warmable_layers_without_a_device);
     tcase_add_test(tc, bench_layer_list_specs_lists_the_fp8_layers_asked_for);
     tcase_add_test(tc, bench_layer_lists_the_4bit_layers);
+    tcase_add_test(tc, bench_layer_skips_a_shape_its_format_cannot_hold);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,6 +29,7 @@
 #include "tools/bench_layer_w4.h"
 #include "tools/cli.h"
 #include "core/halfconv.h"
+#include "codegen/emit.h"
 #include "codegen/layer_modules.h"
 #include "runtime/context.h"
 #include "runtime/gemm_plan.h"
@@ -914,14 +915,37 @@ static const char *layer_routing_fields(const options *o)
                                                     : o->layer_routing;
 }
 
+/* Whether the format of simt_text (a simt spec without its arch) can hold the shape at all:
+ * its shape rules (H and I multiples of the scale groups) are arch- and backend-independent,
+ * and simt, which takes every format on every arch, shows them by emitting the layer for
+ * sm_80. Where they refuse it, why gets the rule and the shape is skipped, not failed; a spec
+ * that does not parse is left to fail where the layer is built. */
+static int shape_holds_format(const char *simt_text, char *why, size_t cap)
+{
+    char text[600];
+    snprintf(text, sizeof text, "%.500s,arch=sm_80", simt_text);
+    moejit_spec *spec = NULL;
+    if (moejit_spec_parse(text, &spec) != MOEJIT_OK) return 1;
+    mj_source src;
+    memset(&src, 0, sizeof src);
+    const moejit_status st = mj_emit(spec, &src);
+    if (st != MOEJIT_OK) snprintf(why, cap, "%s", moejit_last_error());
+    mj_source_free(&src);
+    moejit_spec_destroy(spec);
+    return st == MOEJIT_OK;
+}
+
 /* The layers of shape s: every backend x tile (tiles apply to mma and wgmma; tall and pair to
  * wgmma only), then simt for --check when not asked for: at most 3 x 5 + 1 in v[16]. Returns
- * how many; *n_user: those asked for (timed). */
-static int shape_variants(const options *o, const model_shape *s, const bench_quant *q, variant *v, int *n_user)
+ * how many (none where the format's shape rules refuse the shape: skip then says why, else it
+ * is empty); *n_user: those asked for (timed). */
+static int shape_variants(const options *o, const model_shape *s, const bench_quant *q, variant *v, int *n_user,
+                          char *skip, size_t skip_cap)
 {
     int nv = 0;
     memset(v, 0, 16 * sizeof *v);
     *n_user = 0;
+    skip[0] = '\0';
     /* a 4-bit shape runs in its own format, once: as --quant's first entry that is not fp8 */
     if (s->quant) {
         const bench_quant *own = NULL;
@@ -938,6 +962,11 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
     char own_name[8];
     snprintf(own_name, sizeof own_name, "%.*s", s->quant ? (int)strcspn(s->quant, ",") : 0, s->quant ? s->quant : "");
     const char *qlabel = s->quant ? own_name : named ? q->name : "", *qsep = named || s->quant ? " " : "";
+    char simt_text[480];
+    snprintf(simt_text, sizeof simt_text, "backend=simt,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d%s",
+             qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
+             s->layer ? s->layer : "");
+    if (!shape_holds_format(simt_text, skip, skip_cap)) return 0;
     for (int b = 0; b < o->n_backends; b++) {
         if (q->fp8 && !strcmp(o->backend[b], "mma")) continue; /* mma has no fp8 layer */
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
@@ -964,11 +993,7 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
         if (!strncmp(v[i].label, "simt", 4)) simt_ref = i;
     if (o->check && simt_ref < 0) {
         snprintf(v[nv].label, sizeof v[nv].label, "simt%s%s", qsep, qlabel);
-        snprintf(v[nv].text, sizeof v[nv].text,
-                 "backend=simt,%s,act=%s,routing=%s,hidden=%d,inter=%d,experts=%d,topk=%d,"
-                 "arch=native%s",
-                 qspec, s->act, layer_routing_fields(o), s->hidden, s->inter, s->experts, s->topk,
-                 s->layer ? s->layer : "");
+        snprintf(v[nv].text, sizeof v[nv].text, "%.480s,arch=native", simt_text);
         nv++;
     }
     return nv;
@@ -1023,8 +1048,11 @@ static moejit_status run_shape(const mj_gpu *g, moejit_context *ctx, const bench
 {
     variant v[16];
     int n_user = 0;
-    const int nv = shape_variants(o, s, q, v, &n_user); /* the first n_user are timed; an extra simt only checks */
-    if (nv == 0) return MOEJIT_OK; /* fp8 asked of mma alone */
+    char skip[512];
+    /* the first n_user are timed; an extra simt only checks */
+    const int nv = shape_variants(o, s, q, v, &n_user, skip, sizeof skip);
+    if (skip[0]) printf("== %s: skipped in %s: %s\n", s->name, s->quant ? s->quant : q->name, skip);
+    if (nv == 0) return MOEJIT_OK; /* fp8 asked of mma alone, or the format cannot hold the shape */
     int simt_ref = -1;
     for (int i = 0; i < nv; i++)
         if (!strncmp(v[i].label, "simt", 4)) simt_ref = i;
@@ -1358,7 +1386,10 @@ int cmd_bench_layer(int argc, char **argv)
         for (int q = 0; q < o.n_quants; q++)
             for (int i = 0; i < o.n_shapes; i++) {
                 variant v[16];
-                const int nv = shape_variants(&o, &shapes[o.shape[i]], o.quant[q], v, &unused);
+                char skip[512];
+                const int nv = shape_variants(&o, &shapes[o.shape[i]], o.quant[q], v, &unused, skip, sizeof skip);
+                if (skip[0]) fprintf(stderr, "bench layer: %s skipped in %s: %s\n", shapes[o.shape[i]].name,
+                                     o.quant[q]->name, skip);
                 for (int j = 0; j < nv; j++) printf("%s\n", v[j].text);
             }
         return fflush(stdout) == 0 ? MJ_EXIT_OK : MJ_EXIT_FAIL;
