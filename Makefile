@@ -238,7 +238,9 @@ test-gpu: all $(GPU_BIN) python
 	$(TEST_ENV) $(GPU_BIN) --backend wgmma --fuzz 320
 	$(TEST_ENV) $(GPU_BIN) --backend mma --fuzz 320
 	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
-	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --batches 1,2,64,512,4096; \
+	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --batches 1,2,64,512,4096 && \
+	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --quant w4a16,mxfp4 \
+	    --batches 1,4,64,512,4096; \
 	else echo "no CUDA device: skipping the tensor-core backend checks"; fi
 	cd $(BUILD) && PYTHONPATH=$(PYSITE) MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache $(PYENV)/bin/python \
 	  -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_gpu.py

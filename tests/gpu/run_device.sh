@@ -8,13 +8,13 @@
 #   OUT=/tmp/out BUILD=.device/new bash tests/gpu/run_device.sh
 #
 # BUILD is a build folder as `make all bundle` leaves build/ (bin, lib with libcjson beside
-# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: suite tc python jit;
+# libmoejit, libexec, tests/gpu_suite). PARTS picks the parts (default: suite tc w4 python jit;
 # `extras`, the W1 layouts, biases and overrides of the tensor-core backends, and `tcsuite`, the
 # GPU suite on the tensor-core backends, only when named).
 set -u
 OUT=${OUT:-/tmp/moejit-gpu-out}
 B=$(cd "${BUILD:-build}" && pwd)
-PARTS=${PARTS:-suite tc python jit}
+PARTS=${PARTS:-suite tc w4 python jit}
 mkdir -p "$OUT"
 export MOEJIT_CACHE_DIR=${MOEJIT_CACHE_DIR:-/tmp/mj-validate-cache} MOEJIT_COMPILE_WORKER=$B/libexec/moejit-compile-worker
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
@@ -80,6 +80,23 @@ if has tc; then
   note "tensor-core checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/tc-check.log") ok," \
     "$(grep -cE 'FAIL' "$OUT/tc-check.log") failed; $(grep -E 'checks:' "$OUT/tc-check.log" | tail -1)"
   grep -E 'FAIL' "$OUT/tc-check.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+# The 4-bit formats on the tensor-core backends: their float64 cases (every group with and
+# without zero points, mxfp4, each routing method, wgmma's tall tiles) and the model shapes in
+# w4a16 and mxfp4 against simt.
+W4_ARGS=(--check --no-time --backend mma,wgmma --routing all --quant w4a16,mxfp4 --batches "${W4_BATCHES:-1,4,64,512,4096}")
+if has w4; then
+  mapfile -t w4specs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "${W4_ARGS[@]}" --list-specs)
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${w4specs[@]}" > "$OUT/warm-w4.log" 2>&1
+  note "warm 4-bit: exit $? (${#w4specs[@]} layers, $(($(date +%s) - t0)) s)"
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "${W4_ARGS[@]}" > "$OUT/w4-check.log" 2>&1
+  rc=$?
+  note "4-bit checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/w4-check.log") ok," \
+    "$(grep -cE 'FAIL' "$OUT/w4-check.log") failed; $(grep -E 'checks:' "$OUT/w4-check.log" | tail -1)"
+  grep -E 'FAIL|skipped' "$OUT/w4-check.log" | head -20 | tee -a "$SUMMARY"
 fi
 
 if has python; then
