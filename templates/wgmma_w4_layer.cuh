@@ -1,10 +1,10 @@
 // This file contains the `wgmma` layer for 4-bit weights (quant w4a16, mxfp4): mma's 4-bit
 // layer (mma_w4_layer.cuh) under wgmma's kernel table, with its two large-batch GEMMs replaced
-// by wgmma's persistent warp-specialized kernel (wgmma_gemm.cuh) on the large tiles, whose
-// producer dequantizes each stage's weights into the 16-bit B stage (wgmma_w4_producer.cuh).
-// The decode path (small tiles, the persistent decode layer) runs mma's 4-bit GEMMs. The
-// tall, pair and short paths' entries are empty, and the launch plan never takes them for a
-// 4-bit layer (runtime/gemm_plan.c).
+// by wgmma's persistent warp-specialized kernel (wgmma_gemm.cuh) on the large and the tall
+// tiles, whose two producer warpgroups dequantize each stage's weights into the 16-bit B stage
+// (wgmma_w4_producer.cuh). The decode path (small tiles, the persistent decode layer) runs
+// mma's 4-bit GEMMs. The pair and short paths' entries are empty, and the launch plan never
+// takes them for a 4-bit layer (runtime/gemm_plan.c).
 #pragma once
 
 #include "common/wgmma_params.h"

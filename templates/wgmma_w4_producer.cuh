@@ -1,16 +1,18 @@
 // This file contains the producer of the `wgmma` layer's 4-bit prefill GEMMs (quant w4a16,
 // mxfp4): wgmma_gemm.cuh's persistent kernel on the large tiles (128 token rows x 256 weight
-// rows, common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroups 0 and 1 dequantize each stage's
-// weights into the 16-bit, 128B-swizzled B stage that TMA fills for 16-bit weights. The
-// consumers' wgmmas, barriers and epilogues are the 16-bit kernels', so an output's bits are
-// those of the 16-bit GEMM on the dequantized weights, each (q − zp) · s rounded once to the
-// dtype as mma's 4-bit GEMMs round it (mma_w4_dequant.cuh, the same arithmetic).
+// rows) and the tall ones (256 x 128; common/wgmma_params.h: MJ_WGMMA_W4_*), whose warpgroups
+// 0 and 1 dequantize each stage's weights into the 16-bit, 128B-swizzled B stage that TMA fills
+// for 16-bit weights. The consumers' wgmmas, barriers and epilogues are the 16-bit kernels', so
+// an output's bits are those of the 16-bit GEMM on the dequantized weights, each (q − zp) · s
+// rounded once to the dtype as mma's 4-bit GEMMs round it (mma_w4_dequant.cuh, the same
+// arithmetic).
 //
-//   units    a stage is BN weight rows x 64 k. Thread t of the 256 decodes units i = 0, 1: B
-//            row t/2 + 128i, k half t % 2 (32 k: 16 packed bytes in one scale group, groups being
-//            32, 64 or 128 k from multiples of 32), and stores each 8 k as one 16-byte chunk of
-//            the swizzled row (chunk c of row r at r·128 + (c ^ (r % 8))·16: the 8 lanes of a
-//            store phase write 4 rows x 2 halves, 8 distinct chunk columns, no bank conflict)
+//   units    a stage is BN weight rows x 64 k. Thread t of the 256 decodes units i < BN/128
+//            (two on the large tiles, one on the tall): B row t/2 + 128i, k half t % 2 (32 k:
+//            16 packed bytes in one scale group, groups being 32, 64 or 128 k from multiples of
+//            32), and stores each 8 k as one 16-byte chunk of the swizzled row (chunk c of row
+//            r at r·128 + (c ^ (r % 8))·16: the 8 lanes of a store phase write 4 rows x 2
+//            halves, 8 distinct chunk columns, no bank conflict)
 //   slots    each thread copies its own units' packed bytes (cp.async, 16 bytes) and the
 //            aligned 4-byte words holding their scale and zero point (cp.async, 4 bytes) into
 //            one of kSlots slots, kAhead = kSlots − 1 stages before it decodes them, across
