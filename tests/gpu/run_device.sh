@@ -27,30 +27,40 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw 
 note() { echo "$*" | tee -a "$SUMMARY"; }
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# The tensor-core checks compile ~100 small layers one after another: warm them on every core.
-TC_ARGS=(--check --no-time --backend mma,wgmma --routing all --batches "${TC_BATCHES:-1,2,5,64,512,4096}")
-if has tc; then
-  mapfile -t specs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "${TC_ARGS[@]}" --list-specs)
+# Warms the layers `bench layer ARGS` compiles on every core (the bench would compile them one
+# after another: the float64 cases alone are ~100 small layers), logging to $OUT/LOG.
+warm_layers() {
+  local what=$1 log=$2 specs t0
+  shift 2
+  mapfile -t specs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "$@" --list-specs)
   t0=$(date +%s)
-  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${specs[@]}" > "$OUT/warm.log" 2>&1
-  note "warm: exit $? (${#specs[@]} layers, $(($(date +%s) - t0)) s)"
-fi
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${specs[@]}" > "$OUT/$log" 2>&1
+  note "$what: exit $? (${#specs[@]} layers, $(($(date +%s) - t0)) s)"
+}
+
+# Runs `bench layer ARGS` (checks) into $OUT/LOG and notes its counts; the summary repeats the
+# log's lines that match PATTERN.
+check_layers() {
+  local what=$1 log=$2 pattern=$3 t0 rc
+  shift 3
+  t0=$(date +%s)
+  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "$@" > "$OUT/$log" 2>&1
+  rc=$?
+  note "$what: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/$log") ok," \
+    "$(grep -cE 'FAIL' "$OUT/$log") failed; $(grep -E 'checks:' "$OUT/$log" | tail -1)"
+  grep -E "$pattern" "$OUT/$log" | head -20 | tee -a "$SUMMARY"
+}
+
+# The tensor-core backends' float64 cases and model shapes, warmed first (checked after the suite).
+TC_ARGS=(--check --no-time --backend mma,wgmma --routing all --batches "${TC_BATCHES:-1,2,5,64,512,4096}")
+has tc && warm_layers warm warm.log "${TC_ARGS[@]}"
 
 # The W1 layouts, biases and per-expert overrides on the tensor-core backends (--extras), with
 # their negative controls.
 EX_ARGS=(--check --no-time --backend mma,wgmma --extras --batches "${TC_BATCHES:-1,2,5,64,512,4096}")
 if has extras; then
-  mapfile -t xspecs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "${EX_ARGS[@]}" --list-specs)
-  t0=$(date +%s)
-  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${xspecs[@]}" > "$OUT/warm-extras.log" 2>&1
-  note "warm extras: exit $? (${#xspecs[@]} layers, $(($(date +%s) - t0)) s)"
-  t0=$(date +%s)
-  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "${EX_ARGS[@]}" > "$OUT/extras-check.log" 2>&1
-  rc=$?
-  note "extras checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/extras-check.log") ok," \
-    "$(grep -cE 'FAIL' "$OUT/extras-check.log") FAIL lines; $(grep -E 'checks:' "$OUT/extras-check.log" | tail -1)"
-  grep -E 'negative control' "$OUT/extras-check.log" | tee -a "$SUMMARY"
-  grep -E 'FAIL' "$OUT/extras-check.log" | grep -v 'negative control' | head -20 | tee -a "$SUMMARY"
+  warm_layers "warm extras" warm-extras.log "${EX_ARGS[@]}"
+  check_layers "extras checks" extras-check.log 'negative control|FAIL' "${EX_ARGS[@]}"
 fi
 
 if has suite; then
@@ -73,30 +83,15 @@ if has tcsuite; then
   done
 fi
 
-if has tc; then
-  t0=$(date +%s)
-  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "${TC_ARGS[@]}" > "$OUT/tc-check.log" 2>&1
-  rc=$?
-  note "tensor-core checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/tc-check.log") ok," \
-    "$(grep -cE 'FAIL' "$OUT/tc-check.log") failed; $(grep -E 'checks:' "$OUT/tc-check.log" | tail -1)"
-  grep -E 'FAIL' "$OUT/tc-check.log" | head -20 | tee -a "$SUMMARY"
-fi
+has tc && check_layers "tensor-core checks" tc-check.log 'FAIL' "${TC_ARGS[@]}"
 
 # The 4-bit formats on the tensor-core backends: their float64 cases (every group with and
 # without zero points, mxfp4, each routing method, wgmma's tall tiles) and the model shapes in
 # w4a16 and mxfp4 against simt.
 W4_ARGS=(--check --no-time --backend mma,wgmma --routing all --quant w4a16,mxfp4 --batches "${W4_BATCHES:-1,4,64,512,4096}")
 if has w4; then
-  mapfile -t w4specs < <(MOEJIT_ALLOW_UNVALIDATED=1 "$CLI" bench layer "${W4_ARGS[@]}" --list-specs)
-  t0=$(date +%s)
-  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_WARM:-240}" "$CLI" warm -j "$(nproc)" "${w4specs[@]}" > "$OUT/warm-w4.log" 2>&1
-  note "warm 4-bit: exit $? (${#w4specs[@]} layers, $(($(date +%s) - t0)) s)"
-  t0=$(date +%s)
-  MOEJIT_ALLOW_UNVALIDATED=1 timeout "${T_TC:-300}" "$CLI" bench layer "${W4_ARGS[@]}" > "$OUT/w4-check.log" 2>&1
-  rc=$?
-  note "4-bit checks: exit $rc ($(($(date +%s) - t0)) s): $(grep -cE ' ok$' "$OUT/w4-check.log") ok," \
-    "$(grep -cE 'FAIL' "$OUT/w4-check.log") failed; $(grep -E 'checks:' "$OUT/w4-check.log" | tail -1)"
-  grep -E 'FAIL|skipped' "$OUT/w4-check.log" | head -20 | tee -a "$SUMMARY"
+  warm_layers "warm 4-bit" warm-w4.log "${W4_ARGS[@]}"
+  check_layers "4-bit checks" w4-check.log 'FAIL|skipped' "${W4_ARGS[@]}"
 fi
 
 if has python; then
