@@ -102,31 +102,6 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u6
 #undef MJ_WGMMA_ASM
 }
 
-// d[64 x 128 of this warpgroup] = A[64 x 16] · B[128 x 16]ᵀ (+ d when accumulate != 0), A from
-// registers (thread (warp w, lane l): a[0], a[2] row 16w + l/4, a[1], a[3] row 16w + l/4 + 8;
-// a[0], a[1] k 2·(l%4), +1, a[2], a[3] k 2·(l%4) + 8, +9), B K-major in shared memory; d as
-// wgmma_m64n128k16's. The wgmma reads a asynchronously: its registers must keep their values
-// until the wgmma_wait that covers it.
-template <Dtype D>
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const u32 (&a)[4], u64 desc_b, u32 accumulate)
-{
-    static_assert(D == Dtype::bf16 || D == Dtype::fp16, "wgmma multiplies bf16 or fp16 here");
-#define MJ_WGMMA_ASM(type)                                                                           \
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"                                   \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type " "                    \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"                                          \
-                 "}\n"                                                                               \
-                 : MJ_F16(0), MJ_F16(16), MJ_F16(32), MJ_F16(48)                                     \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
-    if constexpr (D == Dtype::bf16) MJ_WGMMA_ASM("bf16");
-    else MJ_WGMMA_ASM("f16");
-#undef MJ_WGMMA_ASM
-}
-
 // The wgmma of a tile shape's N (templates/wgmma_gemm.cuh).
 template <Dtype D, int N>
 __device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 accumulate)

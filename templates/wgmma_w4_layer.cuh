@@ -11,7 +11,6 @@
 #define MJ_TC_OWN_LARGE_GEMMS 1
 #include "mma_w4_layer.cuh"
 #include "wgmma_w4_producer.cuh"
-#include "wgmma_w4_rs.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "the wgmma layer needs sm_90a: compile with --gpu-architecture=sm_90a"
@@ -34,21 +33,6 @@ __device__ __forceinline__ void layer_w4_gemm(const mj_layer_params &p, const Tm
 
 constexpr WgGemm kW4Gemm1 = kGated ? WgGemm::gemm1_gated : WgGemm::gemm1;
 
-// The body of the large GEMMs: register-A wgmmas (wgmma_w4_rs.cuh) or the producer-decoding
-// kernel (MJ_WGMMA_W4_LARGE_RS, common/wgmma_params.h).
-template <WgGemm kKind>
-__device__ __forceinline__ void layer_w4_large(const mj_layer_params &p, const TmaDesc &unused)
-{
-#if MJ_WGMMA_W4_LARGE_RS
-    (void)unused;
-    wgmma_w4rs_gemm<W4, kDtype, kKind, kActKind, Extras>(p, act_params(), dim<kPinnedHidden>(p.hidden),
-                                                         dim<kPinnedInter>(p.inter), dim<kPinnedTopk>(p.topk),
-                                                         mj_tc_smem);
-#else
-    layer_w4_gemm<WgW4Large, kKind>(p, unused);
-#endif
-}
-
 } // namespace tc_layer
 } // namespace mj
 
@@ -59,7 +43,7 @@ __device__ __forceinline__ void layer_w4_large(const mj_layer_params &p, const T
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_W4_THREADS, 1)
 mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w1_map)
 {
-    mj::tc_layer::layer_w4_large<mj::tc_layer::kW4Gemm1>(p, w1_map);
+    mj::tc_layer::layer_w4_gemm<mj::WgW4Large, mj::tc_layer::kW4Gemm1>(p, w1_map);
 }
 #endif
 
@@ -67,7 +51,7 @@ mj_gemm1_act(const __grid_constant__ mj_layer_params p, const __grid_constant__ 
 extern "C" __global__ void __launch_bounds__(MJ_WGMMA_W4_THREADS, 1)
 mj_gemm2(const __grid_constant__ mj_layer_params p, const __grid_constant__ mj::TmaDesc w2_map)
 {
-    mj::tc_layer::layer_w4_large<mj::WgGemm::gemm2>(p, w2_map);
+    mj::tc_layer::layer_w4_gemm<mj::WgW4Large, mj::WgGemm::gemm2>(p, w2_map);
 }
 #endif
 

@@ -62,10 +62,6 @@ __device__ __forceinline__ u32 ld_shared_u32(u32 addr)
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
     return v;
 }
-__device__ __forceinline__ void ld_shared_v2(u32 addr, u32 (&q)[2])
-{
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(q[0]), "=r"(q[1]) : "r"(addr) : "memory");
-}
 __device__ __forceinline__ void ld_shared_v4(u32 addr, u32 (&q)[4])
 {
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"

@@ -162,18 +162,6 @@ enum {
 #define MJ_WGMMA_W4_LAUNCH_REGS (65536 / MJ_WGMMA_W4_THREADS / 8 * 8)
 #define MJ_WGMMA_W4_PRODUCER_REGS 56
 #define MJ_WGMMA_W4_CONSUMER_REGS 200
-/* The 4-bit large GEMMs with the weights as the wgmma's register operand
- * (templates/wgmma_w4_rs.cuh; MJ_WGMMA_W4_LARGE_RS 1: the large path's kernels, else the
- * producer-decoding ones): MJ_WGMMA_W4_RS_BW weight rows x 128 token rows, MJ_WGMMA_W4_RS_STAGES
- * stages of 16 KiB of activations and 8 KiB of packed weights, in the same launch (512 threads,
- * shared memory) as the producer-decoding kernels, the registers split 2 x 40 + 2 x 216. */
-#ifndef MJ_WGMMA_W4_LARGE_RS
-#define MJ_WGMMA_W4_LARGE_RS 1
-#endif
-#define MJ_WGMMA_W4_RS_BW 256
-#define MJ_WGMMA_W4_RS_STAGES 8
-#define MJ_WGMMA_W4_RS_PRODUCER_REGS 40
-#define MJ_WGMMA_W4_RS_CONSUMER_REGS 216
 #if MJ_WGMMA_FP8_SMEM > 232448 || MJ_WGMMA_FP8_SHORT_SMEM > 232448
 #error "an fp8 wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
 #endif
