@@ -18,6 +18,10 @@
 //              (2 rows x 4 runs) hit 8 bank groups. 256 k a stage (not 128) halves the loop,
 //              copy and barrier instructions a weight costs, and the decode GEMMs' time follows
 //              their instructions (docs/PERFORMANCE.md)
+//   narrow     a decode tile of at most 8 tokens (nearly every decode tile: a token's k
+//              experts rarely share one) multiplies only the first n8 fragment of tokens, and
+//              the threads of the activation rows past it copy nothing: 16 MMAs, 8 shared
+//              loads and half the activation copies fewer a stage (k_loop<1>)
 //   weights on B (large)
 //              each stage's weights are dequantized by the whole CTA into a 16-bit buffer in
 //              the 16-bit mainloop's B layout (dequant_stage_wb) during the stage before, and
@@ -317,7 +321,8 @@ struct MmaW4Mainloop {
     }
 
     // One stage's math, weights on A: kPairs x (weight word p dequantized, 16-byte activation
-    // loads, 2 k-steps).
+    // loads, 2 k-steps), over the first kNF n8 fragments of tokens.
+    template <int kNF = NF>
     __device__ __forceinline__ static void compute_stage(u32 stage_base, const W4Group (&grp)[kMyW][kRunGroups],
                                                          Acc &acc)
     {
@@ -329,9 +334,9 @@ struct MmaW4Mainloop {
             u32 aux[kMyW];
 #pragma unroll
             for (int j = 0; j < kMyW; ++j) aux[j] = W::aux(wq[j][p]);
-            u32 xb[NF][4];
+            u32 xb[kNF][4];
 #pragma unroll
-            for (int nf = 0; nf < NF; ++nf) load_x(stage_base, my_x_row(nf), p, xb[nf]);
+            for (int nf = 0; nf < kNF; ++nf) load_x(stage_base, my_x_row(nf), p, xb[nf]);
 #pragma unroll
             for (int ss = 0; ss < 2; ++ss)
 #pragma unroll
@@ -342,7 +347,7 @@ struct MmaW4Mainloop {
                                       W::pair(wq[j0][p], aux[j0], 2 * ss + 1, grp[j0][g]),
                                       W::pair(wq[j1][p], aux[j1], 2 * ss + 1, grp[j1][g])};
 #pragma unroll
-                    for (int nf = 0; nf < NF; ++nf) mma_16816<D>(acc.c[mf][nf], a, xb[nf][2 * ss], xb[nf][2 * ss + 1]);
+                    for (int nf = 0; nf < kNF; ++nf) mma_16816<D>(acc.c[mf][nf], a, xb[nf][2 * ss], xb[nf][2 * ss + 1]);
                 }
         }
     }
@@ -368,6 +373,35 @@ struct MmaW4Mainloop {
             const u32 v[4] = {W::pair(q[i], aux, 0, c), W::pair(q[i], aux, 1, c), W::pair(q[i], aux, 2, c),
                               W::pair(q[i], aux, 3, c)};
             st_shared_v4(row + static_cast<u32>(((4 * h + i) ^ (r % 8)) * 16), v);
+        }
+    }
+
+    // run_gated's k loop over kNF n8 fragments of tokens (kNF < NF: a narrow tile, whose
+    // activation rows past the first fragment are not copied).
+    template <int kNF>
+    __device__ __forceinline__ static void k_loop(const Loader &ld, const W4Row (&mine)[kMyW], u32 base, int k_lo,
+                                                  int k_hi, int k_tiles, W4Group (&cur)[kMyW][kRunGroups], Acc &acc)
+    {
+        W4Group nxt[kMyW][kRunGroups];
+        const bool copy_x = kNF == NF || ld.x_live;
+        int read_stage = 0, write_stage = kStages - 1;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            cp_async_wait<kStages - 2>();
+            __syncthreads();
+            const int next = kt + kStages - 1;
+            if (next < k_tiles) {
+                load_stage_w(ld, base + write_stage * kStageBytes, k_lo + next * BKW, k_hi);
+                if (copy_x) load_stage_x(ld, base + write_stage * kStageBytes, k_lo + next * BKW, k_hi);
+            }
+            cp_async_commit();
+            load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
+            compute_stage<kNF>(base + read_stage * kStageBytes, cur, acc);
+#pragma unroll
+            for (int j = 0; j < kMyW; ++j)
+#pragma unroll
+                for (int q = 0; q < kRunGroups; ++q) cur[j][q] = nxt[j][q];
+            read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+            write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
         }
     }
 
@@ -407,40 +441,30 @@ struct MmaW4Mainloop {
         }
         const u32 base = smem_addr(smem);
         const int k_tiles = k_hi > k_lo ? (k_hi - k_lo + BKW - 1) / BKW : 0;
+        // a tile of at most 8 tokens (most decode tiles) runs only the first n8 fragment, and
+        // the threads of the activation rows past it copy nothing (no fragment reads them)
+        const bool narrow = NF > 1 && x_row(8) == nullptr;
+        const bool copy_x = !narrow || ld.x_live;
 #pragma unroll
         for (int s = 0; s < kStages - 1; ++s) {
             if (s < k_tiles) {
-                if constexpr (kGated) load_stage_w(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
-                else load_stage(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                load_stage_w(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                if (!kGated && copy_x) load_stage_x(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
             }
             cp_async_commit();
         }
-        W4Group cur[kMyW][kRunGroups], nxt[kMyW][kRunGroups];
+        W4Group cur[kMyW][kRunGroups];
         load_groups(mine, k_lo, k_hi, cur);
         if constexpr (kGated) {
             gate();
 #pragma unroll
             for (int s = 0; s < kStages - 1; ++s) {
-                if (s < k_tiles) load_stage_x(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
+                if (s < k_tiles && copy_x) load_stage_x(ld, base + s * kStageBytes, k_lo + s * BKW, k_hi);
                 cp_async_commit();
             }
         }
-        int read_stage = 0, write_stage = kStages - 1;
-        for (int kt = 0; kt < k_tiles; ++kt) {
-            cp_async_wait<kStages - 2>();
-            __syncthreads();
-            const int next = kt + kStages - 1;
-            if (next < k_tiles) load_stage(ld, base + write_stage * kStageBytes, k_lo + next * BKW, k_hi);
-            cp_async_commit();
-            load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
-            compute_stage(base + read_stage * kStageBytes, cur, acc);
-#pragma unroll
-            for (int j = 0; j < kMyW; ++j)
-#pragma unroll
-                for (int q = 0; q < kRunGroups; ++q) cur[j][q] = nxt[j][q];
-            read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
-            write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
-        }
+        if (narrow) k_loop<1>(ld, mine, base, k_lo, k_hi, k_tiles, cur, acc);
+        else k_loop<NF>(ld, mine, base, k_lo, k_hi, k_tiles, cur, acc);
         cp_async_wait<0>();
     }
 
