@@ -196,7 +196,7 @@ struct MmaW4Mainloop {
         }
     }
 
-    // The weight chunks, the activation chunks, or both of the stage at absolute k0 (k_hi: the
+    // The weight chunks or the activation chunks of the stage at absolute k0 (k_hi: the
     // end of this tile's K range; a chunk past it is zero-filled, its address its row's start).
     // Weights on B: a thread's chunks of a stage share their k, so one test covers them. On A:
     // a stage wholly inside K copies without tests; the last, partial one tests each chunk.
@@ -224,12 +224,6 @@ struct MmaW4Mainloop {
             for (int i = 0; i < kLoadsW; ++i)
                 cp_async_16(stage_base + ld.dst_w0 + i * kWRowsPerPass * kWRowBytes, ld.w[i] + at, live ? 16 : 0);
         }
-    }
-
-    __device__ __forceinline__ static void load_stage(const Loader &ld, u32 stage_base, int k0, int k_hi)
-    {
-        load_stage_w(ld, stage_base, k0, k_hi);
-        load_stage_x(ld, stage_base, k0, k_hi);
     }
 
     __device__ __forceinline__ static void load_stage_x(const Loader &ld, u32 stage_base, int k0, int k_hi)
