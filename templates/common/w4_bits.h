@@ -12,10 +12,14 @@
  *   int4   prmt(q, q >> 4) puts nibble 2i in bits 0..3 and 2i + 1 in bits 16..19; OR-ing the
  *          pattern of the dtype's 2^m (bf16 128 = 0x4300, fp16 1024 = 0x6400, whose ulp is 1)
  *          gives the exact values 2^m + n; subtracting 2^m + zp leaves n − zp exactly
- *   e2m1   prmt(q << 4, q) puts the nibbles in bits 12..15 and 28..31; the sign bit stays and
- *          the three exponent and mantissa bits shift down to the dtype's two lowest exponent
- *          bits and its top mantissa bit, which reads e2m1 · 2^-126 (bf16) or · 2^-14 (fp16),
- *          subnormal codes included; multiplying by 2^126 or 2^14 is exact
+ *   e2m1   prmt(q << 4, q) puts nibble 2i in bits 4..7 and 12..15, 2i + 1 in 20..23 and
+ *          28..31; masked, the sign bits 15 and 31 stay, and the three exponent and mantissa
+ *          bits of bits 4..6 and 20..22, times 4 (bf16; fp16 32), land on the dtype's two
+ *          lowest exponent bits and its top mantissa bit: one integer multiply-add joins them.
+ *          The pattern reads e2m1 · 2^-126 (bf16) or · 2^-14 (fp16), subnormal codes
+ *          included; multiplying by 2^126 or 2^14 is exact. The multiply-add issues to the
+ *          FMA pipe where a shift and an OR would take the ALU pipe, which PRMT and LOP3
+ *          need and the decode GEMMs keep busiest (docs/PERFORMANCE.md)
  *
  * (The Marlin kernels' idea of building 16-bit values with one LOP3 on an exponent pattern,
  * applied here to the contract's unpermuted nibble order with a PRMT per pair.)
@@ -84,7 +88,8 @@ MJ_W4_FN mj_w4_u32 mj_w4_u4_pair(mj_w4_u32 q, mj_w4_u32 q_shr4, int i, int fp16,
 MJ_W4_FN mj_w4_u32 mj_w4_e2m1_pair(mj_w4_u32 q, mj_w4_u32 q_shl4, int i, int fp16)
 {
     const mj_w4_u32 r = mj_w4_prmt(q_shl4, q, MJ_W4_PAIR_SEL(i));
-    return (r & 0x80008000u) | (fp16 ? (r >> 3) & 0x0e000e00u : (r >> 6) & 0x01c001c0u);
+    /* bits 4..6 to 6..8 (bf16) or 9..11 (fp16), disjoint from the sign bits added */
+    return (r & 0x00700070u) * (fp16 ? 32u : 4u) + (r & 0x80008000u);
 }
 
 /* The dtype pattern of 2^m + zp (zp 0..15), subtracted from an int4 pair. */
