@@ -37,6 +37,10 @@ START_TEST(prmt_emulation_matches_the_ptx_definition)
     ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, 0x7654u), 0x77665544u);
     ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, 0x0404u), 0x00440044u);
     ck_assert_uint_eq(mj_w4_prmt(0x33221100u, 0x77665544u, MJ_W4_PAIR_SEL(2)), 0x66662222u);
+    /* a selector nibble's bit 3 replicates the picked byte's bit 7 */
+    ck_assert_uint_eq(mj_w4_prmt(0x80221100u, 0x7766f544u, 0x8b5du), 0x00fff5ffu);
+    ck_assert_uint_eq(mj_w4_prmt(0x33a21100u, 0x77c65544u, MJ_W4_PAIR_SEL_SIGN(2)), 0xffc6ffa2u);
+    ck_assert_uint_eq(mj_w4_prmt(0x33a21100u, 0x77c65544u, MJ_W4_PAIR_SEL_SIGN(1)), 0x00550011u);
 }
 END_TEST
 

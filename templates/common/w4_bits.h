@@ -12,14 +12,15 @@
  *   int4   prmt(q, q >> 4) puts nibble 2i in bits 0..3 and 2i + 1 in bits 16..19; OR-ing the
  *          pattern of the dtype's 2^m (bf16 128 = 0x4300, fp16 1024 = 0x6400, whose ulp is 1)
  *          gives the exact values 2^m + n; subtracting 2^m + zp leaves n − zp exactly
- *   e2m1   prmt(q << 4, q) puts nibble 2i in bits 4..7 and 12..15, 2i + 1 in 20..23 and
- *          28..31; masked, the sign bits 15 and 31 stay, and the three exponent and mantissa
- *          bits of bits 4..6 and 20..22, times 4 (bf16; fp16 32), land on the dtype's two
- *          lowest exponent bits and its top mantissa bit: one integer multiply-add joins them.
- *          The pattern reads e2m1 · 2^-126 (bf16) or · 2^-14 (fp16), subnormal codes
- *          included; multiplying by 2^126 or 2^14 is exact. The multiply-add issues to the
- *          FMA pipe where a shift and an OR would take the ALU pipe, which PRMT and LOP3
- *          need and the decode GEMMs keep busiest (docs/PERFORMANCE.md)
+ *   e2m1   prmt(q << 4, q) puts nibble 2i in bits 4..7 and 2i + 1 in bits 20..23, and fills
+ *          bytes 1 and 3 with copies of each nibble's sign (the prmt's sign-replicating
+ *          selectors). One mask keeps the three exponent and mantissa bits at 4..6 and 20..22
+ *          and one sign bit of each filled byte, chosen so that times 4 (bf16; fp16 32) the
+ *          sign lands on bit 15 or 31 and the three bits on the dtype's two lowest exponent
+ *          bits and its top mantissa bit. The pattern reads e2m1 · 2^-126 (bf16) or · 2^-14
+ *          (fp16), subnormal codes included; multiplying by 2^126 or 2^14 is exact. A pair is
+ *          a PRMT and a LOP3 on the ALU pipe, which the decode GEMMs keep busiest, and the
+ *          multiply, which ptxas issues to the FMA pipe (docs/PERFORMANCE.md)
  *
  * (The Marlin kernels' idea of building 16-bit values with one LOP3 on an exponent pattern,
  * applied here to the contract's unpermuted nibble order with a PRMT per pair.)
@@ -39,6 +40,9 @@ typedef uint32_t mj_w4_u32;
 /* prmt selector of pair i: result bytes 0, 1 from byte i of the first operand, 2, 3 from
  * byte i of the second (only one byte of each half is kept by what follows) */
 #define MJ_W4_PAIR_SEL(i) ((unsigned)(i) | ((unsigned)(i) << 4) | ((4u + (unsigned)(i)) << 8) | ((4u + (unsigned)(i)) << 12))
+/* the same bytes, but bytes 1 and 3 the sign (bit 7) of the byte copied below them, replicated
+ * over the byte (a selector nibble's bit 3) */
+#define MJ_W4_PAIR_SEL_SIGN(i) (MJ_W4_PAIR_SEL(i) | 0x8080u)
 
 /* Dtype patterns (bf16 / fp16) of the constants the arithmetic half uses. */
 #define MJ_W4_U4_BASE_BF16 0x4300u  /* 128: its ulp is 1, so 128 + n is exact */
@@ -46,7 +50,8 @@ typedef uint32_t mj_w4_u32;
 #define MJ_W4_E2M1_UNIT_BF16 0x7e80u /* 2^126: an e2m1 pattern reads 2^-126 times its value */
 #define MJ_W4_E2M1_UNIT_FP16 0x7400u /* 2^14 */
 
-/* The PTX prmt (default mode: selector nibbles 0..7 pick bytes of {b, a}). */
+/* The PTX prmt (default mode: a selector nibble's bits 0..2 pick a byte of {b, a}; its bit 3
+ * replicates that byte's bit 7 over the result byte). */
 MJ_W4_FN mj_w4_u32 mj_w4_prmt(mj_w4_u32 a, mj_w4_u32 b, mj_w4_u32 sel)
 {
 #ifdef __CUDACC_RTC__
@@ -56,7 +61,12 @@ MJ_W4_FN mj_w4_u32 mj_w4_prmt(mj_w4_u32 a, mj_w4_u32 b, mj_w4_u32 sel)
 #else
     const uint64_t x = ((uint64_t)b << 32) | a;
     mj_w4_u32 r = 0;
-    for (int i = 0; i < 4; i++) r |= (mj_w4_u32)((x >> (8 * ((sel >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+    for (int i = 0; i < 4; i++) {
+        const unsigned nib = (sel >> (4 * i)) & 0xfu;
+        mj_w4_u32 byte = (mj_w4_u32)(x >> (8 * (nib & 7u))) & 0xffu;
+        if (nib & 8u) byte = (byte & 0x80u) ? 0xffu : 0u;
+        r |= byte << (8 * i);
+    }
     return r;
 #endif
 }
@@ -87,9 +97,9 @@ MJ_W4_FN mj_w4_u32 mj_w4_u4_pair(mj_w4_u32 q, mj_w4_u32 q_shr4, int i, int fp16,
  * (q_shl4 = q << 4, shared by the 4 pairs). */
 MJ_W4_FN mj_w4_u32 mj_w4_e2m1_pair(mj_w4_u32 q, mj_w4_u32 q_shl4, int i, int fp16)
 {
-    const mj_w4_u32 r = mj_w4_prmt(q_shl4, q, MJ_W4_PAIR_SEL(i));
-    /* bits 4..6 to 6..8 (bf16) or 9..11 (fp16), disjoint from the sign bits added */
-    return (r & 0x00700070u) * (fp16 ? 32u : 4u) + (r & 0x80008000u);
+    const mj_w4_u32 r = mj_w4_prmt(q_shl4, q, MJ_W4_PAIR_SEL_SIGN(i));
+    /* bits 4..6 to 6..8 (bf16) or 9..11 (fp16), a sign copy at 13 (10) to 15, and so above */
+    return (r & (fp16 ? 0x04700470u : 0x20702070u)) * (fp16 ? 32u : 4u);
 }
 
 /* The dtype pattern of 2^m + zp (zp 0..15), subtracted from an int4 pair. */
