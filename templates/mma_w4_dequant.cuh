@@ -119,6 +119,40 @@ struct W4Format {
     // The word's shifted copy every pair of it shares (q >> 4 for int4, q << 4 for e2m1).
     __device__ __forceinline__ static u32 aux(u32 q) { return kMx ? q << 4 : q >> 4; }
 
+    // Row-scaled mxfp4 (bf16, the decode mainloop): a tile whose row has largest e8m0 byte m
+    // multiplies each pair by the one factor 2^(s − 1 − R), R = m − 128, instead of 2^126 and
+    // then 2^(s − 127), and its accumulators by 2^R after the last stage. Every factor is then a
+    // normal bf16 value of at most 2^127, and every product, e2m1 · 2^(s − 127 − R), the
+    // contract's weight times 2^-R exactly (the smallest, 2^-133, a bf16 subnormal), as long
+    // as m <= 252 (above, the contract's weights overflow) and m − (the row's smallest byte)
+    // <= 133; the MMA's sums scale with their inputs, so the outputs are the two-multiply
+    // form's bits (mma_w4_mainloop.cuh chooses the form per tile). A row with a byte 255 computes
+    // garbage and ends NaN, as the contract's does. Not in the persistent decode kernel (the
+    // lean format), whose code it makes too large.
+    static constexpr bool kRowScaled = kMx && !kFp16 && !kLean;
+    static constexpr int kRowScaledMaxByte = 252, kRowScaledSpread = 133;
+
+    // The row's bias, so that group_scaled's factor of byte s is 2^(s − 1 − R) in both halves.
+    __device__ __forceinline__ static u32 row_bias(u32 m) { return (254u - m) * 0x00800080u; }
+
+    // The group of byte g of a row-scaled row (s: its factor; live = false: 0).
+    __device__ __forceinline__ static W4Group group_scaled(const W4Row &w, int g, bool live, u32 bias)
+    {
+        W4Group c;
+        c.m1 = 0u;
+        c.a1 = kNegZero2;
+        c.s = live ? ld_nc_u8(w.scale + g) * 0x00800080u + bias : 0u;
+        return c;
+    }
+
+    // The factor 2^R of a row whose bias is bias (NaN for a row with a byte 255).
+    __device__ __forceinline__ static float row_factor(u32 bias)
+    {
+        const u32 d = (bias & 0xffffu) >> 7; // 254 − m, or 511 for m = 255
+        if (d > 254u) return __uint_as_float(0x7fc00000u);
+        return __uint_as_float(d <= 252u ? (253u - d) << 23 : 0x00400000u >> (d - 253u));
+    }
+
     // Whether group c's pairs may take the one-multiply form (mxfp4 with a scale of 2^-126 .. 2
     // in bf16, 2^-14 .. 2 in fp16: common/w4_bits.h), and its factor there.
     __device__ __forceinline__ static bool fusable(const W4Group &c) { return kMx && mj_w4_e8m0_fusable(c.s, kFp16); }

@@ -288,6 +288,56 @@ struct MmaW4Mainloop {
             }
     }
 
+    // load_groups for row-scaled mxfp4 (W4Format::kRowScaled): each group's one factor, by the
+    // row's bias.
+    __device__ __forceinline__ static void load_groups_scaled(const W4Row (&mine)[kMyW], const u32 (&bias)[kMyW],
+                                                              int k0, int k_hi, W4Group (&grp)[kMyW][kRunGroups])
+    {
+        const int k = k0 + (threadIdx.x % 4) * kSpan;
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j)
+#pragma unroll
+            for (int q = 0; q < kRunGroups; ++q) {
+                const int kq = k + q * W::kGroup;
+                grp[j][q] = W::group_scaled(mine[j], static_cast<unsigned>(kq) / W::kGroup, kq < k_hi, bias[j]);
+            }
+    }
+
+    // Row-scaled mxfp4: the bias of each of this thread's rows from its largest e8m0 byte over
+    // the tile's groups (the quad's four threads share the rows, each reading every fourth
+    // group), and whether a row breaks the form's bounds (W4Format::kRowScaled).
+    __device__ __forceinline__ static bool row_biases(const W4Row (&mine)[kMyW], int k_lo, int k_hi,
+                                                      u32 (&bias)[kMyW])
+    {
+        const int g_lo = k_lo / W::kGroup, g_hi = k_hi / W::kGroup;
+        int mx[kMyW], mn[kMyW];
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j) {
+            mx[j] = 0;
+            mn[j] = 255;
+        }
+#pragma unroll 4
+        for (int g = g_lo + static_cast<int>(threadIdx.x % 4); g < g_hi; g += 4)
+#pragma unroll
+            for (int j = 0; j < kMyW; ++j) {
+                const int b = static_cast<int>(ld_nc_u8(mine[j].scale + g));
+                mx[j] = max(mx[j], b);
+                mn[j] = min(mn[j], b);
+            }
+        bool off = false;
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j) {
+#pragma unroll
+            for (int lane = 1; lane < 4; lane *= 2) {
+                mx[j] = max(mx[j], __shfl_xor_sync(0xffffffffu, mx[j], lane));
+                mn[j] = min(mn[j], __shfl_xor_sync(0xffffffffu, mn[j], lane));
+            }
+            bias[j] = W::row_bias(static_cast<u32>(mx[j]));
+            off |= mx[j] != 255 && (mx[j] > W::kRowScaledMaxByte || mx[j] - mn[j] > W::kRowScaledSpread);
+        }
+        return off;
+    }
+
     // This thread's packed weights of a stage: kPairs words per row.
     __device__ __forceinline__ static void load_weights(u32 stage_base, u32 (&wq)[kMyW][kPairs])
     {
@@ -314,9 +364,17 @@ struct MmaW4Mainloop {
         lds_128(stage_base + static_cast<u32>(kWBytes + r * kXRowBytes + x_chunk(r, c) * 16), v);
     }
 
+    // Pair i of word q with its group's constants (kScaled: the row-scaled factor alone).
+    template <bool kScaled>
+    __device__ __forceinline__ static u32 pair(u32 q, u32 aux, int i, const W4Group &c)
+    {
+        if constexpr (kScaled) return W::pair_fused(q, aux, i, c.s);
+        else return W::pair(q, aux, i, c);
+    }
+
     // One stage's math, weights on A: kPairs x (weight word p dequantized, 16-byte activation
     // loads, 2 k-steps), over the first kNF n8 fragments of tokens.
-    template <int kNF = NF>
+    template <int kNF = NF, bool kScaled = false>
     __device__ __forceinline__ static void compute_stage(u32 stage_base, const W4Group (&grp)[kMyW][kRunGroups],
                                                          Acc &acc)
     {
@@ -336,10 +394,10 @@ struct MmaW4Mainloop {
 #pragma unroll
                 for (int mf = 0; mf < MF; ++mf) {
                     const int j0 = 2 * mf, j1 = 2 * mf + 1;
-                    const u32 a[4] = {W::pair(wq[j0][p], aux[j0], 2 * ss, grp[j0][g]),
-                                      W::pair(wq[j1][p], aux[j1], 2 * ss, grp[j1][g]),
-                                      W::pair(wq[j0][p], aux[j0], 2 * ss + 1, grp[j0][g]),
-                                      W::pair(wq[j1][p], aux[j1], 2 * ss + 1, grp[j1][g])};
+                    const u32 a[4] = {pair<kScaled>(wq[j0][p], aux[j0], 2 * ss, grp[j0][g]),
+                                      pair<kScaled>(wq[j1][p], aux[j1], 2 * ss, grp[j1][g]),
+                                      pair<kScaled>(wq[j0][p], aux[j0], 2 * ss + 1, grp[j0][g]),
+                                      pair<kScaled>(wq[j1][p], aux[j1], 2 * ss + 1, grp[j1][g])};
 #pragma unroll
                     for (int nf = 0; nf < kNF; ++nf) mma_16816<D>(acc.c[mf][nf], a, xb[nf][2 * ss], xb[nf][2 * ss + 1]);
                 }
@@ -372,9 +430,13 @@ struct MmaW4Mainloop {
 
     // run_gated's k loop over kNF n8 fragments of tokens (kNF < NF: a narrow tile, whose
     // activation rows past the first fragment are not copied).
-    template <int kNF>
-    __device__ __forceinline__ static void k_loop(const Loader &ld, const W4Row (&mine)[kMyW], u32 base, int k_lo,
-                                                  int k_hi, int k_tiles, W4Group (&cur)[kMyW][kRunGroups], Acc &acc)
+    // run_gated's k loop over kNF n8 fragments of tokens (kNF < NF: a narrow tile, whose
+    // activation rows past the first fragment are not copied); kScaled: row-scaled mxfp4, each
+    // stage's groups by load_groups_scaled with the rows' bias.
+    template <int kNF, bool kScaled>
+    __device__ __forceinline__ static void k_loop(const Loader &ld, const W4Row (&mine)[kMyW], const u32 (&bias)[kMyW],
+                                                  u32 base, int k_lo, int k_hi, int k_tiles,
+                                                  W4Group (&cur)[kMyW][kRunGroups], Acc &acc)
     {
         W4Group nxt[kMyW][kRunGroups];
         const bool copy_x = kNF == NF || ld.x_live;
@@ -388,8 +450,10 @@ struct MmaW4Mainloop {
                 if (copy_x) load_stage_x(ld, base + write_stage * kStageBytes, k_lo + next * BKW, k_hi);
             }
             cp_async_commit();
-            load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt); // past the end: s = 0, nothing read
-            compute_stage<kNF>(base + read_stage * kStageBytes, cur, acc);
+            // past the end: s = 0, nothing read
+            if constexpr (kScaled) load_groups_scaled(mine, bias, k_lo + (kt + 1) * BKW, k_hi, nxt);
+            else load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt);
+            compute_stage<kNF, kScaled>(base + read_stage * kStageBytes, cur, acc);
 #pragma unroll
             for (int j = 0; j < kMyW; ++j)
 #pragma unroll
@@ -418,6 +482,8 @@ struct MmaW4Mainloop {
     // reads): the prologue's weight chunks (and scales) are requested first, then the gate
     // waits, then the prologue's activation chunks follow as one more commit group per stage,
     // as in MmaMainloop::run_gated (whose wait_group accounting holds here unchanged).
+    // Row-scaled mxfp4 (W4Format::kRowScaled) takes that form in every tile whose rows all
+    // allow it (one choice for the CTA, after a barrier).
     template <class WRow, class XRow, class Gate>
     __device__ __forceinline__ static void run_gated(unsigned char *smem, WRow w_row, XRow x_row, int k_lo, int k_hi,
                                                      Acc &acc, Gate gate)
@@ -447,8 +513,12 @@ struct MmaW4Mainloop {
             }
             cp_async_commit();
         }
+        u32 bias[kMyW] = {};
+        bool scaled = false;
+        if constexpr (W::kRowScaled) scaled = !__syncthreads_or(row_biases(mine, k_lo, k_hi, bias));
         W4Group cur[kMyW][kRunGroups];
-        load_groups(mine, k_lo, k_hi, cur);
+        if (scaled) load_groups_scaled(mine, bias, k_lo, k_hi, cur);
+        else load_groups(mine, k_lo, k_hi, cur);
         if constexpr (kGated) {
             gate();
 #pragma unroll
@@ -457,9 +527,32 @@ struct MmaW4Mainloop {
                 cp_async_commit();
             }
         }
-        if (narrow) k_loop<1>(ld, mine, base, k_lo, k_hi, k_tiles, cur, acc);
-        else k_loop<NF>(ld, mine, base, k_lo, k_hi, k_tiles, cur, acc);
+        if constexpr (W::kRowScaled) {
+            if (scaled) {
+                if (narrow) k_loop<1, true>(ld, mine, bias, base, k_lo, k_hi, k_tiles, cur, acc);
+                else k_loop<NF, true>(ld, mine, bias, base, k_lo, k_hi, k_tiles, cur, acc);
+                cp_async_wait<0>();
+                scale_rows(bias, acc);
+                return;
+            }
+        }
+        if (narrow) k_loop<1, false>(ld, mine, bias, base, k_lo, k_hi, k_tiles, cur, acc);
+        else k_loop<NF, false>(ld, mine, bias, base, k_lo, k_hi, k_tiles, cur, acc);
         cp_async_wait<0>();
+    }
+
+    // Row-scaled mxfp4: the accumulators of each row times its 2^R (NaN for a row with a scale
+    // byte 255); row j of this thread holds c[j / 2][nf][2 (j % 2) + e].
+    __device__ __forceinline__ static void scale_rows(const u32 (&bias)[kMyW], Acc &acc)
+    {
+#pragma unroll
+        for (int j = 0; j < kMyW; ++j) {
+            const float f = W::row_factor(bias[j]);
+#pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) acc.c[j / 2][nf][2 * (j % 2) + e] *= f;
+        }
     }
 
     // run, weights on B. Shared memory: kStages + 1 slots of packed weights, kStages of

@@ -10,7 +10,8 @@
  * is checked against the contract's decoding, not against a decoder of its own. The bars are
  * the tensor-core float64 cases' (docs/SEMANTICS.md §7) over the finite outputs; the mxfp4 NaN
  * case sets the e8m0 byte of W2 row 3, group 0 of every expert to 255, so column 3 of every
- * token with a local expert must be NaN and every other output finite.
+ * token with a local expert must be NaN and every other output finite. The row-scaled identity
+ * case (w4_row_scaled_run) checks that the mxfp4 decode mainloop's two forms give the same bits.
  */
 #include "tools/bench_layer_w4.h"
 
@@ -209,6 +210,7 @@ typedef struct w4_case {
     w4_fmt f;
     const char *quant, *dtype, *act;
     int H, I, E, K, ep_local, nan;
+    int row_scaled; /* 1-3: the row-scaled identity case's mode (w4_row_scaled_run), not a reference one */
     const char *routing; /* the spec's routing fields (NULL: renormalize) */
     const char *tile;    /* the spec's tile (NULL: auto) */
 } w4_case;
@@ -339,6 +341,90 @@ done:
     return ok;
 }
 
+/* The row-scaled identity case (mxfp4, bf16): the decode mainloop multiplies a tile's pairs by
+ * one factor each and its rows by 2^R after the last stage when every row of the tile allows
+ * it, else by the contract's two factors (templates/mma_w4_dequant.cuh), and the two forms
+ * must give the same bits. Two forwards on W2 scale bytes that differ in one group of row 3 of
+ * every expert only: 253 in its first group (past the form's largest byte; mode 1) or its last
+ * (a later stage's, mode 3), or 135 in its first in rows whose bytes are 50-52 but for a 0
+ * and a 131 (mode 2: too wide a row, where every other row is as wide as the form allows and
+ * its smallest products are bf16 subnormals). The tile of output columns 0..63 then changes
+ * form, so every output but column 3 must keep its bits, and column 3 must change. */
+static int w4_row_scaled_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long long T, FILE *log)
+{
+    const mj_dtype dt = L->spec->dtype;
+    const int gated = moejit_activation_is_gated(&L->spec->act), H = c->H, I = c->I, groups = I / 32;
+    const size_t rows1 = (size_t)(gated ? 2 * I : I), n = (size_t)T * (size_t)H;
+    float *x = malloc(n * sizeof *x), *lg = malloc((size_t)T * (size_t)c->E * sizeof *lg);
+    float *out[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+    float *again = malloc(n * sizeof *again);
+    w4_host h1, h2;
+    memset(&h1, 0, sizeof h1), memset(&h2, 0, sizeof h2);
+    CUdeviceptr d[9] = {0}; /* x, logits, out, w1, w1 scale, w1 zero, w2, w2 scale, w2 zero */
+    int ok = 0;
+    char line[256] = "";
+    moejit_status st = MOEJIT_ERR_OUT_OF_MEMORY;
+    if (!x || !lg || !out[0] || !out[1] || !again || groups < 9 ||
+        host_make(&c->f, dt, (size_t)c->E * rows1, H, rows1, -1, &h1) ||
+        host_make(&c->f, dt, (size_t)c->E * (size_t)H, I, (size_t)H, -1, &h2))
+        goto done;
+    if (c->row_scaled == 2)
+        for (size_t r = 0; r < (size_t)c->E * (size_t)H; r++) {
+            for (int gi = 0; gi < groups; gi++)
+                h2.scale[r * groups + gi] = (unsigned char)(h2.scale[r * groups + gi] - 71);
+            h2.scale[r * groups + 1] = 0, h2.scale[r * groups + 2] = 131;
+        }
+    for (size_t i = 0; i < n; i++) x[i] = mj_half_snap((float)uniform_pm1(), dt);
+    for (size_t i = 0; i < (size_t)T * (size_t)c->E; i++) lg[i] = (float)(2.0 * uniform_pm1());
+    moejit_moe_args a;
+    moejit_moe_args_init(&a);
+    a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = c->E, a.topk = c->K;
+    st = mj_gpu_upload_values(g, x, n, dt, &d[0]);
+    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * (size_t)c->E, MJ_DTYPE_FP32, &d[1]);
+    if (!st) st = mj_gpu_alloc(g, n * 2, &d[2]);
+    if (!st) st = upload_host(g, &h1, &d[3], &d[4], &d[5]);
+    if (!st) st = upload_host(g, &h2, &d[6], &d[7], &d[8]);
+    a.x = (void *)d[0], a.router_logits = (void *)d[1], a.out = (void *)d[2];
+    a.w1 = (void *)d[3], a.w1_scale = (void *)d[4], a.w2 = (void *)d[6], a.w2_scale = (void *)d[7];
+    for (int v = 0; v < 2 && !st; v++) {
+        if (v == 1) {
+            for (int e = 0; e < c->E; e++)
+                h2.scale[((size_t)e * (size_t)H + 3) * (size_t)groups + (c->row_scaled == 3 ? groups - 1 : 0)] =
+                    c->row_scaled == 2 ? 135 : 253;
+            st = mj_gpu_upload(g, d[7], h2.scale, h2.scale_bytes);
+        }
+        if (!st) st = forward_twice(g, L, &a, d[2], dt, out[v], again);
+        if (!st && memcmp(out[v], again, n * sizeof *again) != 0) {
+            snprintf(line, sizeof line, "rerun DIFFERS  FAIL");
+            goto done;
+        }
+    }
+    if (st) {
+        snprintf(line, sizeof line, "RUN FAILED: %s", moejit_last_error());
+        goto done;
+    }
+    long long differ = 0, col3 = 0, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        nonfinite += !isfinite(out[0][i]);
+        if (i % (size_t)H == 3) col3 += memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
+        else differ += memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
+    }
+    ok = differ == 0 && col3 > 0 && nonfinite == 0;
+    snprintf(line, sizeof line,
+             "row-scaled, %s: other columns differing %lld, column 3 changed %lld of %lld, non-finite %lld  %s",
+             c->row_scaled == 1   ? "past the largest byte"
+             : c->row_scaled == 2 ? "too wide a row"
+                                  : "a later stage's byte",
+             differ, col3, T, nonfinite, ok ? "ok" : "FAIL");
+done:
+    fprintf(log, "identity  %-4s %-24s %-40s T=%-4lld%s %s\n", c->dtype, c->quant, c->act, T,
+            L->knobs.decode == MJ_DECODE_PERSISTENT_DEEP ? " persistent" : "", line);
+    for (int i = 0; i < 9; i++) mj_gpu_free(g, d[i]);
+    host_free(&h1), host_free(&h2);
+    free(x), free(lg), free(out[0]), free(out[1]), free(again);
+    return ok;
+}
+
 /* The layer of case c (built once) at each T of ts; g NULL: prints its spec. Returns the runs. */
 static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, const w4_case *c,
                     const long long *ts, int n_ts, FILE *log, int *failed)
@@ -349,7 +435,7 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
              "arch=native%s%s",
              backend, c->quant, c->dtype, c->act, c->routing ? c->routing : "renormalize", c->H, c->I, c->E, c->K,
              c->tile ? ",tile=" : "", c->tile ? c->tile : "");
-    if (!g) { /* (the NaN case reuses the first case's layer) */
+    if (!g) { /* (the NaN case reuses the first case's layer, the identity cases one layer) */
         static char last[512];
         if (c->nan) return 0;
         if (strcmp(last, text) != 0) printf("%s\n", text);
@@ -364,14 +450,16 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
         return n_ts;
     }
     int runs = 0;
+    int (*run)(const mj_gpu *, const bench_layer *, const w4_case *, long long, FILE *) =
+        c->row_scaled ? w4_row_scaled_run : w4_run;
     for (int i = 0; i < n_ts; i++) {
-        *failed += !w4_run(g, &L, c, ts[i], log);
+        *failed += !run(g, &L, c, ts[i], log);
         runs++;
         if (ts[i] > MJ_MMA_PERSISTENT_MAX_TOKENS) continue;
         /* and the persistent decode layer, forced (4-bit: its deep blocks only) */
         const int mode = L.knobs.decode;
         L.knobs.decode = MJ_DECODE_PERSISTENT_DEEP;
-        *failed += !w4_run(g, &L, c, ts[i], log);
+        *failed += !run(g, &L, c, ts[i], log);
         L.knobs.decode = mode;
         runs++;
     }
@@ -391,7 +479,7 @@ static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *bac
     static const long long ts[] = {1, 5, 37, 300}, ep_ts[] = {3}, nan_ts[] = {37, 300}, tall_ts[] = {640, 1100};
     const w4_fmt f = fmt_of(quant);
     const int m = f.mx ? 32 : f.zp ? 2 * f.group : f.group;
-    w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0, NULL, NULL};
+    w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0, 0, NULL, NULL};
     int runs = w4_layer(g, ctx, backend, &c, ts, 4, log, failed);
     c.ep_local = 4;
     runs += w4_layer(g, ctx, backend, &c, ep_ts, 1, log, failed);
@@ -414,6 +502,12 @@ static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *bac
     if (nan) {
         c.nan = 1;
         runs += w4_layer(g, ctx, backend, &c, nan_ts, 2, log, failed);
+        c.nan = 0;
+        static const long long id_ts[] = {1, 5, 37};
+        c.I = 9 * m; /* two stages of 256 k in GEMM2 */
+        for (c.row_scaled = 1; c.row_scaled <= 3; c.row_scaled++)
+            runs += w4_layer(g, ctx, backend, &c, id_ts, 3, log, failed);
+        c.row_scaled = 0, c.I = 3 * m;
     }
     return runs;
 }
@@ -425,8 +519,8 @@ static int w4_routing_cases(const mj_gpu *g, moejit_context *ctx, const char *ba
                             int n_routings, FILE *log, int *failed)
 {
     static const long long ts[] = {1, 5, 37, 300};
-    w4_case c = {fmt_of("mxfp4"), "mxfp4", "bf16", "swiglu(alpha=1.702,beta=1,limit=7)", 160, 96, 8, 2, 0, 0, NULL,
-                 NULL};
+    w4_case c = {fmt_of("mxfp4"), "mxfp4", "bf16", "swiglu(alpha=1.702,beta=1,limit=7)", 160, 96, 8, 2, 0, 0, 0,
+                 NULL, NULL};
     int runs = 0;
     for (int r = 0; r < n_routings; r++) {
         if (!strcmp(routings[r], "renormalize")) continue;
