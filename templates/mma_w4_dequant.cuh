@@ -130,10 +130,10 @@ struct W4Format {
     // garbage and ends NaN, as the contract's does. Not in the persistent decode kernel (the
     // lean format), whose code it makes too large.
     static constexpr bool kRowScaled = kMx && !kFp16 && !kLean;
-    static constexpr int kRowScaledMaxByte = 252, kRowScaledSpread = 133;
+    static constexpr int kRowScaledMaxByte = MJ_W4_ROW_SCALED_MAX_BYTE, kRowScaledSpread = MJ_W4_ROW_SCALED_SPREAD;
 
     // The row's bias, so that group_scaled's factor of byte s is 2^(s − 1 − R) in both halves.
-    __device__ __forceinline__ static u32 row_bias(u32 m) { return (254u - m) * 0x00800080u; }
+    __device__ __forceinline__ static u32 row_bias(u32 m) { return mj_w4_row_bias(m); }
 
     // The group of byte g of a row-scaled row (s: its factor; live = false: 0).
     __device__ __forceinline__ static W4Group group_scaled(const W4Row &w, int g, bool live, u32 bias)
@@ -141,17 +141,12 @@ struct W4Format {
         W4Group c;
         c.m1 = 0u;
         c.a1 = kNegZero2;
-        c.s = live ? ld_nc_u8(w.scale + g) * 0x00800080u + bias : 0u;
+        c.s = live ? mj_w4_row_factor(ld_nc_u8(w.scale + g), bias) : 0u;
         return c;
     }
 
     // The factor 2^R of a row whose bias is bias (NaN for a row with a byte 255).
-    __device__ __forceinline__ static float row_factor(u32 bias)
-    {
-        const u32 d = (bias & 0xffffu) >> 7; // 254 − m, or 511 for m = 255
-        if (d > 254u) return __uint_as_float(0x7fc00000u);
-        return __uint_as_float(d <= 252u ? (253u - d) << 23 : 0x00400000u >> (d - 253u));
-    }
+    __device__ __forceinline__ static float row_factor(u32 bias) { return __uint_as_float(mj_w4_row_scale_bits(bias)); }
 
     // Whether group c's pairs may take the one-multiply form (mxfp4 with a scale of 2^-126 .. 2
     // in bf16, 2^-14 .. 2 in fp16: common/w4_bits.h), and its factor there.

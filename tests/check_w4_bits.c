@@ -4,12 +4,14 @@
  * arithmetic half (templates/mma_w4_dequant.cuh: two packed FMAs, the last one rounding to
  * the dtype) mirrored in float64, checked against the contract's decoding as the tests' own
  * codecs write it (tests/lib/quant_ref.c): every nibble in every pair position of a word and
- * in both halves, every zero point, every e8m0 byte, in bf16 and fp16, and the one-multiply
- * form of e2m1 pairs the wgmma prefill producer takes where a scale allows it.
+ * in both halves, every zero point, every e8m0 byte, in bf16 and fp16, the one-multiply
+ * form of e2m1 pairs the wgmma prefill producer takes where a scale allows it, and the
+ * row-scaled form of the bf16 mxfp4 decode GEMMs.
  */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/halfconv.h"
 #include "lib/check_main.h"
@@ -157,6 +159,58 @@ START_TEST(e2m1_fused_factor_matches_two_multiplies)
 }
 END_TEST
 
+/* The row-scaled form (bf16): for every largest byte m the form takes and every byte s within
+ * its spread, each nibble's pattern times the one factor, rounded once to bf16, is exactly the
+ * contract's weight times 2^-R, sign of zero included, and 2^R brings it back; one byte further
+ * (a nibble of 0.5 at m − 134) is not exact, and above m = 252 the contract's weights overflow,
+ * so the bounds are the tightest; m = 255 makes the row NaN. */
+START_TEST(e2m1_row_scaled_factors_keep_the_contract_weights)
+{
+    long long checked = 0;
+    for (unsigned m = 0; m <= MJ_W4_ROW_SCALED_MAX_BYTE; m++) {
+        const int R = (int)m - 128;
+        const uint32_t bias = mj_w4_row_bias(m);
+        uint32_t scale_bits = mj_w4_row_scale_bits(bias);
+        float scale;
+        memcpy(&scale, &scale_bits, sizeof scale);
+        ck_assert_msg((double)scale == ldexp(1.0, R), "m %u: row factor %g, want 2^%d", m, (double)scale, R);
+        const unsigned lo = m > MJ_W4_ROW_SCALED_SPREAD ? m - MJ_W4_ROW_SCALED_SPREAD : 0;
+        for (unsigned s = lo; s <= m + 1 && s < 256; s++) {
+            const int inside = s <= m;
+            const uint32_t f = mj_w4_row_factor(s, bias);
+            ck_assert_uint_eq(f >> 16, f & 0xffffu);
+            if (!inside) continue;
+            const double fv = half_value(f, 0);
+            ck_assert_double_eq(fv, ldexp(1.0, (int)s - 1 - R));
+            for (unsigned n = 0; n < 16; n++) {
+                const uint32_t q = n | n << 4;
+                const double pv = half_value(mj_w4_e2m1_pair(q, q << 4, 0, 0), 0);
+                const double got = mj_half_round_double(pv * fv, MJ_DTYPE_BF16);
+                const double weight = mj_qref_e2m1_to_double(n) * mj_qref_e8m0_to_double((uint8_t)s);
+                ck_assert_msg(got == ldexp(weight, -R) && signbit(got) == signbit(weight),
+                              "m %u byte %u nibble %u: %g, want %g", m, s, n, got, ldexp(weight, -R));
+                ck_assert_double_eq(got * (double)scale, mj_half_round_double(weight, MJ_DTYPE_BF16));
+                checked++;
+            }
+        }
+        if (m >= MJ_W4_ROW_SCALED_SPREAD + 1) { /* one byte below the spread: 0.5 · 2^(s − 127 − R) = 2^-134 */
+            const unsigned s = m - MJ_W4_ROW_SCALED_SPREAD - 1;
+            const double pv = half_value(mj_w4_e2m1_pair(1u | 1u << 4, (1u | 1u << 4) << 4, 0, 0), 0);
+            const double got = mj_half_round_double(pv * half_value(mj_w4_row_factor(s, bias), 0), MJ_DTYPE_BF16);
+            ck_assert_msg(got != ldexp(0.5, (int)s - 127 - R), "m %u byte %u: 2^-134 held exactly", m, s);
+        }
+    }
+    ck_assert_int_eq(checked, 16 * (134 * 135 / 2 + 119 * 134)); /* m = 0..133: m + 1 bytes; 134..252: 134 */
+    /* past the largest byte: a contract weight (6 · 2^126) overflows bf16, which the form cannot */
+    ck_assert(!isinf(mj_half_round_double(6.0 * mj_qref_e8m0_to_double(MJ_W4_ROW_SCALED_MAX_BYTE), MJ_DTYPE_BF16)));
+    ck_assert(isinf(mj_half_round_double(6.0 * mj_qref_e8m0_to_double(MJ_W4_ROW_SCALED_MAX_BYTE + 1), MJ_DTYPE_BF16)));
+    uint32_t nan_bits = mj_w4_row_scale_bits(mj_w4_row_bias(255));
+    float nan_scale;
+    memcpy(&nan_scale, &nan_bits, sizeof nan_scale);
+    ck_assert(isnan(nan_scale));
+}
+END_TEST
+
 static Suite *w4_bits_suite(void)
 {
     Suite *s = suite_create("w4_bits");
@@ -166,6 +220,7 @@ static Suite *w4_bits_suite(void)
     tcase_add_test(tc, e2m1_pairs_decode_every_nibble);
     tcase_add_test(tc, e8m0_scales_decode_every_byte);
     tcase_add_test(tc, e2m1_fused_factor_matches_two_multiplies);
+    tcase_add_test(tc, e2m1_row_scaled_factors_keep_the_contract_weights);
     suite_add_tcase(s, tc);
     return s;
 }

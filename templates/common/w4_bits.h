@@ -147,4 +147,25 @@ MJ_W4_FN mj_w4_u32 mj_w4_e8m0_fused(mj_w4_u32 s, int fp16)
     return s + (shift << 16 | shift);
 }
 
+/* Row-scaled mxfp4 in bf16 (the decode GEMMs: mma_w4_dequant.cuh says why the products keep
+ * the contract's weights): a row whose largest e8m0 byte in a tile is m takes R = m − 128;
+ * byte s's pair factor is 2^(s − 1 − R), one pattern in both halves, and the row's
+ * accumulators are multiplied by 2^R at the end. Exact for m <= MAX_BYTE and m − s <= SPREAD. */
+#define MJ_W4_ROW_SCALED_MAX_BYTE 252
+#define MJ_W4_ROW_SCALED_SPREAD 133
+
+/* The bias of a row whose largest byte is m (m = 255: the row is NaN, the bias garbage). */
+MJ_W4_FN mj_w4_u32 mj_w4_row_bias(mj_w4_u32 m) { return (254u - m) * 0x00800080u; }
+
+/* The pattern of byte s's factor in a row of bias bias. */
+MJ_W4_FN mj_w4_u32 mj_w4_row_factor(mj_w4_u32 s, mj_w4_u32 bias) { return s * 0x00800080u + bias; }
+
+/* The fp32 bits of 2^R of a row of bias bias: 2^-128 .. 2^126, NaN for m = 255. */
+MJ_W4_FN mj_w4_u32 mj_w4_row_scale_bits(mj_w4_u32 bias)
+{
+    const mj_w4_u32 d = (bias & 0xffffu) >> 7; /* 254 − m, or 511 for m = 255 */
+    if (d > 254u) return 0x7fc00000u;
+    return d <= 252u ? (253u - d) << 23 : 0x00400000u >> (d - 253u);
+}
+
 #endif
