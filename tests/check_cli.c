@@ -457,7 +457,8 @@ END_TEST
 
 /* The 4-bit float64 cases and model shapes (--quant): every group with and without zero points
  * and mxfp4, bf16 and fp16, on both tensor-core backends (wgmma also each format's tall tiles),
- * then the 4-bit shapes with simt; each once, and each a layer `warm` plans. */
+ * mxfp4's row-scaled identity layer (inter 288) on each, then the 4-bit shapes with simt; each
+ * once, and each a layer `warm` plans. */
 START_TEST(bench_layer_lists_the_4bit_layers)
 {
     static const char *const env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
@@ -480,12 +481,14 @@ START_TEST(bench_layer_lists_the_4bit_layers)
         tall += strstr(l, "backend=wgmma,") && strstr(l, ",tile=tall");
     }
     /* (the counts only: the whole list overflows Check's message) */
-    ck_assert_msg(n == 37 && zp == 11 && fp16 == 4 && mx == 12 && g32 == 6 && g64 == 8 && g128 == 11 && simt == 2 &&
+    ck_assert_msg(n == 39 && zp == 11 && fp16 == 4 && mx == 14 && g32 == 6 && g64 == 8 && g128 == 11 && simt == 2 &&
                       tall == 7,
                   "%d layers, %d zero points, %d fp16, %d mxfp4, groups %d/%d/%d, %d simt, %d tall", n, zp, fp16, mx,
                   g32, g64, g128, simt, tall);
     ck_assert_ptr_nonnull(strstr(r.out, "backend=mma,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),routing=renormalize,"
                                         "hidden=2880,inter=2880,experts=128,topk=4"));
+    ck_assert_ptr_nonnull(strstr(r.out, "backend=wgmma,quant=mxfp4,dtype=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),"
+                                        "routing=renormalize,hidden=160,inter=288,"));
     const char *argv[80];
     int a = 0;
     argv[a++] = "warm", argv[a++] = "--dry-run", argv[a++] = "--arch", argv[a++] = "sm_90a";
