@@ -275,8 +275,10 @@ struct MmaW4Mainloop {
     // past k_hi is s = 0, so the zero-filled k beyond a split's end add exact zeros). A run of
     // 64 in one group never straddles k_hi: K is a multiple of its group (>= 64) and a split
     // ends on whole tiles of MJ_MMA_BK = 64.
-    __device__ __forceinline__ static void load_groups(const W4Row (&mine)[kMyW], int k0, int k_hi,
-                                                       W4Group (&grp)[kMyW][kRunGroups])
+    // kScaled (row-scaled mxfp4, W4Format::kRowScaled): each group's one factor, by its row's bias.
+    template <bool kScaled>
+    __device__ __forceinline__ static void load_groups(const W4Row (&mine)[kMyW], const u32 (&bias)[kMyW], int k0,
+                                                       int k_hi, W4Group (&grp)[kMyW][kRunGroups])
     {
         const int k = k0 + (threadIdx.x % 4) * kSpan;
 #pragma unroll
@@ -284,22 +286,9 @@ struct MmaW4Mainloop {
 #pragma unroll
             for (int q = 0; q < kRunGroups; ++q) {
                 const int kq = k + q * W::kGroup;
-                grp[j][q] = W::group(mine[j], static_cast<unsigned>(kq) / W::kGroup, kq < k_hi);
-            }
-    }
-
-    // load_groups for row-scaled mxfp4 (W4Format::kRowScaled): each group's one factor, by the
-    // row's bias.
-    __device__ __forceinline__ static void load_groups_scaled(const W4Row (&mine)[kMyW], const u32 (&bias)[kMyW],
-                                                              int k0, int k_hi, W4Group (&grp)[kMyW][kRunGroups])
-    {
-        const int k = k0 + (threadIdx.x % 4) * kSpan;
-#pragma unroll
-        for (int j = 0; j < kMyW; ++j)
-#pragma unroll
-            for (int q = 0; q < kRunGroups; ++q) {
-                const int kq = k + q * W::kGroup;
-                grp[j][q] = W::group_scaled(mine[j], static_cast<unsigned>(kq) / W::kGroup, kq < k_hi, bias[j]);
+                const int g = static_cast<int>(static_cast<unsigned>(kq) / W::kGroup);
+                if constexpr (kScaled) grp[j][q] = W::group_scaled(mine[j], g, kq < k_hi, bias[j]);
+                else grp[j][q] = W::group(mine[j], g, kq < k_hi);
             }
     }
 
@@ -432,7 +421,7 @@ struct MmaW4Mainloop {
     // activation rows past the first fragment are not copied).
     // run_gated's k loop over kNF n8 fragments of tokens (kNF < NF: a narrow tile, whose
     // activation rows past the first fragment are not copied); kScaled: row-scaled mxfp4, each
-    // stage's groups by load_groups_scaled with the rows' bias.
+    // stage's groups by their rows' bias.
     template <int kNF, bool kScaled>
     __device__ __forceinline__ static void k_loop(const Loader &ld, const W4Row (&mine)[kMyW], const u32 (&bias)[kMyW],
                                                   u32 base, int k_lo, int k_hi, int k_tiles,
@@ -451,8 +440,7 @@ struct MmaW4Mainloop {
             }
             cp_async_commit();
             // past the end: s = 0, nothing read
-            if constexpr (kScaled) load_groups_scaled(mine, bias, k_lo + (kt + 1) * BKW, k_hi, nxt);
-            else load_groups(mine, k_lo + (kt + 1) * BKW, k_hi, nxt);
+            load_groups<kScaled>(mine, bias, k_lo + (kt + 1) * BKW, k_hi, nxt);
             compute_stage<kNF, kScaled>(base + read_stage * kStageBytes, cur, acc);
 #pragma unroll
             for (int j = 0; j < kMyW; ++j)
@@ -517,8 +505,8 @@ struct MmaW4Mainloop {
         bool scaled = false;
         if constexpr (W::kRowScaled) scaled = !__syncthreads_or(row_biases(mine, k_lo, k_hi, bias));
         W4Group cur[kMyW][kRunGroups];
-        if (scaled) load_groups_scaled(mine, bias, k_lo, k_hi, cur);
-        else load_groups(mine, k_lo, k_hi, cur);
+        if (scaled) load_groups<true>(mine, bias, k_lo, k_hi, cur);
+        else load_groups<false>(mine, bias, k_lo, k_hi, cur);
         if constexpr (kGated) {
             gate();
 #pragma unroll
