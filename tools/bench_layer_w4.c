@@ -215,6 +215,27 @@ typedef struct w4_case {
     const char *tile;    /* the spec's tile (NULL: auto) */
 } w4_case;
 
+/* A case's device inputs at T tokens (x, logits, an output, W1 and W2 of h1 and h2) in
+ * d[0..8], and the layer's arguments pointing at them (an expert-parallel rank from expert 2). */
+static moejit_status upload_case(const mj_gpu *g, const w4_case *c, long long T, mj_dtype dt, const float *x,
+                                 const float *lg, const w4_host *h1, const w4_host *h2, CUdeviceptr *d,
+                                 moejit_moe_args *a)
+{
+    const size_t n = (size_t)T * (size_t)c->H;
+    moejit_moe_args_init(a);
+    a->num_tokens = T, a->hidden = c->H, a->inter = c->I, a->num_experts = c->E, a->topk = c->K;
+    if (c->ep_local > 0) a->expert_offset = 2, a->num_local_experts = c->ep_local;
+    moejit_status st = mj_gpu_upload_values(g, x, n, dt, &d[0]);
+    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * (size_t)c->E, MJ_DTYPE_FP32, &d[1]);
+    if (!st) st = mj_gpu_alloc(g, n * 2, &d[2]);
+    if (!st) st = upload_host(g, h1, &d[3], &d[4], &d[5]);
+    if (!st) st = upload_host(g, h2, &d[6], &d[7], &d[8]);
+    a->x = (void *)d[0], a->router_logits = (void *)d[1], a->out = (void *)d[2];
+    a->w1 = (void *)d[3], a->w1_scale = (void *)d[4], a->w1_zero = (void *)d[5];
+    a->w2 = (void *)d[6], a->w2_scale = (void *)d[7], a->w2_zero = (void *)d[8];
+    return st;
+}
+
 /* Errors of out against the reference over the finite reference values; the NaN positions
  * must agree. Returns 1 when the case passes. */
 static int judge(const w4_case *c, const float *out, const float *again, const double *ideal, const double *replay,
@@ -287,17 +308,7 @@ static int w4_run(const mj_gpu *g, const bench_layer *L, const w4_case *c, long 
     for (size_t i = 0; i < n; i++) x[i] = mj_half_snap((float)uniform_pm1(), dt);
     for (size_t i = 0; i < (size_t)T * (size_t)c->E; i++) lg[i] = (float)(2.0 * uniform_pm1());
     moejit_moe_args a;
-    moejit_moe_args_init(&a);
-    a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = c->E, a.topk = c->K;
-    if (c->ep_local > 0) a.expert_offset = 2, a.num_local_experts = c->ep_local;
-    st = mj_gpu_upload_values(g, x, n, dt, &d[0]);
-    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * (size_t)c->E, MJ_DTYPE_FP32, &d[1]);
-    if (!st) st = mj_gpu_alloc(g, n * 2, &d[2]);
-    if (!st) st = upload_host(g, &h1, &d[3], &d[4], &d[5]);
-    if (!st) st = upload_host(g, &h2, &d[6], &d[7], &d[8]);
-    a.x = (void *)d[0], a.router_logits = (void *)d[1], a.out = (void *)d[2];
-    a.w1 = (void *)d[3], a.w1_scale = (void *)d[4], a.w1_zero = (void *)d[5];
-    a.w2 = (void *)d[6], a.w2_scale = (void *)d[7], a.w2_zero = (void *)d[8];
+    st = upload_case(g, c, T, dt, x, lg, &h1, &h2, d, &a);
     for (int e = 0; e < 8; e++) bias[e] = (float)(0.5 * uniform_pm1());
     if (!st && dsv3) st = mj_gpu_upload_values(g, bias, (size_t)c->E, MJ_DTYPE_FP32, &d[9]);
     a.routing_bias = (const float *)d[9];
@@ -377,15 +388,7 @@ static int w4_row_scaled_run(const mj_gpu *g, const bench_layer *L, const w4_cas
     for (size_t i = 0; i < n; i++) x[i] = mj_half_snap((float)uniform_pm1(), dt);
     for (size_t i = 0; i < (size_t)T * (size_t)c->E; i++) lg[i] = (float)(2.0 * uniform_pm1());
     moejit_moe_args a;
-    moejit_moe_args_init(&a);
-    a.num_tokens = T, a.hidden = H, a.inter = I, a.num_experts = c->E, a.topk = c->K;
-    st = mj_gpu_upload_values(g, x, n, dt, &d[0]);
-    if (!st) st = mj_gpu_upload_values(g, lg, (size_t)T * (size_t)c->E, MJ_DTYPE_FP32, &d[1]);
-    if (!st) st = mj_gpu_alloc(g, n * 2, &d[2]);
-    if (!st) st = upload_host(g, &h1, &d[3], &d[4], &d[5]);
-    if (!st) st = upload_host(g, &h2, &d[6], &d[7], &d[8]);
-    a.x = (void *)d[0], a.router_logits = (void *)d[1], a.out = (void *)d[2];
-    a.w1 = (void *)d[3], a.w1_scale = (void *)d[4], a.w2 = (void *)d[6], a.w2_scale = (void *)d[7];
+    st = upload_case(g, c, T, dt, x, lg, &h1, &h2, d, &a);
     for (int v = 0; v < 2 && !st; v++) {
         if (v == 1) {
             for (int e = 0; e < c->E; e++)
