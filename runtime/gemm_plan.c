@@ -47,9 +47,12 @@ int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, 
     return routed * ((inter + cols - 1) / cols) > blocks;
 }
 
-int mj_gemm_plan_persistent_blocks_per_sm(int four_bit, int shallow)
+int mj_gemm_plan_persistent_blocks_per_sm(const moejit_spec *spec, int shallow)
 {
-    if (four_bit) return MJ_W4_DECODE_BLOCKS_PER_SM;
+    if (mj_quant_is_4bit(spec->quant))
+        return MJ_W4_DECODE_BLOCKS_PER_SM(spec->arch == MJ_ARCH_SM90A || spec->arch == MJ_ARCH_SM100A,
+                                          spec->zero_point ||
+                                              (spec->quant == MJ_QUANT_MXFP4 && spec->dtype == MJ_DTYPE_FP16));
     return shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
 }
 
@@ -172,6 +175,7 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
 {
     plan->persistent_splits = 0;
     plan->persistent_shallow = 0;
+    plan->persistent_blocks_per_sm = 0;
     plan->gemm2_splits = plan->chain_splits;
     if (!plan->persistent_candidate || decode == MJ_DECODE_CHAIN) return;
     const int64_t pairs = args->num_tokens * args->topk, e_local = mj_launch_local_experts(args);
@@ -179,7 +183,7 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
     const int gated = moejit_activation_is_gated(&spec->act);
     const int told = decode == MJ_DECODE_PERSISTENT || decode == MJ_DECODE_PERSISTENT_DEEP ||
                      decode == MJ_DECODE_PERSISTENT_SHALLOW;
-    const long long deep_blocks = (long long)sms * mj_gemm_plan_persistent_blocks_per_sm(mj_quant_is_4bit(spec->quant), 0);
+    const long long deep_blocks = (long long)sms * mj_gemm_plan_persistent_blocks_per_sm(spec, 0);
     if (!told && !(mj_gemm_plan_persistent_fills(routed, args->inter, gated, deep_blocks) &&
                    mj_gemm_plan_persistent_shape(args->num_tokens, args->hidden, args->inter)))
         return;
@@ -193,6 +197,8 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
         plan->persistent_shallow = decode == MJ_DECODE_PERSISTENT_SHALLOW;
     else if (spec->arch == MJ_ARCH_SM90A || spec->arch == MJ_ARCH_SM100A)
         plan->persistent_shallow = mj_gemm_plan_persistent_shallow(routed, args->inter, gated, sms);
+    plan->persistent_blocks_per_sm =
+        mj_gemm_plan_persistent_blocks_per_sm(spec, plan->persistent_shallow);
 }
 
 void mj_gemm_plan_make(const moejit_spec *spec, const moejit_moe_args *args, int sms, int decode,

@@ -114,6 +114,7 @@ typedef struct mj_gemm_plan {
                                  y copies, and the launcher asks the device's SM count */
     int persistent_splits;  /* > 0: the persistent layer runs, its GEMM2 in this many K splits */
     int persistent_shallow; /* ... in its shallow blocks (3 of 6 stages per SM) */
+    int persistent_blocks_per_sm; /* ... this many blocks per SM (mj_gemm_plan_persistent_blocks_per_sm) */
     int gemm2_splits;     /* the splits the forward's GEMM2 runs with (persistent's or the chain's) */
     int workspace_splits; /* the y copies the workspace holds (independent of the device) */
 } mj_gemm_plan;
@@ -142,8 +143,9 @@ int mj_gemm_plan_chain_splits(long long col_tiles, long long tokens, int topk, i
 /* The persistent layer's GEMM2 K splits for an intermediate of `inter` columns. */
 int mj_gemm_plan_persistent_splits(long long inter);
 /* The persistent layer's blocks per SM: its shallow or deep blocks, the 4-bit ones for w4a16
- * and mxfp4 (their stages are smaller, so more fit). */
-int mj_gemm_plan_persistent_blocks_per_sm(int four_bit, int shallow);
+ * and mxfp4 (their stages are smaller, so more fit: MJ_W4_DECODE_BLOCKS_PER_SM of the spec's
+ * arch and zero points). */
+int mj_gemm_plan_persistent_blocks_per_sm(const moejit_spec *spec, int shallow);
 /* Whether the routed experts' GEMM1 tiles outnumber the `blocks` deep blocks of the device. */
 int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, long long blocks);
 /* Whether the persistent layer runs its shallow blocks. */

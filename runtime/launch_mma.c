@@ -277,7 +277,7 @@ moejit_status mj_launch_mma_enqueue(const mj_driver *d, const mj_module *m, mj_m
         const int kernel = shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW : MJ_MMA_K_DECODE_PERSISTENT;
         const int smem = f->w4 ? MJ_W4_DECODE_SMEM /* 4-bit: deep blocks only */
                                : shallow ? MJ_MMA_DECODE_SHALLOW_SMEM : MJ_MMA_DECODE_SMEM;
-        const int per_sm = mj_gemm_plan_persistent_blocks_per_sm(f->w4, shallow);
+        const int per_sm = plan->persistent_blocks_per_sm;
         r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem, m->kernels[kernel], dev);
         if (r != CUDA_SUCCESS) return mj_cuda_fail(d, r, "cuKernelSetAttribute(max dynamic shared memory)");
         void *pp[] = {&f->p};

@@ -150,9 +150,14 @@ static void check_launch_follows_plan(const moejit_spec *s, const moejit_moe_arg
         ck_assert_int_eq(recs[0].kernel, MJ_MMA_K_DECODE_RESET);
         ck_assert_int_eq(recs[1].kernel, p.persistent_shallow ? MJ_MMA_K_DECODE_PERSISTENT_SHALLOW
                                                               : MJ_MMA_K_DECODE_PERSISTENT);
-        ck_assert_uint_eq(recs[1].gx, SMS * (mj_quant_is_4bit(s->quant) ? MJ_W4_DECODE_BLOCKS_PER_SM
-                                             : p.persistent_shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM
-                                                                    : MJ_MMA_DECODE_BLOCKS_PER_SM));
+        /* 4-bit: four blocks where an SM has 228 KiB, but with zero points or fp16 mxfp4 three */
+        const int wide = (s->arch == MJ_ARCH_SM90A || s->arch == MJ_ARCH_SM100A) && !s->zero_point &&
+                         !(s->quant == MJ_QUANT_MXFP4 && s->dtype == MJ_DTYPE_FP16);
+        const int per_sm = mj_quant_is_4bit(s->quant) ? (wide ? 4 : 3)
+                           : p.persistent_shallow     ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM
+                                                      : MJ_MMA_DECODE_BLOCKS_PER_SM;
+        ck_assert_int_eq(p.persistent_blocks_per_sm, per_sm);
+        ck_assert_uint_eq(recs[1].gx, SMS * per_sm);
         ck_assert_int_eq(recs[1].splits, p.persistent_splits);
         return;
     }

@@ -15,7 +15,9 @@
  *                   streamed 1.35-1.47 TB/s, 4 at five 1.9-2.0; 2 of 256 k at five: w4a16 2-6 %
  *                   faster than 4 of 128, mxfp4 within -1.5 % and +3 %; 3 of 256 at four slower)
  *   persistent      the decode layer's deep blocks: 3 stages of the small path's (48 KiB),
- *                   three per SM (168 registers; four spilled)
+ *                   four per SM where an SM has 228 KiB (sm_90a, sm_100a: 128 registers; 3-8 %
+ *                   faster from 3 tokens than three of 168, 4 % slower at gpt-oss-120b's 2),
+ *                   three elsewhere, with zero points and in fp16 mxfp4 (they spilled at 128)
  *   large           64 k per stage: 128 rows x 32 bytes of packed weights in 4 slots (they
  *                   run a stage ahead: each is dequantized during the stage before its MMAs),
  *                   128 x 128 bytes of activations in 3; 2 KiB of scale constants and two
@@ -41,7 +43,9 @@
      MJ_W4_LARGE_STAGES * MJ_W4_STAGE_BYTES(0, 128, MJ_W4_LARGE_BK) + 2 * 128 * 2 * 4 + 2 * 128 * MJ_W4_LARGE_BK * 2)
 /* the persistent decode layer's deep blocks in 4-bit stages (its shallow blocks are 16-bit only) */
 #define MJ_W4_DECODE_STAGES 3
-#define MJ_W4_DECODE_BLOCKS_PER_SM 3
+/* its blocks per SM: four where an SM has 228 KiB (big_sm: sm_90a, sm_100a) and the format fits
+ * four's 128 registers (tight: w4a16 with zero points and fp16 mxfp4 spilled), else three */
+#define MJ_W4_DECODE_BLOCKS_PER_SM(big_sm, tight) ((big_sm) && !(tight) ? 4 : 3)
 #define MJ_W4_DECODE_SMEM (MJ_W4_DECODE_STAGES * MJ_W4_STAGE_BYTES(64, 16, MJ_W4_SMALL_BK))
 #if MJ_W4_SMALL_SMEM > 101376 || MJ_W4_LARGE_SMEM > 101376
 #error "the 4-bit GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
