@@ -266,7 +266,9 @@ typedef struct moejit_moe_args {
 #endif
 MOEJIT_API void moejit_moe_args_init(moejit_moe_args *args);
 
-/* Device workspace bytes moejit_moe_forward needs for args' shape (pointers unused). */
+/* Device workspace bytes moejit_moe_forward needs for args' shape (pointers unused): enough for
+ * every batch of at most args->num_tokens tokens, so one buffer sized for the largest batch
+ * serves all smaller ones (a decode batch may need more than a larger one's own layout). */
 MOEJIT_API moejit_status moejit_workspace_size(const moejit_kernel *k, const moejit_moe_args *args,
                                     size_t *bytes);
 /* Runs the layer on `stream` (a CUstream; NULL = the legacy default stream). Allocates

@@ -119,6 +119,34 @@ static void tc_layout(const moejit_spec *spec, const moejit_moe_args *args, cons
     mj_tc_fp8_layout(spec, args, w);
 }
 
+/* What of a plan sets the workspace's layout besides T (tc_layout): a regime. */
+typedef struct ws_regime {
+    int path, splits, persistent;
+} ws_regime;
+
+static ws_regime regime_at(const moejit_spec *spec, moejit_moe_args *a, int64_t T, size_t *bytes)
+{
+    a->num_tokens = T;
+    mj_gemm_plan plan;
+    mj_gemm_plan_make(spec, a, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
+    if (bytes) {
+        mj_ws_layout w;
+        tc_layout(spec, a, &plan, &w);
+        *bytes = w.total;
+    }
+    return (ws_regime){plan.path, plan.workspace_splits, plan.persistent_candidate};
+}
+
+static int same_regime(ws_regime a, ws_regime b)
+{
+    return a.path == b.path && a.splits == b.splits && a.persistent == b.persistent;
+}
+
+/* The most any batch of at most args->num_tokens needs, so that the size for the largest batch
+ * serves every smaller one (a decode batch may need more than a larger one: the persistent
+ * layer's sync words, a split GEMM2's fp32 partial sums). Within a regime the layout grows with
+ * T, and each regime is a range of T (the launch rule's thresholds), so the most is at the top
+ * of one of them: from T down, each regime's layout at its top, its bottom found by bisection. */
 moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, const moejit_spec *spec,
                                                   const moejit_moe_args *args, size_t *bytes)
 {
@@ -127,11 +155,21 @@ moejit_status mj_launch_mma_family_workspace_size(const mj_mma_launcher *l, cons
     moejit_status st = mj_launch_check_shape(spec, args);
     if (st == MOEJIT_OK) st = check_spec(l, spec);
     if (st != MOEJIT_OK) return st;
-    mj_gemm_plan plan;
-    mj_gemm_plan_make(spec, args, MJ_GEMM_PLAN_SMS_UNKNOWN, MJ_DECODE_AUTO, &plan);
-    mj_ws_layout w;
-    tc_layout(spec, args, &plan, &w);
-    *bytes = w.total;
+    moejit_moe_args a = *args;
+    size_t most = 0, here = 0;
+    int64_t T = args->num_tokens;
+    do {
+        const ws_regime r = regime_at(spec, &a, T, &here);
+        if (here > most) most = here;
+        int64_t lo = 1, hi = T; /* the smallest batch of regime r */
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (same_regime(regime_at(spec, &a, mid, NULL), r)) hi = mid;
+            else lo = mid + 1;
+        }
+        T = lo - 1;
+    } while (T >= 1);
+    *bytes = most;
     return MOEJIT_OK;
 }
 

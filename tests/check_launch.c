@@ -665,6 +665,43 @@ static void tc_forward(const char *text, int64_t T, int64_t H, int64_t I, int64_
     moejit_spec_destroy(s);
 }
 
+/* One workspace sized for a batch serves every smaller batch (a decode batch's own layout may
+ * exceed a larger one's: the persistent layer's sync words, a split GEMM2's fp32 partial sums;
+ * gpt-oss-120b's mxfp4 layer needed 941568 bytes at 8 tokens against 757760 of its own at 16). */
+START_TEST(workspace_for_a_batch_serves_every_smaller_batch)
+{
+    static const struct { const char *spec; int64_t H, I, E, k; } cases[] = {
+        {"backend=wgmma,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),routing=renormalize,"
+         "w1_layout=interleaved,bias=both,arch=sm_90a", 2880, 2880, 128, 4},
+        {"backend=mma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 128, 8},
+        {"backend=wgmma,act=swiglu,routing=renormalize,arch=sm_90a", 4096, 14336, 8, 2},
+    };
+    static const int64_t big[] = {32, 48, 64, 96, 512, 4096};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        moejit_spec *s = spec_of(cases[c].spec);
+        size_t prev = 0, most = 0;
+        moejit_moe_args a = args_for(s, 4096, cases[c].H, cases[c].I, cases[c].E, cases[c].k);
+        ck_assert_int_eq(mj_launch_workspace_size(s, &a, &most), MOEJIT_OK);
+        for (int64_t i = 0; i < 24 + (int64_t)(sizeof big / sizeof big[0]); i++) {
+            const int64_t T = i < 24 ? i + 1 : big[i - 24];
+            a = args_for(s, T, cases[c].H, cases[c].I, cases[c].E, cases[c].k);
+            size_t bytes = 0;
+            ck_assert_int_eq(mj_launch_workspace_size(s, &a, &bytes), MOEJIT_OK);
+            ck_assert_msg(bytes >= prev, "%s: workspace %zu at T=%lld below %zu at a smaller batch", cases[c].spec,
+                          bytes, (long long)T, prev);
+            prev = bytes;
+            mj_driver d;
+            mj_module m;
+            tc_setup(&d, &m);
+            moejit_status st = mj_launch_forward(&d, s, &m, &a, (void *)(uintptr_t)0x70000000u, most, NULL, &g_knobs);
+            ck_assert_msg(st == MOEJIT_OK, "%s T=%lld in the T=4096 workspace: %s", cases[c].spec, (long long)T,
+                          moejit_last_error());
+        }
+        moejit_spec_destroy(s);
+    }
+}
+END_TEST
+
 /* The status of a forward of spec text on T tokens of Qwen3-30B's shape on the fake device. */
 static moejit_status qwen3_30b_forward_status(const char *text, int64_t T)
 {
@@ -1813,6 +1850,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, wgmma_fp8_workspace_adds_the_quantized_activations_and_their_scales);
     tcase_add_test(tc, four_bit_tensor_core_inputs_are_checked_naming_the_field);
     tcase_add_test(tc, four_bit_forwards_run_the_chain_with_their_own_pipelines);
+    tcase_add_test(tc, workspace_for_a_batch_serves_every_smaller_batch);
     tcase_add_test(tc, wgmma_fp8_tensor_scatter_kernel_quantizes_x_at_every_batch);
     suite_add_tcase(s, tc);
     return s;
