@@ -183,6 +183,9 @@ void mj_gemm_plan_decode_layer(const moejit_spec *spec, const moejit_moe_args *a
     const int gated = moejit_activation_is_gated(&spec->act);
     const int told = decode == MJ_DECODE_PERSISTENT || decode == MJ_DECODE_PERSISTENT_DEEP ||
                      decode == MJ_DECODE_PERSISTENT_SHALLOW;
+    /* 4-bit: the chain's GEMMs (five blocks per SM, the row-scaled mxfp4 form) were as fast or
+     * faster at every batch measured (B = 2-8, docs/PERFORMANCE.md), so only when told */
+    if (!told && mj_quant_is_4bit(spec->quant)) return;
     const long long deep_blocks = (long long)sms * mj_gemm_plan_persistent_blocks_per_sm(spec, 0);
     if (!told && !(mj_gemm_plan_persistent_fills(routed, args->inter, gated, deep_blocks) &&
                    mj_gemm_plan_persistent_shape(args->num_tokens, args->hidden, args->inter)))

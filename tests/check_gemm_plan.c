@@ -287,6 +287,41 @@ START_TEST(decode_modes_choose_the_persistent_layer_and_its_blocks)
 }
 END_TEST
 
+/* 4-bit layers take the chain at every batch unless the decode mode names the persistent layer
+ * (its blocks then four per SM on sm_90a, three with zero points). */
+START_TEST(four_bit_layers_take_the_chain_unless_told)
+{
+    static const struct { const char *spec; int64_t H, I, k; int per_sm; } cases[] = {
+        {"backend=wgmma,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),routing=renormalize,"
+         "w1_layout=interleaved,bias=both,arch=sm_90a", 2880, 2880, 4, 4},
+        {"backend=mma,quant=w4a16,group=128,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 8, 4},
+        {"backend=wgmma,quant=w4a16,group=64,zero_point=1,act=swiglu,routing=renormalize,arch=sm_90a", 2048, 768, 8,
+         3},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        moejit_spec *s = spec_of(cases[c].spec);
+        for (int64_t T = 1; T <= MJ_MMA_PERSISTENT_MAX_TOKENS; T++) {
+            moejit_moe_args a = args_for(T, cases[c].H, cases[c].I, 128, cases[c].k);
+            a.w1_scale = dev(8), a.w2_scale = dev(9);
+            if (s->zero_point) a.w1_zero = dev(10), a.w2_zero = dev(11);
+            if (s->bias == MJ_BIAS_BOTH) a.b1 = dev(12), a.b2 = dev(13);
+            mj_gemm_plan p;
+            mj_gemm_plan_make(s, &a, SMS, MJ_DECODE_AUTO, &p);
+            ck_assert(p.persistent_candidate);
+            ck_assert_msg(p.persistent_splits == 0, "%s T=%lld: the persistent layer unasked", cases[c].spec,
+                          (long long)T);
+            check_launch_follows_plan(s, &a, MJ_DECODE_AUTO);
+            mj_gemm_plan_make(s, &a, SMS, MJ_DECODE_PERSISTENT, &p);
+            ck_assert_int_gt(p.persistent_splits, 0);
+            ck_assert(!p.persistent_shallow);
+            ck_assert_int_eq(p.persistent_blocks_per_sm, cases[c].per_sm);
+            check_launch_follows_plan(s, &a, MJ_DECODE_PERSISTENT);
+        }
+        moejit_spec_destroy(s);
+    }
+}
+END_TEST
+
 /* 4-bit layers keep the small path up to 48 rows per expert on mma and up to 28 on wgmma,
  * where each large path overtakes it, and on wgmma take the tall tiles from 256
  * (runtime/gemm_plan.h); 16-bit wgmma leaves the small path after 8 and mma after 24. */
@@ -394,6 +429,7 @@ static Suite *gemm_plan_suite(void)
     tcase_add_test(tc, qwen3_30b_paths_per_batch_on_both_backends);
     tcase_add_test(tc, mixtral_paths_per_batch_on_both_backends);
     tcase_add_test(tc, decode_modes_choose_the_persistent_layer_and_its_blocks);
+    tcase_add_test(tc, four_bit_layers_take_the_chain_unless_told);
     tcase_add_test(tc, four_bit_layers_keep_the_small_path_to_48_rows_per_expert_on_mma_and_28_on_wgmma);
     tcase_add_test(tc, a_tuning_table_entry_overrides_the_rule_and_the_launch_follows);
     tcase_add_test(tc, an_empty_batch_plans_nothing);

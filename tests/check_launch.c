@@ -1756,7 +1756,14 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
         ck_assert_uint_eq(tc_gemm(0)->smem, MJ_W4_SMALL_SMEM);
         ck_assert_uint_eq(tc_gemm(1)->smem, MJ_W4_SMALL_SMEM);
         ck_assert_int_eq(tc_attr_smem, MJ_W4_SMALL_SMEM);
-        tc_forward(specs[i], 4, 2048, 768, 128, 8, 0, 0, 0); /* the persistent layer, as for bf16 */
+        tc_forward(specs[i], 4, 2048, 768, 128, 8, 0, 0, 0); /* the chain, where bf16 runs the persistent layer */
+        ck_assert_int_eq(n_tc_recs, 4);
+        ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_ROUTE_FUSED_SMALL);
+        ck_assert_int_eq(tc_gemm(0)->kernel, MJ_MMA_K_GEMM1_ACT_SMALL);
+        ck_assert_int_eq(tc_gemm(1)->kernel, MJ_MMA_K_GEMM2_SMALL);
+        g_knobs.decode = MJ_DECODE_PERSISTENT; /* the persistent layer only when told */
+        tc_forward(specs[i], 4, 2048, 768, 128, 8, 0, 0, 0);
+        g_knobs.decode = MJ_DECODE_AUTO;
         ck_assert_int_eq(n_tc_recs, 2);
         ck_assert_int_eq(tc_recs[0].kernel, MJ_MMA_K_DECODE_RESET);
         ck_assert_int_eq(tc_recs[1].kernel, MJ_MMA_K_DECODE_PERSISTENT); /* 4-bit: the deep blocks only */
