@@ -51,8 +51,8 @@ int mj_gemm_plan_persistent_blocks_per_sm(const moejit_spec *spec, int shallow)
 {
     if (mj_quant_is_4bit(spec->quant))
         return MJ_W4_DECODE_BLOCKS_PER_SM(spec->arch == MJ_ARCH_SM90A || spec->arch == MJ_ARCH_SM100A,
-                                          spec->zero_point ||
-                                              (spec->quant == MJ_QUANT_MXFP4 && spec->dtype == MJ_DTYPE_FP16));
+                                          spec->zero_point, spec->quant == MJ_QUANT_MXFP4,
+                                          spec->dtype == MJ_DTYPE_FP16);
     return shallow ? MJ_MMA_DECODE_SHALLOW_BLOCKS_PER_SM : MJ_MMA_DECODE_BLOCKS_PER_SM;
 }
 

@@ -96,14 +96,17 @@ extern __shared__ __align__(1024) unsigned char mj_tc_smem[];
 #define MJ_TC_T1_BUILT false
 #define MJ_TC_DECODE_GEMMS(stages) mj::W4DecodeGemms<kDtype, W4Lean, kActKind, stages, Extras>
 // their blocks per SM as a bound: without it ptxas aimed at more and spilled (the routed GEMM1
-// at 7); the persistent layer's depends on the SM's shared memory and the zero points
-#define MJ_TC_W4_TIGHT                                                                                      \
-    (mj::tc_layer::kInt4Zero || (mj::tc_layer::kQuant == mj::Quant::mxfp4 && mj::tc_layer::kDtype == mj::Dtype::fp16))
+// at 7); the persistent layer's depends on the SM's shared memory and the format
+// (MJ_W4_DECODE_BLOCKS_PER_SM)
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000)
-#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_W4_DECODE_BLOCKS_PER_SM(1, MJ_TC_W4_TIGHT)
+#define MJ_TC_BIG_SM 1
 #else
-#define MJ_TC_DECODE_BOUNDS MJ_MMA_SMALL_THREADS, MJ_W4_DECODE_BLOCKS_PER_SM(0, MJ_TC_W4_TIGHT)
+#define MJ_TC_BIG_SM 0
 #endif
+#define MJ_TC_DECODE_BOUNDS                                                                                  \
+    MJ_MMA_SMALL_THREADS,                                                                                    \
+        MJ_W4_DECODE_BLOCKS_PER_SM(MJ_TC_BIG_SM, mj::tc_layer::kInt4Zero, mj::tc_layer::kQuant == mj::Quant::mxfp4, \
+                                   mj::tc_layer::kDtype == mj::Dtype::fp16)
 #define MJ_TC_SMALL_BOUNDS MJ_MMA_SMALL_THREADS, MJ_W4_SMALL_BLOCKS_PER_SM
 #define MJ_TC_DECODE_STAGES MJ_W4_DECODE_STAGES
 #else

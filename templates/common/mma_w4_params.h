@@ -44,8 +44,10 @@
 /* the persistent decode layer's deep blocks in 4-bit stages (its shallow blocks are 16-bit only) */
 #define MJ_W4_DECODE_STAGES 3
 /* its blocks per SM: four where an SM has 228 KiB (big_sm: sm_90a, sm_100a) and the format fits
- * four's 128 registers (tight: w4a16 with zero points and fp16 mxfp4 spilled), else three */
-#define MJ_W4_DECODE_BLOCKS_PER_SM(big_sm, tight) ((big_sm) && !(tight) ? 4 : 3)
+ * four's 128 registers (w4a16 with zero points and fp16 mxfp4 spilled there), else three */
+#define MJ_W4_DECODE_TIGHT(zero_point, mxfp4, fp16) ((zero_point) || ((mxfp4) && (fp16)))
+#define MJ_W4_DECODE_BLOCKS_PER_SM(big_sm, zero_point, mxfp4, fp16) \
+    ((big_sm) && !MJ_W4_DECODE_TIGHT(zero_point, mxfp4, fp16) ? 4 : 3)
 #define MJ_W4_DECODE_SMEM (MJ_W4_DECODE_STAGES * MJ_W4_STAGE_BYTES(64, 16, MJ_W4_SMALL_BK))
 #if MJ_W4_SMALL_SMEM > 101376 || MJ_W4_LARGE_SMEM > 101376
 #error "the 4-bit GEMMs must fit the 99 KiB of dynamic shared memory a block of sm_86/sm_89/sm_120 may have"
