@@ -144,7 +144,7 @@ int mj_gemm_plan_chain_splits(long long col_tiles, long long tokens, int topk, i
 int mj_gemm_plan_persistent_splits(long long inter);
 /* The persistent layer's blocks per SM: its shallow or deep blocks, the 4-bit ones for w4a16
  * and mxfp4 (their stages are smaller, so more fit: MJ_W4_DECODE_BLOCKS_PER_SM of the spec's
- * arch and zero points). */
+ * arch and format). */
 int mj_gemm_plan_persistent_blocks_per_sm(const moejit_spec *spec, int shallow);
 /* Whether the routed experts' GEMM1 tiles outnumber the `blocks` deep blocks of the device. */
 int mj_gemm_plan_persistent_fills(long long routed, long long inter, int gated, long long blocks);

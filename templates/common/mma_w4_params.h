@@ -14,7 +14,8 @@
  *                   in flight (measured on the H200: 10 stages of 128 k at two CTAs per SM
  *                   streamed 1.35-1.47 TB/s, 4 at five 1.9-2.0; 2 of 256 k at five: w4a16 2-6 %
  *                   faster than 4 of 128, mxfp4 within -1.5 % and +3 %; 3 of 256 at four slower)
- *   persistent      the decode layer's deep blocks: 3 stages of the small path's (48 KiB),
+ *   persistent      the decode layer's deep blocks (run only when MOEJIT_DECODE names them:
+ *                   the chain was as fast or faster): 3 stages of the small path's (48 KiB),
  *                   four per SM where an SM has 228 KiB (sm_90a, sm_100a: 128 registers; 3-8 %
  *                   faster from 3 tokens than three of 168, 4 % slower at gpt-oss-120b's 2),
  *                   three elsewhere, with zero points and in fp16 mxfp4 (they spilled at 128)
