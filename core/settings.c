@@ -60,8 +60,8 @@ const mj_setting_info mj_settings_table[MJ_SETTING_COUNT] = {
                                    "compile_worker", "context"},
     [MJ_SETTING_DECODE] = {"decode", "MOEJIT_DECODE", "enum", "auto",
                            "auto, persistent, persistent_deep, persistent_shallow, chain",
-                           "which decode layer the mma and wgmma backends run at a few tokens: the rule, or "
-                           "forced for benchmarks and A/B checks",
+                           "which decode layer the mma and wgmma backends run at a few tokens: the rule (4-bit "
+                           "layers: the chain), or forced for benchmarks and A/B checks",
                            NULL, "context"},
     [MJ_SETTING_PDL] = {"pdl", "MOEJIT_PDL", "enum", "1", "1 (every kernel), inner (all but a forward's first), 0 (none)",
                         "programmatic dependent launch hides launch latency on sm_90+; 0 is an escape hatch for "
