@@ -32,11 +32,10 @@ _Static_assert(MJ_MMA_NUM_KERNELS <= MJ_MAX_KERNELS, "the mma layer must fit in 
 
 static int is_w4(const moejit_spec *s) { return s->quant == MJ_QUANT_W4A16 || s->quant == MJ_QUANT_MXFP4; }
 
-/* What a 4-bit layer adds: its dtype, pinned dimensions in whole scale groups, and (wgmma) no
- * pair tiles. */
-static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
+/* What a 4-bit layer adds: its dtype and pinned dimensions in whole scale groups (its tiles are
+ * the backend's: check_emittable). */
+static moejit_status check_w4(const moejit_spec *s)
 {
-    const char *be = mj_backend_names[f->backend];
     if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype bf16 or fp16, got %s",
                        mj_quant_names[s->quant], mj_emit_name_or(mj_dtype_names, MJ_DTYPE_COUNT, (int)s->dtype));
@@ -46,10 +45,6 @@ static moejit_status check_w4(const moejit_spec *s, const mj_mma_flavour *f)
                        s->hidden % m ? "hidden" : "inter", mj_quant_names[s->quant],
                        s->quant == MJ_QUANT_W4A16 && s->zero_point ? " with zero points" : "", m,
                        s->hidden % m ? s->hidden : s->inter);
-    const int path = mj_mma_path_of(s->tile);
-    if (path == MJ_MMA_PATH_PAIR || (path == MJ_MMA_PATH_TALL && !f->has_tall_and_pair))
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s knows %s; got %s", mj_quant_names[s->quant],
-                       be, f->has_tall_and_pair ? MJ_W4_WGMMA_TILE_NAMES : MJ_MMA_TILE_NAMES, s->tile);
     return MOEJIT_OK;
 }
 
@@ -67,7 +62,7 @@ static moejit_status check_quant(const moejit_spec *s, const mj_mma_flavour *f)
                        mj_emit_name_or(mj_quant_names, MJ_QUANT_COUNT, (int)s->quant));
     if (fp8 || w4) {
         if (w4) {
-            moejit_status st = check_w4(s, f);
+            moejit_status st = check_w4(s);
             if (st != MOEJIT_OK) return st;
         } else if (s->dtype != MJ_DTYPE_BF16 && s->dtype != MJ_DTYPE_FP16) {
             return mj_fail(MOEJIT_ERR_UNSUPPORTED, "dtype: quant %s needs dtype bf16 or fp16, got %s",
@@ -192,8 +187,8 @@ moejit_status mj_emit_mma_flavour(const moejit_spec *spec, const mj_mma_flavour 
     const int w4 = is_w4(spec);
     if (w4) emit_w4(&b, spec, f);
     mj_buf_printf(&b, "// tile=%s: %s\n", spec->tile,
-                  w4 && f->has_tall_and_pair ? "the 4-bit small, large and tall paths are compiled; the "
-                                               "launcher picks per forward"
+                  w4 && f->has_tall_and_pair ? "the 4-bit small, large, tall and pair paths are compiled; "
+                                               "the launcher picks per forward"
                                              : f->tile_note);
     char who[32];
     snprintf(who, sizeof who, "mj_emit_%s", be);

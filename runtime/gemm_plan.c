@@ -81,8 +81,9 @@ static int fp8_weights(const moejit_spec *spec)
     return spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
 }
 
-/* Whether a forward of spec runs wgmma's pair and short tiles: a 4-bit layer of wgmma has the
- * small, large and tall paths only (templates/wgmma_w4_layer.cuh). */
+/* Whether the rule gives a forward of spec wgmma's pair and short tiles: a 4-bit layer of
+ * wgmma has no short tiles, and takes its pair tiles only where the spec's tile names them
+ * (templates/wgmma_w4_layer.cuh). */
 static int wgmma_prefill(const moejit_spec *spec)
 {
     return mj_backend_has_tall_and_pair_paths(spec->backend) && !mj_quant_is_4bit(spec->quant);

@@ -87,9 +87,6 @@ static moejit_status check_spec(const mj_mma_launcher *l, const moejit_spec *spe
     if (mj_tc_is_fp8(spec) && path == MJ_MMA_PATH_SMALL)
         return mj_fail(MOEJIT_ERR_UNSUPPORTED,
                        "tile: an fp8 %s layer has no small path; use auto, large, tall or pair; got %s", be, spec->tile);
-    if (mj_quant_is_4bit(spec->quant) && path == MJ_MMA_PATH_PAIR) /* tall: refused above where absent */
-        return mj_fail(MOEJIT_ERR_UNSUPPORTED, "tile: a %s layer of backend %s knows %s; got %s",
-                       mj_quant_names[spec->quant], be, MJ_W4_WGMMA_TILE_NAMES, spec->tile);
     return MOEJIT_OK;
 }
 

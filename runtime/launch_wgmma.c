@@ -55,7 +55,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /* How many clusters of MJ_WGMMA_PAIR_CTAS CTAs of the pair path's GEMM `kernel` the device
  * keeps resident at once (its shared-memory opt-in set first, as the launch will). */
 static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module *m, int kernel, CUdevice dev,
-                                            CUstream stream, int smem, int *clusters)
+                                            CUstream stream, int threads, int smem, int *clusters)
 {
     CUresult r = d->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem,
                                          m->kernels[kernel], dev);
@@ -70,7 +70,7 @@ static moejit_status pair_resident_clusters(const mj_driver *d, const mj_module 
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = MJ_WGMMA_PAIR_CTAS, cfg.gridDimY = 1, cfg.gridDimZ = 1;
-    cfg.blockDimX = MJ_WGMMA_THREADS, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.blockDimX = (unsigned)threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
     cfg.sharedMemBytes = (unsigned)smem;
     cfg.hStream = stream;
     cfg.attrs = &attr, cfg.numAttrs = 1;
@@ -170,9 +170,11 @@ moejit_status mj_launch_wgmma_forward(const mj_driver *d, const moejit_spec *spe
             g1 = ceil_div(I, cols1) * ceil_div(max_tiles, MJ_WGMMA_PAIR_CTAS);
             g2 = ceil_div(H, bn) * ceil_div(max_tiles, MJ_WGMMA_PAIR_CTAS);
             int c1 = 0, c2 = 0;
-            const int smem = mj_tc_is_fp8(spec) ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM;
-            st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM1_ACT_PAIR, dev, stream, smem, &c1);
-            if (st == MOEJIT_OK) st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM2_PAIR, dev, stream, smem, &c2);
+            const int smem = w4 ? MJ_WGMMA_W4_SMEM : mj_tc_is_fp8(spec) ? MJ_WGMMA_FP8_SMEM : MJ_WGMMA_SMEM;
+            const int threads = w4 ? MJ_WGMMA_W4_THREADS : MJ_WGMMA_THREADS;
+            st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM1_ACT_PAIR, dev, stream, threads, smem, &c1);
+            if (st == MOEJIT_OK)
+                st = pair_resident_clusters(d, m, MJ_WGMMA_K_GEMM2_PAIR, dev, stream, threads, smem, &c2);
             if (st != MOEJIT_OK) return st;
             g1 = MJ_WGMMA_PAIR_CTAS * (g1 < c1 ? g1 : c1);
             g2 = MJ_WGMMA_PAIR_CTAS * (g2 < c2 ? g2 : c2);

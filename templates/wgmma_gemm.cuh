@@ -379,12 +379,15 @@ __device__ __forceinline__ void wg_producer(const mj_layer_params &p, const TmaD
 
 // Where the B stages come from. WgTmaWeights: 16-bit weights by TMA (wg_producer); a 4-bit
 // format's policy dequantizes them into the same layout instead (wgmma_w4_producer.cuh).
-// kFullArrivals: the full barrier's count; kExtraSmem: bytes between the stages and the
-// barriers; kConsumerRegs: the consumers' setmaxnreg.
+// kFullArrivals (kPairFullArrivals in the pair path): the full barrier's count; kExtraSmem:
+// bytes between the stages and the barriers; kConsumerRegs (kPairConsumerRegs): the
+// consumers' setmaxnreg.
 struct WgTmaWeights {
     static constexpr u32 kFullArrivals = 128 + 1; // cp.async arrivals + the TMA arming
+    static constexpr u32 kPairFullArrivals = kFullArrivals;
     static constexpr u32 kExtraSmem = 0;
     static constexpr int kConsumerRegs = MJ_WGMMA_CONSUMER_REGS;
+    static constexpr int kPairConsumerRegs = kConsumerRegs;
     static constexpr bool kTma = true;
     template <class S, WgGemm kKind, bool kPair, class X>
     __device__ __forceinline__ static void produce(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
@@ -686,6 +689,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
                                            int H, int I, int k, unsigned char *smem_raw)
 {
     static_assert(!kPair || S::BM == MJ_WGMMA_BM, "the pair path runs the large tiles");
+    constexpr int kConsumerRegs = kPair ? Wt::kPairConsumerRegs : Wt::kConsumerRegs;
     constexpr int kEmptyArrivals = S::kConsumerWarps * (kPair ? 2 : 1);
     // the schedule's position (a cluster's in pair mode: both CTAs run the same tiles)
     WgSchedule sc;
@@ -716,7 +720,7 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     const int wg = warp / 4;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
-            mbar_init(sm.full_bar(s), Wt::kFullArrivals);
+            mbar_init(sm.full_bar(s), kPair ? Wt::kPairFullArrivals : Wt::kFullArrivals);
             mbar_init(sm.empty_bar(s), kEmptyArrivals);
         }
         fence_proxy_async(); // the copy engine must see initialised barriers
@@ -730,12 +734,12 @@ __device__ __forceinline__ void wgmma_gemm(const mj_layer_params &p, const TmaDe
     // two forms: the general one changed the one-producer kernels' SASS (register allocation)
     if constexpr (S::kProducerWarpgroups == 1) {
         if (wg == 0) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
-        else wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
+        else wg_consumer<S, D, kKind, kAct, kPair, X, kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane, wg);
     } else {
         // the consumers keep their numbering (1, 2) after the producer warpgroups
         if (wg < S::kProducerWarpgroups) Wt::template produce<S, kKind, kPair, X>(p, tmap, H, I, k, sm, sc, pre_wait);
         else
-            wg_consumer<S, D, kKind, kAct, kPair, X, Wt::kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane,
+            wg_consumer<S, D, kKind, kAct, kPair, X, kConsumerRegs>(p, act, H, I, sm, sc, pre_wait, warp, lane,
                                                                        wg - S::kProducerWarpgroups + 1);
     }
     // pair: neither CTA may exit while the other can still multicast into its shared memory

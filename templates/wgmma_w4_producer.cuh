@@ -29,6 +29,15 @@
 //            second operand; ungated GEMM1 rows j0 + r. A row past N reads row N − 1 (its
 //            columns are never stored); k past K is copied as zeros and decoded with scale 0,
 //            so it adds exact zeros (the A gather zero-fills it too), whatever the scales hold
+//   pair     (kPair: clusters of two, wgmma_gemm.cuh's pair schedule) where the two CTAs share
+//            their weight tile, each decodes only unit `rank` (its half of the B rows: gated
+//            GEMM1's up or gate half) into its own B stage, and each producer warp copies its 16
+//            decoded rows into the other CTA's stage with one shared-to-shared bulk copy that
+//            completes on that CTA's full barrier, whose thread 0 arms it with the half's bytes
+//            (an extra arrival, made plain where the tile is not shared); the empty barrier
+//            counts both CTAs' consumers, so a stage is free in both before either writes it.
+//            Correct and as fast as the large and tall tiles on the H200, not faster: tile=auto
+//            does not take it (docs/PERFORMANCE.md)
 //   words    a (row, group)'s scale is one byte (e8m0) or two (the dtype's) at element
 //            row · groups + g; its copy reads the aligned 4-byte word holding it, which stays
 //            inside the aligned 4 bytes of a byte the tensor owns (memory is mapped in pages),
@@ -137,21 +146,14 @@ struct WgW4Rows {
     __device__ __forceinline__ i64 operator[](int i) const { return first + n[i]; }
 };
 
-// The rows thread tid's units read in tile t.
+// The rows thread tid's units read in a tile of column tile col of expert b_expert's weights.
 template <class S, WgGemm kKind, class X>
-__device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const WgSchedule &sc, int t, int row_tiles,
-                                                int H, int I, int tid, WgW4Rows<WgW4Slots<S>::kUnits> &row)
+__device__ __forceinline__ void wg_w4_rows_of(int col, int b_expert, int H, int I, int tid,
+                                              WgW4Rows<WgW4Slots<S>::kUnits> &row)
 {
     constexpr bool kGated = kKind == WgGemm::gemm1_gated;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
     constexpr int kCols = kGated ? S::BN / 2 : S::BN;
-    RowTile rt;
-    int col, b_expert;
-    bool shared;
-    // from L2: the copier may run before griddepcontrol.wait (wg_issue_first_stages says why
-    // the table is complete then)
-    wg_tile_of<S::BM, false, /*kFromL2=*/true>(p, t, sc.n_col, row_tiles, row_tiles, 0u, &rt, &col, &b_expert,
-                                               &shared);
     const i64 nrows = kGemm2 ? H : kGated ? 2 * static_cast<i64>(I) : I;
     const int n_last = (kGemm2 ? H : I) - 1;
     row.first = static_cast<i64>(b_expert) * nrows;
@@ -164,24 +166,51 @@ __device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const 
     }
 }
 
+// The rows thread tid's units read in tile t (units: the schedule's units, row tiles or, pair,
+// pairs of them) and whether the cluster's two CTAs share its weight tile (pair; else false).
+template <class S, WgGemm kKind, class X, bool kPair>
+__device__ __forceinline__ void wg_w4_tile_rows(const mj_layer_params &p, const WgSchedule &sc, int t, int units,
+                                                int row_tiles, int H, int I, int tid,
+                                                WgW4Rows<WgW4Slots<S>::kUnits> &row, bool &shared)
+{
+    RowTile rt;
+    int col, b_expert;
+    // from L2: the copier may run before griddepcontrol.wait (wg_issue_first_stages says why
+    // the table is complete then)
+    wg_tile_of<S::BM, kPair, /*kFromL2=*/true>(p, t, sc.n_col, units, row_tiles, sc.rank, &rt, &col, &b_expert,
+                                               &shared);
+    wg_w4_rows_of<S, kKind, X>(col, b_expert, H, I, tid, row);
+}
+
 // The copy cursor: the stage (tile t, k tile kt) whose units this thread copies next, into
-// slot `slot`, kAhead stages before the decode reaches it.
-template <class S, class W, WgGemm kKind, class X>
+// slot `slot`, kAhead stages before the decode reaches it. Pair: where the cluster shares the
+// tile's weights (`half`), only unit sc.rank, the half of the B stage this CTA decodes.
+template <class S, class W, WgGemm kKind, class X, bool kPair>
 struct WgW4Copier {
     using Sl = WgW4Slots<S>;
     int t, kt, slot;
+    bool half;
     WgW4Rows<Sl::kUnits> row;
 
-    __device__ __forceinline__ void start(const mj_layer_params &p, const WgSchedule &sc, int row_tiles, int total,
-                                          int H, int I, int tid)
+    // Tile t's rows (and, pair, whether its weight tile is shared; else half stays false).
+    __device__ __forceinline__ void rows(const mj_layer_params &p, const WgSchedule &sc, int units, int row_tiles,
+                                         int H, int I, int tid)
     {
-        t = sc.first_tile, kt = 0, slot = 0;
-        if (t < total) wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
+        bool shared;
+        wg_w4_tile_rows<S, kKind, X, kPair>(p, sc, t, units, row_tiles, H, I, tid, row, shared);
+        if constexpr (kPair) half = shared;
+    }
+
+    __device__ __forceinline__ void start(const mj_layer_params &p, const WgSchedule &sc, int units, int row_tiles,
+                                          int total, int H, int I, int tid)
+    {
+        t = sc.first_tile, kt = 0, slot = 0, half = false;
+        if (t < total) rows(p, sc, units, row_tiles, H, I, tid);
     }
 
     // Copies the next stage (none past the schedule's end) and commits its group.
-    __device__ __forceinline__ void copy_next(const mj_layer_params &p, const WgSchedule &sc, int row_tiles, int total,
-                                              int H, int I, int tid, u32 slots)
+    __device__ __forceinline__ void copy_next(const mj_layer_params &p, const WgSchedule &sc, int units,
+                                              int row_tiles, int total, int H, int I, int tid, u32 slots)
     {
         constexpr bool kGemm2 = kKind == WgGemm::gemm2;
         if (t < total) {
@@ -195,6 +224,7 @@ struct WgW4Copier {
             const u32 base = slots + static_cast<u32>(slot) * Sl::kBytes;
 #pragma unroll
             for (int i = 0; i < Sl::kUnits; ++i) {
+                if (kPair && half && i != static_cast<int>(sc.rank)) continue;
                 const u32 idx = static_cast<u32>(i * Sl::kThreads + tid);
                 cp_async_16(base + Sl::kData + idx * 16u, data + row[i] * (K / 2) + (in_k ? k0 / 2 : 0),
                             in_k ? 16 : 0);
@@ -205,7 +235,7 @@ struct WgW4Copier {
             if (++kt == sc.k_tiles) {
                 kt = 0;
                 t += sc.tile_step;
-                if (t < total) wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
+                if (t < total) rows(p, sc, units, row_tiles, H, I, tid);
             }
         }
         slot = slot + 1 == Sl::kSlots ? 0 : slot + 1;
@@ -250,11 +280,38 @@ __device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int ti
     }
 }
 
-// Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage. terms:
-// the low two address bits of each unit's row in the scale and zero-point tensors (wg_w4_row_terms).
-template <class S, class W>
+// Decodes unit u alone (pair, a shared weight tile: this CTA's half of the B stage), its
+// group constants c.
+template <class S, class W, bool kFused>
+__device__ __forceinline__ void wg_w4_decode_unit(u32 base, u32 b_stage, int tid, int u, u32 c_s)
+{
+    using Sl = WgW4Slots<S>;
+    const int h = tid % 2;
+    u32 q[4];
+    ld_shared_v4(base + Sl::kData + static_cast<u32>(u * Sl::kThreads + tid) * 16u, q);
+    const W4Group c = W::unpack(c_s);
+    const u32 f = kFused ? W::fused(c) : 0u;
+    const int r = tid / 2 + Sl::kRowStep * u;
+    const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+        const u32 aux = W::aux(q[w]);
+        u32 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if constexpr (kFused) v[j] = W::pair_fused(q[w], aux, j, f);
+            else v[j] = W::pair(q[w], aux, j, c);
+        }
+        st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
+    }
+}
+
+// Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage
+// (only >= 0: unit `only` alone, pair's half of a shared tile). terms: the low two address
+// bits of each unit's row in the scale and zero-point tensors (wg_w4_row_terms).
+template <class S, class W, bool kOne = false>
 __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, int kt, int K, int tid,
-                                             u32 terms)
+                                             u32 terms, int only = -1)
 {
     using Sl = WgW4Slots<S>;
     const int h = tid % 2;
@@ -266,14 +323,24 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, i
         return ld_shared_u32(base + Sl::kScales + static_cast<u32>(i * Sl::kThreads + tid) * 4u);
     };
     if constexpr (W::kMx) {
+        auto scale_at = [&](int i) -> u32 {
+            const u32 byte = scale_word(i) >> ((((terms >> 2 * i) + g) & 3u) * 8u);
+            return live ? dup2(mj_w4_e8m0_scale(byte, W::kFp16)) : 0u;
+        };
+        if constexpr (kOne) {
+            const u32 s = scale_at(only);
+            if (__all_sync(0xffffffffu, W::fusable(W::unpack(s))))
+                wg_w4_decode_unit<S, W, true>(base, b_stage, tid, only, s);
+            else wg_w4_decode_unit<S, W, false>(base, b_stage, tid, only, s);
+            return;
+        }
         // every unit's scale first: the warp takes the one-multiply form where all of its
         // stage's scales allow it (a vote, since the two forms are separate code)
         u32 s[Sl::kUnits];
         bool fused = true;
 #pragma unroll
         for (int i = 0; i < Sl::kUnits; ++i) {
-            const u32 byte = scale_word(i) >> ((((terms >> 2 * i) + g) & 3u) * 8u);
-            s[i] = live ? dup2(mj_w4_e8m0_scale(byte, W::kFp16)) : 0u;
+            s[i] = scale_at(i);
             fused = fused && W::fusable(W::unpack(s[i]));
         }
         auto scale_of = [&](int i) { return s[i]; };
@@ -291,7 +358,8 @@ __device__ __forceinline__ void wg_w4_decode(u32 slots, int slot, u32 b_stage, i
                 return live ? dup2(half) : 0u;
             }
         };
-        wg_w4_decode_units<S, W, false>(base, b_stage, tid, scale_of);
+        if constexpr (kOne) wg_w4_decode_unit<S, W, false>(base, b_stage, tid, only, scale_of(only));
+        else wg_w4_decode_units<S, W, false>(base, b_stage, tid, scale_of);
     }
 }
 
@@ -317,46 +385,75 @@ __device__ __forceinline__ void wg_w4_row_terms(const mj_layer_params &p, int K,
 }
 
 // Warpgroups 0 and 1 of a 4-bit GEMM (see the top of this file).
-template <class S, class W, WgGemm kKind, class X>
+template <class S, class W, WgGemm kKind, bool kPair, class X>
 __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, int I, int k, const WgStages<S> &sm,
                                                const WgSchedule sc, bool pre_wait)
 {
     using Sl = WgW4Slots<S>;
     constexpr bool kGemm2 = kKind == WgGemm::gemm2;
-    setmaxnreg_dec<MJ_WGMMA_W4_PRODUCER_REGS>();
+    constexpr u32 kHalfBytes = S::BN / 2 * S::kRowBytes; // pair: one CTA's half of a shared B stage
+    constexpr u32 kWarpBytes = 16 * S::kRowBytes;        // ... of which each producer warp decodes 16 rows
+    static_assert(!kPair || kHalfBytes == kWarpBytes * (S::kProducerThreads / 32), "the warps' rows make the half");
+    setmaxnreg_dec<kPair ? MJ_WGMMA_W4_PAIR_PRODUCER_REGS : MJ_WGMMA_W4_PRODUCER_REGS>();
     // read after setmaxnreg: live across it, ptxas parks values in local memory
     const int row_tiles = load_s32_l2(reinterpret_cast<const int *>(p.ws_tile_offsets) + p.num_local_experts);
-    const int total = row_tiles * sc.n_col;
+    const int units = kPair ? (row_tiles + 1) / 2 : row_tiles;
+    const int total = units * sc.n_col;
     const int tid = threadIdx.x; // 0 .. S::kProducerThreads - 1
     const u32 slots = sm.base + S::kStages * S::kStageBytes;
     // the first kAhead stages' weights: before griddepcontrol.wait where the tile table is
     // complete (pre_wait), as the 16-bit producer issues its first weight boxes
-    WgW4Copier<S, W, kKind, X> copier;
-    copier.start(p, sc, row_tiles, total, H, I, tid);
+    WgW4Copier<S, W, kKind, X, kPair> copier;
+    copier.start(p, sc, units, row_tiles, total, H, I, tid);
 #pragma unroll 1
-    for (int s = 0; s < Sl::kAhead; ++s) copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
+    for (int s = 0; s < Sl::kAhead; ++s) copier.copy_next(p, sc, units, row_tiles, total, H, I, tid, slots);
     if (pre_wait) grid_dep_enter();
     WgAGather<S, kGemm2> a(p, H, I, tid); // after the first copies: their registers are free then
     PipeState<S::kStages> pipe;
     int slot = 0;
     for (int t = sc.first_tile; t < total; t += sc.tile_step) {
-        WgW4Rows<Sl::kUnits> row;
-        u32 terms;
-        wg_w4_tile_rows<S, kKind, X>(p, sc, t, row_tiles, H, I, tid, row);
-        wg_w4_row_terms<S, W, kKind>(p, sc.K, row, terms);
         RowTile rt;
         int col, b_expert;
         bool shared;
-        wg_tile_of<S::BM, false>(p, t, sc.n_col, row_tiles, row_tiles, 0u, &rt, &col, &b_expert, &shared);
+        u32 terms;
+        WgW4Rows<Sl::kUnits> row;
+        if constexpr (kPair) { // the tile once: the pair producer's registers are short
+            wg_tile_of<S::BM, true>(p, t, sc.n_col, units, row_tiles, sc.rank, &rt, &col, &b_expert, &shared);
+            wg_w4_rows_of<S, kKind, X>(col, b_expert, H, I, tid, row);
+            wg_w4_row_terms<S, W, kKind>(p, sc.K, row, terms);
+        } else {
+            wg_w4_tile_rows<S, kKind, X, false>(p, sc, t, units, row_tiles, H, I, tid, row, shared);
+            wg_w4_row_terms<S, W, kKind>(p, sc.K, row, terms);
+            wg_tile_of<S::BM, false>(p, t, sc.n_col, units, row_tiles, 0u, &rt, &col, &b_expert, &shared);
+        }
         a.rows_of(p, rt, k);
         for (int kt = 0; kt < sc.k_tiles; ++kt) {
             mbar_wait(sm.empty_bar(pipe.stage), pipe.phase ^ 1u);
             const u32 a_stage = sm.a(pipe.stage);
             a.copy(a_stage, kt, sc.K, rt);
             cp_async_arrive_noinc(sm.full_bar(pipe.stage));
-            copier.copy_next(p, sc, row_tiles, total, H, I, tid, slots);
+            copier.copy_next(p, sc, units, row_tiles, total, H, I, tid, slots);
             cp_async_wait<Sl::kAhead>(); // this thread's copies of stage kt (committed kAhead groups ago)
-            wg_w4_decode<S, W>(slots, slot, a_stage + S::kABytes, kt, sc.K, tid, terms);
+            const u32 b_stage = a_stage + S::kABytes;
+            if (kPair && shared) {
+                // this CTA's half into its own B stage, then each warp's rows of it (16 rows,
+                // contiguous) by one bulk copy into the other CTA's, counted by that CTA's full
+                // barrier (its producer's thread 0 arms it with the half's bytes below); the
+                // empty barrier passed above counts both CTAs' consumers, so that stage is free
+                wg_w4_decode<S, W, true>(slots, slot, b_stage, kt, sc.K, tid, terms, static_cast<int>(sc.rank));
+                fence_proxy_async(); // the copy engine reads what this thread stored
+                __syncwarp();
+                if (tid % 32 == 0) {
+                    const u32 rows = b_stage + sc.rank * kHalfBytes + static_cast<u32>(tid / 2) * S::kRowBytes;
+                    const u32 peer = sc.rank ^ 1u;
+                    bulk_copy_to_cluster(cluster_map_shared(rows, peer), rows, kWarpBytes,
+                                         cluster_map_shared(sm.full_bar(pipe.stage), peer));
+                }
+                if (tid == 0) mbar_arrive_expect_tx(sm.full_bar(pipe.stage), kHalfBytes); // the peer's half
+            } else {
+                wg_w4_decode<S, W>(slots, slot, b_stage, kt, sc.K, tid, terms);
+                if (kPair && tid == 0) mbar_arrive(sm.full_bar(pipe.stage)); // the shared form's arming arrival
+            }
             mbar_arrive(sm.full_bar(pipe.stage)); // the consumers fence the async proxy after their wait
             slot = slot + 1 == Sl::kSlots ? 0 : slot + 1;
             pipe.advance();
@@ -365,26 +462,32 @@ __device__ __forceinline__ void wg_w4_producer(const mj_layer_params &p, int H, 
     cp_async_wait_all(); // nothing of this thread may still write shared memory at exit
 }
 
-// The B stages of 4-bit format W dequantized by the producer (wgmma_gemm's Wt).
+// The B stages of 4-bit format W dequantized by the producer (wgmma_gemm's Wt). Pair: one
+// more arrival a stage, thread 0's (arming the peer's half of a shared tile, or plain).
 template <class W>
 struct WgW4Weights {
     static constexpr u32 kFullArrivals = 2 * 128 * MJ_WGMMA_W4_PRODUCERS; // cp.async (A) arrivals + decode arrivals
+    static constexpr u32 kPairFullArrivals = kFullArrivals + 1;
     static constexpr u32 kExtraSmem = MJ_WGMMA_W4_SLOTS * MJ_WGMMA_W4_SLOT_BYTES;
     static constexpr int kConsumerRegs = MJ_WGMMA_W4_CONSUMER_REGS;
+    static constexpr int kPairConsumerRegs = MJ_WGMMA_W4_PAIR_CONSUMER_REGS;
     static constexpr bool kTma = false;
     template <class S, WgGemm kKind, bool kPair, class X>
     __device__ __forceinline__ static void produce(const mj_layer_params &p, const TmaDesc &tmap, int H, int I, int k,
                                                    const WgStages<S> &sm, const WgSchedule sc, bool pre_wait)
     {
-        static_assert(!kPair, "the 4-bit GEMMs run the large tiles, not the pair path");
         (void)tmap;
-        wg_w4_producer<S, W, kKind, X>(p, H, I, k, sm, sc, pre_wait);
+        wg_w4_producer<S, W, kKind, kPair, X>(p, H, I, k, sm, sc, pre_wait);
     }
 };
 
 static_assert(MJ_WGMMA_W4_PRODUCER_REGS * MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_W4_CONSUMER_REGS * MJ_WGMMA_CONSUMERS <=
                   MJ_WGMMA_W4_LAUNCH_REGS * (MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_CONSUMERS),
               "setmaxnreg.inc can take only the registers the CTA's setmaxnreg.dec gave back");
+static_assert(MJ_WGMMA_W4_PAIR_PRODUCER_REGS * MJ_WGMMA_W4_PRODUCERS +
+                      MJ_WGMMA_W4_PAIR_CONSUMER_REGS * MJ_WGMMA_CONSUMERS <=
+                  MJ_WGMMA_W4_LAUNCH_REGS * (MJ_WGMMA_W4_PRODUCERS + MJ_WGMMA_CONSUMERS),
+              "the pair path's split must fit the same registers");
 using WgW4Large = WgShape<MJ_WGMMA_BM, MJ_WGMMA_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM, 2, MJ_WGMMA_W4_PRODUCERS>;
 using WgW4Tall =
     WgShape<MJ_WGMMA_TALL_BM, MJ_WGMMA_TALL_BN, MJ_WGMMA_W4_STAGES, MJ_WGMMA_W4_SMEM, 2, MJ_WGMMA_W4_PRODUCERS>;

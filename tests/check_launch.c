@@ -534,7 +534,9 @@ static void tc_record(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsig
     r->gx = gx, r->gy = gy, r->block = bx, r->smem = smem;
     const int k = r->kernel, w4_gemm = bx == MJ_WGMMA_W4_THREADS && (k == MJ_MMA_K_GEMM1_ACT || k == MJ_MMA_K_GEMM2 ||
                                                                     k == MJ_WGMMA_K_GEMM1_ACT_TALL ||
-                                                                    k == MJ_WGMMA_K_GEMM2_TALL);
+                                                                    k == MJ_WGMMA_K_GEMM2_TALL ||
+                                                                    k == MJ_WGMMA_K_GEMM1_ACT_PAIR ||
+                                                                    k == MJ_WGMMA_K_GEMM2_PAIR);
     r->map = bx == MJ_WGMMA_THREADS || w4_gemm ? ((const unsigned char *)params[1])[0] : -1;
     tc_splits = ((const mj_layer_params *)params[0])->gemm2_splits;
     r->routing_bias = ((const mj_layer_params *)params[0])->routing_bias;
@@ -583,7 +585,7 @@ static CUresult tc_sm_count(int *v, CUdevice_attribute a, CUdevice d)
 /* The pair path's residency query: kernel k's function is k's handle; the answer is
  * tc_clusters (0 or a negative result: the refusals), and the config must be the launch's. */
 static int tc_clusters = 66, n_tc_cluster_queries;
-static unsigned tc_cluster_smem; /* the shared memory of the last cluster query */
+static unsigned tc_cluster_smem, tc_cluster_block; /* the shared memory and block of the last cluster query */
 static CUresult tc_get_function(CUfunction *f, CUkernel k)
 {
     *f = (CUfunction)k;
@@ -593,9 +595,10 @@ static CUresult tc_max_clusters(int *n, CUfunction f, const CUlaunchConfig *c)
 {
     const int k = (int)((uintptr_t)f - 1);
     ck_assert(k == MJ_WGMMA_K_GEMM1_ACT_PAIR || k == MJ_WGMMA_K_GEMM2_PAIR);
-    ck_assert_uint_eq(c->blockDimX, 384);
-    ck_assert(c->sharedMemBytes == MJ_WGMMA_SMEM || c->sharedMemBytes == MJ_WGMMA_FP8_SMEM); /* fp8: row scales */
-    tc_cluster_smem = c->sharedMemBytes;
+    /* 4-bit weights: two producer warpgroups and their slots; fp8: the row scales */
+    ck_assert((c->blockDimX == 384 && (c->sharedMemBytes == MJ_WGMMA_SMEM || c->sharedMemBytes == MJ_WGMMA_FP8_SMEM)) ||
+              (c->blockDimX == MJ_WGMMA_W4_THREADS && c->sharedMemBytes == MJ_WGMMA_W4_SMEM));
+    tc_cluster_smem = c->sharedMemBytes, tc_cluster_block = c->blockDimX;
     ck_assert_uint_eq(c->numAttrs, 1);
     ck_assert_int_eq(c->attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
     ck_assert_uint_eq(c->attrs[0].value.clusterDim.x, 2);
@@ -1731,18 +1734,19 @@ START_TEST(four_bit_tensor_core_inputs_are_checked_naming_the_field)
     forward_fails(MMA_W4_ZP, 2, 192, 256, 4, 2, NULL, "args.hidden: must be a multiple of 128");
     forward_fails(MMA_W4, 2, 256, 64, 4, 2, NULL, "args.inter: must be a multiple of 128");
     forward_fails(WGMMA_MX, 2, 2880, 48, 4, 2, NULL, "args.inter: must be a multiple of 32");
-    /* a 4-bit layer has no pair tiles (and on mma no tall ones) */
-    tc_w4_refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=pair,arch=sm_90a",
-                  "tile: a mxfp4 layer of backend wgmma knows auto, large, small, tall; got pair");
+    /* mma has neither tall nor pair tiles, 4-bit or not */
+    tc_w4_refused("backend=mma,quant=mxfp4,act=swiglu,tile=pair,arch=sm_90a",
+                  "tile: backend mma knows auto, large, small; got pair");
     tc_w4_refused("backend=mma,quant=w4a16,act=swiglu,tile=tall,arch=sm_90a", "tile: backend mma knows auto, large, small");
 }
 END_TEST
 
 /* The 4-bit layers launch the 16-bit chain's kernels and grids, and its persistent decode
  * layer, with their own pipelines' shared memory; never the batch-1 GEMM2 + finalize or
- * wgmma's pair and short tiles. wgmma's large and tall GEMMs are its persistent kernels (512
- * threads: two producer warpgroups, one CTA per SM) with the 4-bit producer's shared memory,
- * and no tensor maps: the producer copies the packed weights itself. */
+ * wgmma's short tiles, and its pair tiles only where the spec names them. wgmma's large, tall
+ * and pair GEMMs are its persistent kernels (512 threads: two producer warpgroups, one CTA per
+ * SM) with the 4-bit producer's shared memory, and no tensor maps: the producer copies the
+ * packed weights itself. */
 START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
 {
     const char *const specs[] = {MMA_W4, MMA_W4_ZP, WGMMA_MX};
@@ -1814,6 +1818,32 @@ START_TEST(four_bit_forwards_run_the_chain_with_their_own_pipelines)
         ck_assert_int_eq(tc_gemm(g)->map, 0);
     }
     ck_assert_int_eq(n_tc_maps, 0);
+    /* the pair tiles where the spec names them (tile=auto never takes them for 4-bit weights):
+     * the pair offsets below MJ_WGMMA_PAIR_ORDER_MAX_ROWS rows per expert, both GEMMs in
+     * clusters of two over units of two row tiles (4096 tokens: max_tiles 256 + 128 = 384 -> 192
+     * units), capped at the clusters the device keeps resident for a 512-thread block of the
+     * 4-bit producer's shared memory (the fake says 66) */
+    tc_forward(WGMMA_MX, 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_TALL);
+    tc_clusters = 66;
+    tc_forward(WGMMA_MX ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_int_eq(tc_recs[1].kernel, MJ_WGMMA_K_EXPERT_OFFSETS_PAIR);
+    ck_assert_int_eq(tc_gemm(0)->kernel, MJ_WGMMA_K_GEMM1_ACT_PAIR);
+    ck_assert_int_eq(tc_gemm(1)->kernel, MJ_WGMMA_K_GEMM2_PAIR);
+    ck_assert_int_eq(n_tc_cluster_queries, 2);
+    for (int g = 0; g < 2; g++) {
+        ck_assert_uint_eq(tc_gemm(g)->block, MJ_WGMMA_W4_THREADS);
+        ck_assert_uint_eq(tc_gemm(g)->smem, MJ_WGMMA_W4_SMEM);
+        ck_assert_uint_eq(tc_gemm(g)->gx, 132);
+        ck_assert_int_eq(tc_gemm(g)->map, 0);
+    }
+    ck_assert_uint_eq(tc_cluster_block, MJ_WGMMA_W4_THREADS);
+    ck_assert_uint_eq(tc_cluster_smem, MJ_WGMMA_W4_SMEM);
+    ck_assert_int_eq(n_tc_maps, 0);
+    tc_clusters = 40; /* the driver's answer bounds the grid: 80 CTAs */
+    tc_forward(WGMMA_MX ",tile=pair", 4096, 2048, 768, 128, 8, 0, 0, 0);
+    ck_assert_uint_eq(tc_gemm(0)->gx, 80);
+    tc_clusters = 66;
 }
 END_TEST
 

@@ -62,7 +62,7 @@ START_TEST(source_names_the_format_and_the_4bit_layer)
     char *d = source_of("backend=wgmma,quant=mxfp4,dtype=fp16,act=silu,arch=sm_90a");
     ck_assert_ptr_nonnull(strstr(d, "constexpr Quant kQuant = Quant::mxfp4;"));
     ck_assert_ptr_nonnull(strstr(d, "large: wgmma's, dequantizing into its 16-bit stages"));
-    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: the 4-bit small, large and tall paths are compiled"));
+    ck_assert_ptr_nonnull(strstr(d, "// tile=auto: the 4-bit small, large, tall and pair paths are compiled"));
     ck_assert_ptr_nonnull(strstr(d, "#include \"wgmma_w4_layer.cuh\""));
     static const char *const names[MJ_WGMMA_NUM_KERNELS] = {MJ_MMA_KERNEL_NAME_LIST, MJ_WGMMA_TALL_KERNEL_NAME_LIST};
     for (int i = 0; i < MJ_WGMMA_NUM_KERNELS; i++) ck_assert_ptr_nonnull(strstr(d, names[i]));
@@ -93,9 +93,8 @@ static void refused(const char *text, const char *field)
 
 START_TEST(refuses_what_the_4bit_layers_cannot_build_naming_the_field)
 {
-    refused("backend=wgmma,quant=mxfp4,act=swiglu,tile=pair,arch=sm_90a",
-            "tile: a mxfp4 layer of backend wgmma knows auto, large, small, tall; got pair");
-    refused("backend=mma,quant=w4a16,act=swiglu,tile=tall,arch=sm_80", "tile:");
+    refused("backend=mma,quant=w4a16,act=swiglu,tile=tall,arch=sm_80", "tile: backend mma knows auto, large, small; got tall");
+    refused("backend=mma,quant=mxfp4,act=swiglu,tile=pair,arch=sm_90a", "tile: backend mma knows auto, large, small; got pair");
     refused("backend=mma,quant=w4a16,group=128,act=swiglu,hidden=192,arch=sm_80", "hidden: quant=w4a16 needs a multiple of 128");
     refused("backend=mma,quant=w4a16,group=64,zero_point=1,act=swiglu,inter=192,arch=sm_80",
             "inter: quant=w4a16 with zero points needs a multiple of 128");
@@ -104,22 +103,39 @@ START_TEST(refuses_what_the_4bit_layers_cannot_build_naming_the_field)
 }
 END_TEST
 
+/* wgmma's 4-bit layers take every tile of its 16-bit ones but the short tiles, which no tile
+ * names: the pair path among them. */
+START_TEST(wgmma_4bit_layers_take_the_pair_tiles)
+{
+    static const char *const tiles[] = {"auto", "small", "large", "tall", "pair"};
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "backend=wgmma,quant=mxfp4,act=swiglu,tile=%s,arch=sm_90a", tiles[i]);
+        char *src = source_of(text);
+        ck_assert_ptr_nonnull(strstr(src, "the 4-bit small, large, tall and pair paths are compiled"));
+        free(src);
+    }
+}
+END_TEST
+
 /* ---- compiles ---------------------------------------------------------------------------- */
 
-/* The GEMM kernels a 4-bit layer runs (tc_layer_stages.cuh, mma_layer.cuh; the last two, the
- * tall tiles, wgmma's only: wgmma_w4_layer.cuh). */
+/* The GEMM kernels a 4-bit layer runs (tc_layer_stages.cuh, mma_layer.cuh; the last four, the
+ * tall and the pair tiles, wgmma's only: wgmma_w4_layer.cuh). */
 static const char *const kGemms[] = {"mj_gemm1_act",       "mj_gemm2",
                                      "mj_gemm1_act_small", "mj_gemm2_small",
                                      "mj_gemm1_act_small_routed", "mj_decode_persistent",
-                                     "mj_gemm1_act_tall", "mj_gemm2_tall"};
-enum { N_GEMMS = sizeof kGemms / sizeof kGemms[0], N_MMA_GEMMS = N_GEMMS - 2 };
+                                     "mj_gemm1_act_tall", "mj_gemm2_tall",
+                                     "mj_gemm1_act_pair", "mj_gemm2_pair"};
+enum { N_GEMMS = sizeof kGemms / sizeof kGemms[0], N_MMA_GEMMS = N_GEMMS - 4, FIRST_PAIR = N_GEMMS - 2 };
 
-/* Whether GEMM i of a wgmma layer runs warpgroup MMAs (the large and tall GEMMs). */
+/* Whether GEMM i of a wgmma layer runs warpgroup MMAs (the large, tall and pair GEMMs). */
 static int warpgroup_gemm(int i) { return i < 2 || i >= N_MMA_GEMMS; }
 
 /* Per GEMM kernel: SASS lines with its tensor-core MMA (HMMA.16816; HGMMA in a wgmma layer's
- * large GEMMs), LDGSTS and local memory; -1 without nvdisasm. */
-static int sass_counts(const mj_program *p, int wgmma, int *hmma, int *ldgsts, int *local)
+ * large GEMMs), LDGSTS, local memory and (the pair GEMMs' half-tile copy into the other CTA)
+ * shared-to-shared bulk copies; -1 without nvdisasm. */
+static int sass_counts(const mj_program *p, int wgmma, int *hmma, int *ldgsts, int *local, int *bulk)
 {
     const char *tool = getenv("MOEJIT_NVDISASM");
     if (!tool || !*tool || access(tool, X_OK) != 0) return -1;
@@ -132,7 +148,7 @@ static int sass_counts(const mj_program *p, int wgmma, int *hmma, int *ldgsts, i
     snprintf(cmd, sizeof cmd, "'%s' -c %s 2>/dev/null", tool, path);
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
-    for (int i = 0; i < N_GEMMS; i++) hmma[i] = ldgsts[i] = local[i] = 0;
+    for (int i = 0; i < N_GEMMS; i++) hmma[i] = ldgsts[i] = local[i] = bulk[i] = 0;
     char line[4096];
     int in = -1;
     while (fgets(line, sizeof line, f)) {
@@ -149,6 +165,7 @@ static int sass_counts(const mj_program *p, int wgmma, int *hmma, int *ldgsts, i
         hmma[in] += strstr(line, wgmma && warpgroup_gemm(in) ? "HGMMA.64x" : "HMMA.16816.F32") != NULL;
         ldgsts[in] += strstr(line, "LDGSTS") != NULL;
         local[in] += strstr(line, " LDL") != NULL || strstr(line, " STL") != NULL;
+        bulk[in] += strstr(line, "UBLKCP.S.S") != NULL;
     }
     pclose(f);
     unlink(path);
@@ -169,13 +186,15 @@ static void compile_and_check(const char *text)
      * wgmma's one, with setmaxnreg): ptxas holds them, and a spill fails below */
     const char *fail = mj_test_check_mma_program(text, &prog, 255);
     ck_assert_msg(fail == NULL, "%s", fail);
-    int hmma[N_GEMMS], ldgsts[N_GEMMS], local[N_GEMMS];
-    if (sass_counts(&prog, s->backend == MJ_BACKEND_WGMMA, hmma, ldgsts, local) == 0) {
-        char report[768];
+    int hmma[N_GEMMS], ldgsts[N_GEMMS], local[N_GEMMS], bulk[N_GEMMS];
+    if (sass_counts(&prog, s->backend == MJ_BACKEND_WGMMA, hmma, ldgsts, local, bulk) == 0) {
+        char report[1024];
         int at = snprintf(report, sizeof report, "w4 %s:", text);
         for (int i = 0; i < (s->backend == MJ_BACKEND_WGMMA ? N_GEMMS : N_MMA_GEMMS); i++) {
             ck_assert_msg(hmma[i] > 0 && ldgsts[i] > 0 && local[i] == 0, "%s %s SASS: MMA %d, LDGSTS %d, local %d",
                           text, kGemms[i], hmma[i], ldgsts[i], local[i]);
+            ck_assert_msg((i >= FIRST_PAIR) == (bulk[i] > 0), "%s %s SASS: %d shared-to-shared bulk copies", text,
+                          kGemms[i], bulk[i]);
             for (int k = 0; k < prog.n_kernels; k++)
                 if (!strcmp(prog.kernels[k].name, kGemms[i]) && at < (int)sizeof report)
                     at += snprintf(report + at, sizeof report - (size_t)at, " %s MMA %d regs %d;", kGemms[i], hmma[i],
@@ -261,6 +280,7 @@ static Suite *w4_emit_suite(void)
     tcase_add_test(tc, source_names_the_format_and_the_4bit_layer);
     tcase_add_test(tc, every_routing_method_emits_its_constants);
     tcase_add_test(tc, refuses_what_the_4bit_layers_cannot_build_naming_the_field);
+    tcase_add_test(tc, wgmma_4bit_layers_take_the_pair_tiles);
     tcase_add_test(tc, every_4bit_tuple_compiles_without_spills_with_hmma);
     tcase_add_test(tc, every_activation_and_routing_method_compiles);
     tcase_add_test(tc, layouts_biases_and_overrides_compile_in_4bit_layers);

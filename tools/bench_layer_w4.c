@@ -474,12 +474,15 @@ static int w4_layer(const mj_gpu *g, moejit_context *ctx, const char *backend, c
 /* The cases of one format: H = 5m and I = 3m for m its shape multiple (K tails past a 128-k
  * stage, N tails past a 64-row tile), T = 1 (routed GEMM1), 5 (fused routing), 37 (small path),
  * 300 (large path), T = 3 on an expert-parallel rank; on wgmma the tall tiles, forced, at
- * T = 640 and 1100 (160 and 275 rows per expert: one 256-row tile, then two); more activations
- * and fp16 on some. */
+ * T = 640 and 1100 (160 and 275 rows per expert: one 256-row tile, then two), and the pair
+ * tiles, forced, at T = 300, 640 and 1100 (75 rows per expert: every cluster two experts'
+ * tiles, each CTA decoding its own; 160: every cluster one expert's two, each CTA decoding half
+ * for both; 275: both kinds, and an odd tile alone); more activations and fp16 on some. */
 static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *backend, const char *quant,
                            const char *const *acts, int n_acts, int fp16, int nan, FILE *log, int *failed)
 {
-    static const long long ts[] = {1, 5, 37, 300}, ep_ts[] = {3}, nan_ts[] = {37, 300}, tall_ts[] = {640, 1100};
+    static const long long ts[] = {1, 5, 37, 300}, ep_ts[] = {3}, nan_ts[] = {37, 300}, tall_ts[] = {640, 1100},
+                           pair_ts[] = {300, 640, 1100};
     const w4_fmt f = fmt_of(quant);
     const int m = f.mx ? 32 : f.zp ? 2 * f.group : f.group;
     w4_case c = {f, quant, "bf16", acts[0], 5 * m, 3 * m, 8, 2, 0, 0, 0, NULL, NULL};
@@ -490,6 +493,8 @@ static int w4_format_cases(const mj_gpu *g, moejit_context *ctx, const char *bac
     if (!strcmp(backend, "wgmma")) {
         c.tile = "tall";
         runs += w4_layer(g, ctx, backend, &c, tall_ts, 2, log, failed);
+        c.tile = "pair";
+        runs += w4_layer(g, ctx, backend, &c, pair_ts, 3, log, failed);
         c.tile = NULL;
     }
     for (int i = 1; i < n_acts; i++) {

@@ -956,7 +956,6 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
             if (!o->quant[i]->fp8) own = o->quant[i];
         if (q != own) return 0;
     }
-    const char *w4 = shape_w4_quant(s, q);
     char qspec[80];
     snprintf(qspec, sizeof qspec, "%s%s", s->quant ? "quant=" : "", s->quant ? s->quant : q->spec);
     /* fp8 and 4-bit: the label says so (bf16's stay as they were) */
@@ -975,8 +974,8 @@ static int shape_variants(const options *o, const model_shape *s, const bench_qu
         int is_mma = !strcmp(o->backend[b], "mma") || !strcmp(o->backend[b], "wgmma");
         for (int t = 0; t < (is_mma ? o->n_tiles : 1); t++) {
             const int tall = !strcmp(o->tile[t], "tall"), pair = !strcmp(o->tile[t], "pair");
-            if (is_mma && (tall || pair) && (strcmp(o->backend[b], "wgmma") != 0 || (w4 && pair)))
-                continue; /* tall and pair: wgmma's; a 4-bit layer has no pair tiles */
+            if (is_mma && (tall || pair) && strcmp(o->backend[b], "wgmma") != 0)
+                continue; /* tall and pair: wgmma's */
             if (q->fp8 && is_mma && !strcmp(o->tile[t], "small")) continue; /* fp8: no small path */
             variant *x = &v[nv++];
             if (is_mma && strcmp(o->tile[t], "auto") != 0)

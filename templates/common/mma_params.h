@@ -163,7 +163,6 @@ typedef enum mj_mma_path {
 } mj_mma_path;
 #define MJ_MMA_TILE_NAMES "auto, large, small"
 #define MJ_WGMMA_TILE_NAMES "auto, large, small, tall, pair"
-#define MJ_W4_WGMMA_TILE_NAMES "auto, large, small, tall" /* a 4-bit layer of wgmma: no pair tiles */
 
 /* The path for a tile name; -1 for a name no mma-family backend knows (the launchers refuse
  * "tall" and "pair" where the backend has no such path). */

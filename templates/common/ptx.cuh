@@ -3,7 +3,8 @@
 // mbarrier arrival that tracks them), ldmatrix, mbarriers (init, arrive, arrive with an expected transaction count,
 // parity wait, remote arrival), the proxy and barrier-initialisation fences, the acquire load
 // of a sync word, the 3-D TMA tile load (cp.async.bulk.tensor) alone or multicast to a
-// cluster, the cluster special registers, barrier and address mapping, and setmaxnreg.
+// cluster, the cluster special registers, barrier, address mapping and shared-to-shared bulk
+// copy, and setmaxnreg.
 // The MMA instructions themselves stay with their backend (mma_mainloop.cuh, wgmma_ptx.cuh).
 //
 // NOTES: a tensor map lives in the kernel's parameter space (__grid_constant__), and TMA takes
@@ -224,6 +225,17 @@ __device__ __forceinline__ u32 cluster_map_shared(u32 addr, u32 rank)
 __device__ __forceinline__ void mbar_arrive_cluster(u32 remote_bar)
 {
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+}
+
+// `bytes` (a multiple of 16) of this CTA's shared memory at src into another CTA's of the
+// cluster at dst, completing (bytes) on that CTA's barrier at bar (dst and bar are
+// shared::cluster addresses, cluster_map_shared). The copy engine reads src: ordinary stores
+// to it need fence_proxy_async first.
+__device__ __forceinline__ void bulk_copy_to_cluster(u32 dst, u32 src, u32 bytes, u32 bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "r"(src), "r"(bytes), "r"(bar)
+                 : "memory");
 }
 
 // ---- registers -------------------------------------------------------------------------------

@@ -162,6 +162,11 @@ enum {
 #define MJ_WGMMA_W4_LAUNCH_REGS (65536 / MJ_WGMMA_W4_THREADS / 8 * 8)
 #define MJ_WGMMA_W4_PRODUCER_REGS 56
 #define MJ_WGMMA_W4_CONSUMER_REGS 200
+/* The pair path's (clusters of two sharing a weight tile, each producer decoding half of it and
+ * copying that half into the other CTA as well): its producer keeps both decode forms and the
+ * cluster's addresses, which spilled at 56 registers; 2 x 64 + 2 x 192 = 512 again. */
+#define MJ_WGMMA_W4_PAIR_PRODUCER_REGS 64
+#define MJ_WGMMA_W4_PAIR_CONSUMER_REGS 192
 #if MJ_WGMMA_FP8_SMEM > 232448 || MJ_WGMMA_FP8_SHORT_SMEM > 232448
 #error "an fp8 wgmma GEMM block may opt in to at most 227 KiB of shared memory on sm_90"
 #endif
