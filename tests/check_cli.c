@@ -456,7 +456,7 @@ START_TEST(bench_layer_list_specs_lists_the_fp8_layers_asked_for)
 END_TEST
 
 /* The 4-bit float64 cases and model shapes (--quant): every group with and without zero points
- * and mxfp4, bf16 and fp16, on both tensor-core backends (wgmma also each format's tall tiles),
+ * and mxfp4, bf16 and fp16, on both tensor-core backends (wgmma also each format's tall and pair tiles),
  * mxfp4's row-scaled identity layer (inter 288) on each, then the 4-bit shapes with simt; each
  * once, and each a layer `warm` plans. */
 START_TEST(bench_layer_lists_the_4bit_layers)
@@ -469,7 +469,7 @@ START_TEST(bench_layer_lists_the_4bit_layers)
     char *list = strdup(r.out);
     ck_assert_ptr_nonnull(list);
     const char *lines[64];
-    int n = 0, zp = 0, fp16 = 0, mx = 0, g32 = 0, g64 = 0, g128 = 0, simt = 0, tall = 0;
+    int n = 0, zp = 0, fp16 = 0, mx = 0, g32 = 0, g64 = 0, g128 = 0, simt = 0, tall = 0, pair = 0;
     for (char *save = NULL, *l = strtok_r(list, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         ck_assert_msg(strstr(l, "quant=w4a16,group=") || strstr(l, "quant=mxfp4,"), "line: %s", l);
         for (int i = 0; i < n; i++) ck_assert_msg(strcmp(lines[i], l) != 0, "listed twice: %s", l);
@@ -479,12 +479,13 @@ START_TEST(bench_layer_lists_the_4bit_layers)
         mx += strstr(l, "quant=mxfp4") != NULL, simt += strncmp(l, "backend=simt,", 13) == 0;
         g32 += strstr(l, "group=32") != NULL, g64 += strstr(l, "group=64") != NULL, g128 += strstr(l, "group=128") != NULL;
         tall += strstr(l, "backend=wgmma,") && strstr(l, ",tile=tall");
+        pair += strstr(l, "backend=wgmma,") && strstr(l, ",tile=pair");
     }
     /* (the counts only: the whole list overflows Check's message) */
-    ck_assert_msg(n == 39 && zp == 11 && fp16 == 4 && mx == 14 && g32 == 6 && g64 == 8 && g128 == 11 && simt == 2 &&
-                      tall == 7,
-                  "%d layers, %d zero points, %d fp16, %d mxfp4, groups %d/%d/%d, %d simt, %d tall", n, zp, fp16, mx,
-                  g32, g64, g128, simt, tall);
+    ck_assert_msg(n == 46 && zp == 14 && fp16 == 4 && mx == 15 && g32 == 8 && g64 == 10 && g128 == 13 && simt == 2 &&
+                      tall == 7 && pair == 7,
+                  "%d layers, %d zero points, %d fp16, %d mxfp4, groups %d/%d/%d, %d simt, %d tall, %d pair", n, zp,
+                  fp16, mx, g32, g64, g128, simt, tall, pair);
     ck_assert_ptr_nonnull(strstr(r.out, "backend=mma,quant=mxfp4,act=swiglu(alpha=1.702,beta=1,limit=7),routing=renormalize,"
                                         "hidden=2880,inter=2880,experts=128,topk=4"));
     ck_assert_ptr_nonnull(strstr(r.out, "backend=wgmma,quant=mxfp4,dtype=bf16,act=swiglu(alpha=1.702,beta=1,limit=7),"
