@@ -243,55 +243,15 @@ struct WgW4Copier {
     }
 };
 
-// Decodes this thread's units from slot base `base` into the B stage at b_stage, unit i's
-// group constants scale_of(i) (W4Group::s); kFused: in the one-multiply form
-// (mma_w4_dequant.cuh). A unit's packed words are loaded while the one before is decoded: the
-// shared loads and stores are volatile asm, kept in program order, so a load issued after a
-// unit's stores would wait for them.
-template <class S, class W, bool kFused, class ScaleOf>
-__device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int tid, ScaleOf scale_of)
-{
-    using Sl = WgW4Slots<S>;
-    const int h = tid % 2;
-    u32 next[4];
-    ld_shared_v4(base + Sl::kData + static_cast<u32>(tid) * 16u, next);
-#pragma unroll
-    for (int i = 0; i < Sl::kUnits; ++i) {
-        u32 q[4];
-#pragma unroll
-        for (int w = 0; w < 4; ++w) q[w] = next[w];
-        if (i + 1 < Sl::kUnits)
-            ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
-        const W4Group c = W::unpack(scale_of(i));
-        const u32 f = kFused ? W::fused(c) : 0u;
-        const int r = tid / 2 + Sl::kRowStep * i;
-        const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            const u32 aux = W::aux(q[w]);
-            u32 v[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                if constexpr (kFused) v[j] = W::pair_fused(q[w], aux, j, f);
-                else v[j] = W::pair(q[w], aux, j, c);
-            }
-            st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
-        }
-    }
-}
-
-// Decodes unit u alone (pair, a shared weight tile: this CTA's half of the B stage), its
-// group constants c.
+// Unit u's packed words q, its group constants c_s (W4Group::s), decoded into its B row of the
+// stage at b_stage; kFused: in the one-multiply form (mma_w4_dequant.cuh).
 template <class S, class W, bool kFused>
-__device__ __forceinline__ void wg_w4_decode_unit(u32 base, u32 b_stage, int tid, int u, u32 c_s)
+__device__ __forceinline__ void wg_w4_store_unit(const u32 (&q)[4], u32 c_s, u32 b_stage, int tid, int u)
 {
-    using Sl = WgW4Slots<S>;
     const int h = tid % 2;
-    u32 q[4];
-    ld_shared_v4(base + Sl::kData + static_cast<u32>(u * Sl::kThreads + tid) * 16u, q);
     const W4Group c = W::unpack(c_s);
     const u32 f = kFused ? W::fused(c) : 0u;
-    const int r = tid / 2 + Sl::kRowStep * u;
+    const int r = tid / 2 + WgW4Slots<S>::kRowStep * u;
     const u32 row_at = b_stage + static_cast<u32>(r * S::kRowBytes);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
@@ -304,6 +264,38 @@ __device__ __forceinline__ void wg_w4_decode_unit(u32 base, u32 b_stage, int tid
         }
         st_shared_v4(row_at + static_cast<u32>(((4 * h + w) ^ (r % 8)) * 16), v);
     }
+}
+
+// Decodes this thread's units from slot base `base` into the B stage at b_stage, unit i's
+// group constants scale_of(i). A unit's packed words are loaded while the one before is
+// decoded: the shared loads and stores are volatile asm, kept in program order, so a load
+// issued after a unit's stores would wait for them.
+template <class S, class W, bool kFused, class ScaleOf>
+__device__ __forceinline__ void wg_w4_decode_units(u32 base, u32 b_stage, int tid, ScaleOf scale_of)
+{
+    using Sl = WgW4Slots<S>;
+    u32 next[4];
+    ld_shared_v4(base + Sl::kData + static_cast<u32>(tid) * 16u, next);
+#pragma unroll
+    for (int i = 0; i < Sl::kUnits; ++i) {
+        u32 q[4];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) q[w] = next[w];
+        if (i + 1 < Sl::kUnits)
+            ld_shared_v4(base + Sl::kData + static_cast<u32>((i + 1) * Sl::kThreads + tid) * 16u, next);
+        wg_w4_store_unit<S, W, kFused>(q, scale_of(i), b_stage, tid, i);
+    }
+}
+
+// Decodes unit u alone (pair, a shared weight tile: this CTA's half of the B stage), its
+// group constants c_s.
+template <class S, class W, bool kFused>
+__device__ __forceinline__ void wg_w4_decode_unit(u32 base, u32 b_stage, int tid, int u, u32 c_s)
+{
+    using Sl = WgW4Slots<S>;
+    u32 q[4];
+    ld_shared_v4(base + Sl::kData + static_cast<u32>(u * Sl::kThreads + tid) * 16u, q);
+    wg_w4_store_unit<S, W, kFused>(q, c_s, b_stage, tid, u);
 }
 
 // Decodes this thread's units of k tile kt from slot `slot` into the B stage at b_stage
