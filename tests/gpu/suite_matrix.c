@@ -186,9 +186,9 @@ int build_format_cases(entry *es, int n, int cap, const suite *S, const char *fi
                 entry e;
                 memset(&e, 0, sizeof e);
                 e.part = PART_FORMATS;
-                /* the tensor cores take fp8 and 4-bit weights in up_gate, without biases or
-                 * overrides: those families' entries are plain there */
-                const int plain = tc && f >= 2;
+                /* the tensor cores take fp8 weights in up_gate, without biases or overrides:
+                 * those families' entries are plain there (4-bit ones take every option) */
+                const int plain = tc && (f == 2 || f == 3);
                 const int layout = gated ? gated_index++ % 3 : 0;
                 int overrides = (a == 1 || a == 2) && r % 2 == 0 && !plain;
                 spec_text(e.text, sizeof e.text, S, quant, k_acts5[a], r, a % 4, j % 2 == 1 && r != 6,
@@ -237,15 +237,14 @@ static int has_overrides(const char *act)
 }
 
 /* A tile field for a tensor-core fuzz spec: auto on half the draws, else a path the backend
- * has for the format (wgmma's tall path: every format; its pair path: 16-bit and fp8; the small
- * path: not fp8). */
+ * has for the format (wgmma's tall and pair paths: every format; the small path: not fp8). */
 static const char *fuzz_tile(const suite *S, int family, uint64_t *s)
 {
     static const char *const tiles[] = {"large", "small", "tall", "pair"};
     if (!suite_tensor_cores(S) || pick(s, 2) == 0)
         return NULL;
-    const int fp8 = family == 2 || family == 3, w4 = family >= 4;
-    const int n = !strcmp(S->backend, "wgmma") ? (w4 ? 3 : 4) : 2;
+    const int fp8 = family == 2 || family == 3;
+    const int n = !strcmp(S->backend, "wgmma") ? 4 : 2;
     const char *t = tiles[pick(s, n)];
     return fp8 && !strcmp(t, "small") ? "large" : t;
 }
