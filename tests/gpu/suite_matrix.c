@@ -95,6 +95,9 @@ static const struct {
     const char *rs;
 } k_deepseek[] = {{4, 2, "2.5"}, {8, 4, "2.827"}, {2, 1, "1.5"}, {1, 1, "1"}};
 
+/* Whether family f (quant_text's numbering) holds e4m3 weights: fp8_tensor or fp8_block. */
+static int fp8_family(int f) { return f == 2 || f == 3; }
+
 /* The quant part of a spec text ("quant=w4a16,group=64,zero_point=1") and its granule
  * (the multiple H and I must be of; spec_granule's rule, known before parsing; fp8_tensor on
  * the tensor cores: 16, its 1-byte weight rows' TMA unit). */
@@ -188,7 +191,7 @@ int build_format_cases(entry *es, int n, int cap, const suite *S, const char *fi
                 e.part = PART_FORMATS;
                 /* the tensor cores take fp8 weights in up_gate, without biases or overrides:
                  * those families' entries are plain there (4-bit ones take every option) */
-                const int plain = tc && (f == 2 || f == 3);
+                const int plain = tc && fp8_family(f);
                 const int layout = gated ? gated_index++ % 3 : 0;
                 int overrides = (a == 1 || a == 2) && r % 2 == 0 && !plain;
                 spec_text(e.text, sizeof e.text, S, quant, k_acts5[a], r, a % 4, j % 2 == 1 && r != 6,
@@ -243,7 +246,7 @@ static const char *fuzz_tile(const suite *S, int family, uint64_t *s)
     static const char *const tiles[] = {"large", "small", "tall", "pair"};
     if (!suite_tensor_cores(S) || pick(s, 2) == 0)
         return NULL;
-    const int fp8 = family == 2 || family == 3;
+    const int fp8 = fp8_family(family);
     const int n = !strcmp(S->backend, "wgmma") ? 4 : 2;
     const char *t = tiles[pick(s, n)];
     return fp8 && !strcmp(t, "small") ? "large" : t;
@@ -305,9 +308,9 @@ int build_fuzz(entry *es, int n, int cap, const suite *S, const char *filter, in
          * exceed the contract's bar for an exact kernel), and with a handful of intermediate
          * values one e4m3 rounding flip weighs on a whole token; fp8 layers have H and I in
          * the thousands */
-        if ((f == 2 || f == 3) && c.s.H < 128)
+        if (fp8_family(f) && c.s.H < 128)
             c.s.H = 128;
-        if ((f == 2 || f == 3) && c.s.I < 128)
+        if (fp8_family(f) && c.s.I < 128)
             c.s.I = 128;
         c.s.E = 1 + pick(&s, 64);
         if (r == 4)
