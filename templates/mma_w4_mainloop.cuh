@@ -418,8 +418,6 @@ struct MmaW4Mainloop {
     }
 
     // run_gated's k loop over kNF n8 fragments of tokens (kNF < NF: a narrow tile, whose
-    // activation rows past the first fragment are not copied).
-    // run_gated's k loop over kNF n8 fragments of tokens (kNF < NF: a narrow tile, whose
     // activation rows past the first fragment are not copied); kScaled: row-scaled mxfp4, each
     // stage's groups by their rows' bias.
     template <int kNF, bool kScaled>
