@@ -396,10 +396,10 @@ static void quantize_row(mj_ref_act_quant mode, double *v, int64_t n, double ten
     }
 }
 
-/* The relative slack of the layer's GEMM1 (mj_ref_layer.gemm1_slack; 0: MJ_REF_AMAX_SLACK). */
+/* The relative slack of the layer's GEMMs (mj_ref_layer.gemm_slack; 0: MJ_REF_AMAX_SLACK). */
 static double slack_of(const mj_ref_layer *L)
 {
-    return L->gemm1_slack > 0.0 ? L->gemm1_slack : MJ_REF_AMAX_SLACK;
+    return L->gemm_slack > 0.0 ? L->gemm_slack : MJ_REF_AMAX_SLACK;
 }
 
 /* The two values a's store (the flags' ROUND_ACT) may give an unrounded u: u moved down and up
@@ -453,22 +453,40 @@ static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pr
     }
 }
 
-/* How far a quantized value of a may land from the replay's: where the unrounded value lies
- * within the layer's slack of a rounding midpoint of the dtype, the kernel may store the other
- * neighbour, and e4m3 then may take it one step (1/8 to 1/16 of the value) away; elsewhere 0.
- * q: the replay's quantized value, s: its group's scale. */
-static double flip_delta(double pre, double q, double s, unsigned flags, mj_dtype dt, double slack)
+/* The replay's rounding of u (where the flags hold `bit`) and in *alt the value the kernel may
+ * store instead: where u lies within the layer's slack of a rounding midpoint of the dtype, the
+ * neighbour on the midpoint's other side (the kernel's fp32 sums land on either side); elsewhere,
+ * or where the flags do not round, the same value. */
+static double round_alt(double u, unsigned flags, unsigned bit, mj_dtype dt, double slack, double *alt)
 {
-    if (!(flags & MJ_REF_ROUND_ACT))
-        return 0.0;
-    double lo, hi;
-    slack_sides(pre, flags, dt, slack, &lo, &hi);
-    const double r = mj_half_round_double(pre, dt), alt = lo != r ? lo : hi;
-    if (alt == r)
-        return 0.0;
-    double qa = alt;
-    mj_ref_fp8_fake_quant(&qa, 1, 1, s);
-    return fabs(qa - q);
+    const double r = round_if(u, flags, bit, dt);
+    *alt = r;
+    if (flags & bit) {
+        const double d = fabs(u) * slack;
+        const double lo = mj_half_round_double(u - d, dt), hi = mj_half_round_double(u + d, dt);
+        *alt = lo != r ? lo : hi;
+    }
+    return r;
+}
+
+/* How far the kernel's value of a may land from the replay's q: it may compute a from any of
+ * the n unrounded candidates (the replay's own, and those of fc1 values stored on the other side
+ * of their midpoints), round it to either side of a midpoint (ROUND_ACT), and with quant, e4m3
+ * at scale s may then take it a step (1/8 to 1/16 of the value) further. */
+static double a_flip(const double *cand, int n, double q, int quant, double s, unsigned flags, mj_dtype dt,
+                     double slack)
+{
+    double most = 0.0;
+    for (int c = 0; c < n; c++) {
+        double v[2];
+        v[0] = round_alt(cand[c], flags, MJ_REF_ROUND_ACT, dt, slack, &v[1]);
+        for (int j = 0; j < 2; j++) {
+            if (quant)
+                mj_ref_fp8_fake_quant(&v[j], 1, 1, s);
+            most = fmax(most, fabs(v[j] - q));
+        }
+    }
+    return most;
 }
 
 static void *forward_range(void *arg)
@@ -485,12 +503,17 @@ static void *forward_range(void *arg)
     int do_replay = wk->replay != NULL || wk->amax_pass;
     int quant = L->act_quant != MJ_REF_AQ_NONE;
     int qx = quant && (wk->flags & MJ_REF_QUANT_X), qa = quant && (wk->flags & MJ_REF_QUANT_ACT);
-    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 2 * rows + 5 * I + 2 * H + 2 * k));
-    if (!buf) {
+    const double slack = slack_of(L);
+    double *buf = malloc(sizeof(double) * (size_t)(2 * H + 3 * rows + 5 * I + 2 * H + 2 * k));
+    int64_t *flipped = malloc(sizeof(int64_t) * (size_t)(I + 1)); /* the a indices whose delta is not 0 */
+    if (!buf || !flipped) {
+        free(buf);
+        free(flipped);
         wk->status = mj_fail(MOEJIT_ERR_OUT_OF_MEMORY, "reference: out of memory");
         goto fail;
     }
-    double *xd = buf, *xq = xd + H, *fc1 = xq + H, *fc1r = fc1 + rows, *a = fc1r + rows, *ar = a + I;
+    double *xd = buf, *xq = xd + H, *fc1 = xq + H, *fc1r = fc1 + rows, *fc1a = fc1r + rows, *a = fc1a + rows;
+    double *ar = a + I;
     double *apre = ar + I, *ascale = apre + I, *delta = ascale + I, *y = delta + I, *yr = y + H, *w = yr + H;
     int32_t ids[MJ_REF_MAX_TOPK];
 
@@ -523,7 +546,7 @@ static void *forward_range(void *arg)
                 fc1[r] = do_ideal ? dot(xd, W1 + r * H, H) + b1 : 0.0;
                 /* the replay's own GEMM1 only where x was quantized differently */
                 double f = qx ? dot(xq, W1 + r * H, H) + b1 : do_ideal ? fc1[r] : dot(xd, W1 + r * H, H) + b1;
-                fc1r[r] = round_if(f, wk->flags, MJ_REF_ROUND_FC1, L->dtype);
+                fc1r[r] = round_alt(f, wk->flags, MJ_REF_ROUND_FC1, L->dtype, slack, &fc1a[r]);
             }
             for (int64_t i = 0; i < I; i++) {
                 if (p.gated) {
@@ -540,32 +563,52 @@ static void *forward_range(void *arg)
             }
             if (wk->amax_pass) {
                 double lo, mid, hi;
-                amax_sides(ar, apre, I, wk->flags, L->dtype, slack_of(L), &lo, &mid, &hi);
+                amax_sides(ar, apre, I, wk->flags, L->dtype, slack, &lo, &mid, &hi);
                 wk->amax = fmax(wk->amax, mid);
                 wk->amax_low = fmax(wk->amax_low, lo);
                 wk->amax_high = fmax(wk->amax_high, hi);
                 continue;
             }
-            int64_t flips = 0;
             if (qa && do_replay) {
                 if (L->act_quant == MJ_REF_AQ_FP8_TENSOR) {
                     quantize_row(L->act_quant, ar, I, wk->a_scale);
                     for (int64_t i = 0; i < I; i++)
                         ascale[i] = wk->a_scale;
                 } else {
-                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, slack_of(L), &wk->ambiguous,
+                    quantize_a_groups(L->act_quant, ar, apre, I, wk->flags, L->dtype, slack, &wk->ambiguous,
                                       ascale);
                 }
-                for (int64_t i = 0; wk->flip && i < I; i++) {
-                    delta[i] = flip_delta(apre[i], ar[i], ascale[i], wk->flags, L->dtype, slack_of(L));
-                    flips += delta[i] != 0.0;
+            }
+            /* the values of a the kernel may store apart from the replay's, and by how much */
+            int64_t flips = 0;
+            for (int64_t i = 0; wk->flip && i < I; i++) {
+                double cand[4];
+                int n = 0;
+                cand[n++] = apre[i];
+                if (p.gated) {
+                    int64_t ru, rg;
+                    gated_rows(L->w1_layout, I, i, &ru, &rg);
+                    const double u = fc1r[ru], g = fc1r[rg], ua = fc1a[ru], ga = fc1a[rg];
+                    if (ua != u)
+                        cand[n++] = mj_ref_act_apply(&p, ua, g);
+                    if (ga != g)
+                        cand[n++] = mj_ref_act_apply(&p, u, ga);
+                    if (ua != u && ga != g)
+                        cand[n++] = mj_ref_act_apply(&p, ua, ga);
+                } else if (fc1a[i] != fc1r[i]) {
+                    cand[n++] = mj_ref_act_apply(&p, 0.0, fc1a[i]);
+                }
+                const double d = a_flip(cand, n, ar[i], qa, qa ? ascale[i] : 0.0, wk->flags, L->dtype, slack);
+                if (d != 0.0) {
+                    delta[flips] = d;
+                    flipped[flips++] = i;
                 }
             }
             /* the flip bound: every output of this slot moves by at most w · Σ |W2[h, i]| δ_i */
             for (int64_t h = 0; flips && h < H; h++) {
                 double b = 0.0;
-                for (int64_t i = 0; i < I; i++)
-                    b += fabs((double)W2[h * I + i]) * delta[i];
+                for (int64_t f = 0; f < flips; f++)
+                    b += fabs((double)W2[h * I + flipped[f]]) * delta[f];
                 wk->flip[t * H + h] += fabs(w[j]) * b;
             }
             for (int64_t h = 0; h < H; h++) {
@@ -575,8 +618,11 @@ static void *forward_range(void *arg)
                     oi[h] += w[j] * y[h];
                 }
                 if (orp) {
-                    yr[h] = round_if(dot(ar, W2 + h * I, I) + b2, wk->flags, MJ_REF_ROUND_Y, L->dtype);
+                    double alt;
+                    yr[h] = round_alt(dot(ar, W2 + h * I, I) + b2, wk->flags, MJ_REF_ROUND_Y, L->dtype, slack, &alt);
                     orp[h] += w[j] * yr[h];
+                    if (wk->flip) /* y stored on the other side of its midpoint */
+                        wk->flip[t * H + h] += fabs(w[j]) * fabs(alt - yr[h]);
                 }
             }
         }
@@ -584,6 +630,7 @@ static void *forward_range(void *arg)
             break;
     }
     free(buf);
+    free(flipped);
 fail:
     /* the message lives in this thread's error slot: carry it to the caller's thread */
     if (wk->status)
@@ -642,7 +689,7 @@ unsigned mj_ref_replay_flags(const moejit_spec *spec)
            (mj_quant_is_4bit(spec->quant) ? (unsigned)MJ_REF_ROUND_W : 0u);
 }
 
-double mj_ref_gemm1_slack(const moejit_spec *spec)
+double mj_ref_gemm_slack(const moejit_spec *spec)
 {
     const int fp8 = spec->quant == MJ_QUANT_FP8_TENSOR || spec->quant == MJ_QUANT_FP8_BLOCK;
     return spec->backend == MJ_BACKEND_WGMMA && fp8 ? MJ_REF_QGMMA_SLACK : 0.0;

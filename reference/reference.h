@@ -48,13 +48,13 @@ typedef enum mj_ref_round {
     MJ_REF_ROUND_W = 1u << 7
 } mj_ref_round;
 
-/* Relative distance from a rounding midpoint of the dtype within which an unrounded amax
- * counts as ambiguous: fp32 GEMM1 accumulation and the activation's few-ulp fp32 functions
- * stay far inside it (2^-22 on the case that showed it: 8.718751188 in float64, rounded to
- * bf16 8.75, while the H200 stored 8.6875). */
+/* Relative distance from a rounding midpoint of the dtype within which an unrounded value the
+ * replay rounds (an amax, fc1, a, y) counts as ambiguous: fp32 accumulation and the
+ * activation's few-ulp fp32 functions stay far inside it (2^-22 on the case that showed it:
+ * an amax of 8.718751188 in float64, rounded to bf16 8.75, while the H200 stored 8.6875). */
 #define MJ_REF_AMAX_SLACK 0x1p-16
 /* Hopper's fp8 wgmma (QGMMA) sums its products inside the tensor core with about 14 bits kept
- * (its sums are promoted into fp32 every 128 K): the slack of the wgmma fp8 GEMM1. */
+ * (its sums are promoted into fp32 every 128 K): the slack of the wgmma fp8 GEMMs. */
 #define MJ_REF_QGMMA_SLACK 0x1p-13
 
 /* The replay of the simt kernels: a is stored once in bf16/fp16. */
@@ -69,9 +69,9 @@ typedef enum mj_ref_round {
  * also each expert's y stored in the dtype (MJ_REF_REPLAY_TC) and 4-bit weights rounded to it
  * (MJ_REF_ROUND_W). */
 unsigned mj_ref_replay_flags(const moejit_spec *spec);
-/* mj_ref_layer.gemm1_slack for spec's kernels: MJ_REF_QGMMA_SLACK for wgmma's fp8 layers, else
+/* mj_ref_layer.gemm_slack for spec's kernels: MJ_REF_QGMMA_SLACK for wgmma's fp8 layers, else
  * 0 (fp32 accumulation). */
-double mj_ref_gemm1_slack(const moejit_spec *spec);
+double mj_ref_gemm_slack(const moejit_spec *spec);
 
 /* How the fp8 formats quantize activations in the layer (docs/SEMANTICS.md §5): the scale of a
  * group of values is amax/448 (fp32), each value becomes e4m3(v / scale) · scale. The
@@ -113,7 +113,7 @@ typedef struct mj_ref_layer {
     mj_ref_act_quant act_quant;
     double x_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of x; 0: dynamic */
     double a_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of a; 0: dynamic */
-    double gemm1_slack;        /* relative error of the kernel's GEMM1 around which a rounding
+    double gemm_slack;        /* relative error of the kernel's GEMMs around which a rounding
                                   midpoint of the dtype counts as ambiguous (flip bound, amax
                                   sides); 0: MJ_REF_AMAX_SLACK (fp32 accumulation) */
 
@@ -177,9 +177,11 @@ moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, 
  * (a per-tensor scale is one group; rows and blocks each one) whose amax differs between
  * MJ_REF_AMAX_LOW and MJ_REF_AMAX_HIGH: where it is 0 those flags change nothing. The
  * ideal pass ignores both flags. flip_bound ([T, H], may be NULL; with replay) receives how
- * far each replay output may move where the kernel rounds a value of a to the other side of a
- * midpoint of the dtype (unrounded within MJ_REF_AMAX_SLACK of it) and e4m3 then takes it a
- * step further: Σ over the token's slots of |w| Σ_i |W2[h, i]| δ_i; 0 without QUANT_ACT. */
+ * far each replay output may move where the kernel stores a value the replay rounds (fc1, a, y,
+ * as the flags say) on the other side of a midpoint of the dtype (its unrounded value within
+ * the layer's slack of it): Σ over the token's slots of |w| (Σ_i |W2[h, i]| δ_i + the step of
+ * y_h), δ_i how far a_i may then land, e4m3 (QUANT_ACT) taking it a step further; 0 where no
+ * value lies that close to a midpoint, and without rounding flags. */
 moejit_status mj_ref_forward_ex(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                                 unsigned replay_flags, int64_t *ambiguous, double *flip_bound);
 

@@ -518,7 +518,7 @@ START_TEST(replay_flags_follow_the_backend_and_format)
         moejit_spec *sp = NULL;
         ck_assert_int_eq(moejit_spec_parse(c[i].spec, &sp), MOEJIT_OK);
         ck_assert_msg(mj_ref_replay_flags(sp) == c[i].flags, "%s: flags %#x", c[i].spec, mj_ref_replay_flags(sp));
-        ck_assert_double_eq(mj_ref_gemm1_slack(sp), c[i].slack);
+        ck_assert_double_eq(mj_ref_gemm_slack(sp), c[i].slack);
         moejit_spec_destroy(sp);
     }
 }
@@ -823,9 +823,47 @@ START_TEST(fp8_flip_bound_counts_a_value_on_a_midpoint_of_the_dtype)
     x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
     ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, NULL, flip), MOEJIT_OK);
     ck_assert_double_eq(flip[0], 0.0);
-    /* without the activation's quantization nothing is amplified: no bound */
+    /* without the activation's quantization the kernel may still store the other neighbour,
+     * 17.0: one bf16 step (0.125), nothing amplified */
     x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
     ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, MJ_REF_ROUND_ACT, NULL, flip), MOEJIT_OK);
+    ck_assert_double_eq(flip[0], 0.5 * 0.125);
+    ck_assert_double_eq(flip[1], 0.0);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
+/* The flip bound of every rounding the replay makes (unit_layer, a = y = fc1 = x, slot weight
+ * 0.5): x[0] = 17.0625 (1 + 2^-20) lies just above the bf16 midpoint of 17 and 17.125, so
+ * whichever one of fc1, a and y is rounded there, the kernel may store 17.0 where the replay
+ * stores 17.125, and out[0] may move by 0.5 · 0.125; rounded at fc1, a and y then hold 17.0 or
+ * 17.125 exactly, no midpoint, so all three together count the one step once. x[1] = 1 and an
+ * x[0] 2^-10 above the midpoint give 0. */
+START_TEST(flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype)
+{
+    moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
+    float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 1.0f};
+    const int32_t ids[1] = {0};
+    const float wt[1] = {0.5f};
+    mj_ref_layer L = unit_layer(a, x, ids, wt);
+    static const unsigned flags[4] = {MJ_REF_ROUND_FC1, MJ_REF_ROUND_ACT, MJ_REF_ROUND_Y,
+                                      MJ_REF_ROUND_FC1 | MJ_REF_ROUND_ACT | MJ_REF_ROUND_Y};
+    for (int i = 0; i < 4; i++) {
+        double out[2], flip[2] = {-1, -1};
+        x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, flags[i], NULL, flip), MOEJIT_OK);
+        ck_assert_double_eq(out[0], 0.5 * 17.125);
+        ck_assert_double_eq(flip[0], 0.5 * 0.125);
+        ck_assert_double_eq(flip[1], 0.0);
+        x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
+        ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, flags[i], NULL, flip), MOEJIT_OK);
+        ck_assert_double_eq(flip[0], 0.0);
+        ck_assert_double_eq(flip[1], 0.0);
+    }
+    /* no rounding replayed: nothing to flip */
+    x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
+    double out[2], flip[2] = {-1, -1};
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, 0u, NULL, flip), MOEJIT_OK);
     ck_assert_double_eq(flip[0], 0.0);
     moejit_activation_destroy(a);
 }
@@ -991,6 +1029,7 @@ static Suite *reference_suite(void)
     tcase_add_test(layer, expert_parallelism_drops_foreign_experts);
     tcase_add_test(layer, forward_does_not_depend_on_threads_and_replay_without_flags_is_ideal);
     tcase_add_test(layer, invalid_layers_are_rejected_naming_the_field);
+    tcase_add_test(layer, flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype);
     suite_add_tcase(s, layer);
     TCase *fp8 = tcase_create("fp8 replay");
     tcase_add_test(fp8, fp8_replay_quantizes_x_per_token_and_ideal_does_not);

@@ -10,7 +10,7 @@
  *      fp8_block: x and the intermediate per row per 128. Scale = amax/448 in fp32.
  *   A2 the intermediate is stored once in the dtype, then (fp8) quantized; y stays fp32 in
  *      simt and is stored in the dtype by mma and wgmma, which also round 4-bit weights to it:
- *      the reference's mj_ref_replay_flags and mj_ref_gemm1_slack say so per spec.
+ *      the reference's mj_ref_replay_flags and mj_ref_gemm_slack say so per spec.
  *   A3 dimensions: multiples of 8 (all), 128 (fp8_block), g (w4a16; 2g with zero points),
  *      32 (mxfp4). Tensor layouts: see tests/lib/quant_ref.h.
  *   A4 per-expert overrides: swiglu alpha/beta (and limit where the value clamps), situ
@@ -476,7 +476,7 @@ mj_ref_layer case_layer(const case_data *c)
     }
     if (static_x(sp))
         L.x_scale = STATIC_X_SCALE;
-    L.gemm1_slack = mj_ref_gemm1_slack(sp);
+    L.gemm_slack = mj_ref_gemm_slack(sp);
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
         L.act_param[i] = c->act_param[i];
     return L;
