@@ -489,6 +489,55 @@ static double a_flip(const double *cand, int n, double q, int quant, double s, u
     return most;
 }
 
+/* The values of a the kernel may store apart from the replay's ar, each from the candidates
+ * a_flip judges (the replay's unrounded apre, and a from fc1 values stored on the other side of
+ * their midpoints, fc1a); their indices go to flipped[] and how far each may land to delta[],
+ * and the count is returned. scale: each value's e4m3 scale with the activation's quantization,
+ * else NULL. */
+static int64_t a_flips(const mj_ref_layer *L, const mj_ref_act *p, const double *fc1r, const double *fc1a,
+                       const double *apre, const double *ar, const double *scale, unsigned flags, double slack,
+                       double *delta, int64_t *flipped)
+{
+    int64_t flips = 0;
+    for (int64_t i = 0; i < L->inter; i++) {
+        double cand[4];
+        int n = 0;
+        cand[n++] = apre[i];
+        if (p->gated) {
+            int64_t ru, rg;
+            gated_rows(L->w1_layout, L->inter, i, &ru, &rg);
+            const double u = fc1r[ru], g = fc1r[rg], ua = fc1a[ru], ga = fc1a[rg];
+            if (ua != u)
+                cand[n++] = mj_ref_act_apply(p, ua, g);
+            if (ga != g)
+                cand[n++] = mj_ref_act_apply(p, u, ga);
+            if (ua != u && ga != g)
+                cand[n++] = mj_ref_act_apply(p, ua, ga);
+        } else if (fc1a[i] != fc1r[i]) {
+            cand[n++] = mj_ref_act_apply(p, 0.0, fc1a[i]);
+        }
+        const double d = a_flip(cand, n, ar[i], scale != NULL, scale ? scale[i] : 0.0, flags, L->dtype, slack);
+        if (d != 0.0) {
+            delta[flips] = d;
+            flipped[flips++] = i;
+        }
+    }
+    return flips;
+}
+
+/* The flip bound of one slot of weight w: every output of it moves by at most
+ * |w| · Σ |W2[h, i]| δ_i over the flipped values of a. */
+static void add_flip_bound(double *flip, const float *W2, int64_t H, int64_t I, double w, const double *delta,
+                           const int64_t *flipped, int64_t flips)
+{
+    for (int64_t h = 0; flips && h < H; h++) {
+        double b = 0.0;
+        for (int64_t f = 0; f < flips; f++)
+            b += fabs((double)W2[h * I + flipped[f]]) * delta[f];
+        flip[h] += fabs(w) * b;
+    }
+}
+
 static void *forward_range(void *arg)
 {
     work *wk = arg;
@@ -579,37 +628,10 @@ static void *forward_range(void *arg)
                                       ascale);
                 }
             }
-            /* the values of a the kernel may store apart from the replay's, and by how much */
-            int64_t flips = 0;
-            for (int64_t i = 0; wk->flip && i < I; i++) {
-                double cand[4];
-                int n = 0;
-                cand[n++] = apre[i];
-                if (p.gated) {
-                    int64_t ru, rg;
-                    gated_rows(L->w1_layout, I, i, &ru, &rg);
-                    const double u = fc1r[ru], g = fc1r[rg], ua = fc1a[ru], ga = fc1a[rg];
-                    if (ua != u)
-                        cand[n++] = mj_ref_act_apply(&p, ua, g);
-                    if (ga != g)
-                        cand[n++] = mj_ref_act_apply(&p, u, ga);
-                    if (ua != u && ga != g)
-                        cand[n++] = mj_ref_act_apply(&p, ua, ga);
-                } else if (fc1a[i] != fc1r[i]) {
-                    cand[n++] = mj_ref_act_apply(&p, 0.0, fc1a[i]);
-                }
-                const double d = a_flip(cand, n, ar[i], qa, qa ? ascale[i] : 0.0, wk->flags, L->dtype, slack);
-                if (d != 0.0) {
-                    delta[flips] = d;
-                    flipped[flips++] = i;
-                }
-            }
-            /* the flip bound: every output of this slot moves by at most w · Σ |W2[h, i]| δ_i */
-            for (int64_t h = 0; flips && h < H; h++) {
-                double b = 0.0;
-                for (int64_t f = 0; f < flips; f++)
-                    b += fabs((double)W2[h * I + flipped[f]]) * delta[f];
-                wk->flip[t * H + h] += fabs(w[j]) * b;
+            if (wk->flip) {
+                const int64_t flips = a_flips(L, &p, fc1r, fc1a, apre, ar, qa ? ascale : NULL, wk->flags, slack,
+                                              delta, flipped);
+                add_flip_bound(wk->flip + t * H, W2, H, I, w[j], delta, flipped, flips);
             }
             for (int64_t h = 0; h < H; h++) {
                 double b2 = L->b2 ? (double)L->b2[le * H + h] : 0.0;
