@@ -402,13 +402,13 @@ static double slack_of(const mj_ref_layer *L)
     return L->gemm_slack > 0.0 ? L->gemm_slack : MJ_REF_AMAX_SLACK;
 }
 
-/* The two values a's store (the flags' ROUND_ACT) may give an unrounded u: u moved down and up
- * by `slack` of |u|, each rounded; equal unless u lies that close to a midpoint. */
-static void slack_sides(double u, unsigned flags, mj_dtype dt, double slack, double *down, double *up)
+/* The two values a store the flags round at `bit` (ROUND_ACT: a's) may give an unrounded u: u
+ * moved down and up by `slack` of |u|, each rounded; equal unless u lies that close to a midpoint. */
+static void slack_sides(double u, unsigned flags, unsigned bit, mj_dtype dt, double slack, double *down, double *up)
 {
     const double d = fabs(u) * slack;
-    *down = round_if(u - d, flags, MJ_REF_ROUND_ACT, dt);
-    *up = round_if(u + d, flags, MJ_REF_ROUND_ACT, dt);
+    *down = round_if(u - d, flags, bit, dt);
+    *up = round_if(u + d, flags, bit, dt);
 }
 
 /* The amax of a group of a's values: of the stored (rounded) values, and of the unrounded
@@ -419,7 +419,7 @@ static void amax_sides(const double *stored, const double *pre, int64_t n, unsig
     double l = 0.0, m = 0.0, h = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double down, up;
-        slack_sides(fabs(pre[i]), flags, dt, slack, &down, &up);
+        slack_sides(fabs(pre[i]), flags, MJ_REF_ROUND_ACT, dt, slack, &down, &up);
         m = fmax(m, fabs(stored[i]));
         l = fmax(l, down);
         h = fmax(h, up);
@@ -462,8 +462,8 @@ static double round_alt(double u, unsigned flags, unsigned bit, mj_dtype dt, dou
     const double r = round_if(u, flags, bit, dt);
     *alt = r;
     if (flags & bit) {
-        const double d = fabs(u) * slack;
-        const double lo = mj_half_round_double(u - d, dt), hi = mj_half_round_double(u + d, dt);
+        double lo, hi;
+        slack_sides(u, flags, bit, dt, slack, &lo, &hi);
         *alt = lo != r ? lo : hi;
     }
     return r;
