@@ -169,8 +169,9 @@ moejit_status mj_ref_validate(const mj_ref_layer *L);
 
 /* The forward pass. `ideal` and `replay` ([T, H] each) may each be NULL; `replay_flags` is
  * a mask of mj_ref_round (the MJ_REF_QUANT_* bits act only where act_quant is set; a dynamic
- * per-tensor scale of a costs the replay a first pass over GEMM1 for the amax). `threads` <= 1 runs on the calling thread; the result does not
- * depend on the thread count (tokens are split, never sums). */
+ * per-tensor scale of a costs the replay a first pass over GEMM1 for the amax). `threads` <= 1
+ * runs on the calling thread; the result does not depend on the thread count (tokens are split,
+ * never sums). */
 moejit_status mj_ref_forward(const mj_ref_layer *L, int threads, double *ideal, double *replay,
                              unsigned replay_flags);
 /* mj_ref_forward, and in *ambiguous (may be NULL) the number of dynamic scale groups of a
