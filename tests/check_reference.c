@@ -867,6 +867,36 @@ START_TEST(flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype)
 }
 END_TEST
 
+/* A gated layer's fc1 flip reaches a through the activation: H = 2, I = 1, W1 the unit matrix
+ * (up = x[0], gate = x[1] in up_gate), W2 = [1, 0], slot weight 0.5, only fc1 rounded. The up
+ * half 17.0625 (1 + 2^-20) may be stored as 17.125 or 17.0, so a may be either product and
+ * out[0] may move by 0.5 · |swiglu(17.0, g) − swiglu(17.125, g)|; a gate far from a midpoint and
+ * an up half 2^-10 above it give 0. */
+START_TEST(gated_flip_bound_follows_an_fc1_flip_through_the_activation)
+{
+    moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
+    float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 0.75f};
+    static const float w1[4] = {1, 0, 0, 1}, w2[2] = {1, 0};
+    mj_ref_layer L = half_weight_layer(a, x);
+    L.inter = 1;
+    L.w1 = w1;
+    L.w2 = w2;
+    mj_ref_act p;
+    ck_assert_int_eq(mj_ref_act_resolve(a, NULL, 0, &p), MOEJIT_OK);
+    double out[2], flip[2] = {-1, -1};
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, MJ_REF_ROUND_FC1, NULL, flip), MOEJIT_OK);
+    ck_assert_double_eq(out[0], 0.5 * mj_ref_act_apply(&p, 17.125, 0.75));
+    ck_assert_double_eq_tol(flip[0], 0.5 * fabs(mj_ref_act_apply(&p, 17.0, 0.75) - mj_ref_act_apply(&p, 17.125, 0.75)),
+                            1e-15);
+    ck_assert(flip[0] > 0.0);
+    ck_assert_double_eq(flip[1], 0.0);
+    x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, MJ_REF_ROUND_FC1, NULL, flip), MOEJIT_OK);
+    ck_assert_double_eq(flip[0], 0.0);
+    moejit_activation_destroy(a);
+}
+END_TEST
+
 START_TEST(fp8_block_mode_scales_each_128_elements_of_x_apart)
 {
     /* H = 256: x[0] = 448 in block 0, x[128] = 0.3 in block 1; W1 reads x[128] alone. Per
@@ -1028,6 +1058,7 @@ static Suite *reference_suite(void)
     tcase_add_test(layer, forward_does_not_depend_on_threads_and_replay_without_flags_is_ideal);
     tcase_add_test(layer, invalid_layers_are_rejected_naming_the_field);
     tcase_add_test(layer, flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype);
+    tcase_add_test(layer, gated_flip_bound_follows_an_fc1_flip_through_the_activation);
     suite_add_tcase(s, layer);
     TCase *fp8 = tcase_create("fp8 replay");
     tcase_add_test(fp8, fp8_replay_quantizes_x_per_token_and_ideal_does_not);
