@@ -456,12 +456,12 @@ static void quantize_a_groups(mj_ref_act_quant mode, double *v, const double *pr
 /* The replay's rounding of u (where the flags hold `bit`) and in *alt the value the kernel may
  * store instead: where u lies within the layer's slack of a rounding midpoint of the dtype, the
  * neighbour on the midpoint's other side (the kernel's fp32 sums land on either side); elsewhere,
- * or where the flags do not round, the same value. */
+ * where the flags do not round, or for a value that is not finite, the same value. */
 static double round_alt(double u, unsigned flags, unsigned bit, mj_dtype dt, double slack, double *alt)
 {
     const double r = round_if(u, flags, bit, dt);
     *alt = r;
-    if (flags & bit) {
+    if ((flags & bit) && isfinite(u)) { /* a NaN or infinity has no other side */
         double lo, hi;
         slack_sides(u, flags, bit, dt, slack, &lo, &hi);
         *alt = lo != r ? lo : hi;
@@ -643,7 +643,7 @@ static void *forward_range(void *arg)
                     double alt;
                     yr[h] = round_alt(dot(ar, W2 + h * I, I) + b2, wk->flags, MJ_REF_ROUND_Y, L->dtype, slack, &alt);
                     orp[h] += w[j] * yr[h];
-                    if (wk->flip) /* y stored on the other side of its midpoint */
+                    if (wk->flip && isfinite(yr[h])) /* y stored on the other side of its midpoint */
                         wk->flip[t * H + h] += fabs(w[j]) * fabs(alt - yr[h]);
                 }
             }

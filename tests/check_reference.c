@@ -858,6 +858,13 @@ START_TEST(flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype)
         ck_assert_double_eq(flip[0], 0.0);
         ck_assert_double_eq(flip[1], 0.0);
     }
+    /* a NaN has no other side: the bound stays finite (0) whatever is rounded */
+    x[0] = NAN;
+    double nan_out[2], nan_flip[2] = {-1, -1};
+    ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, nan_out, flags[3], NULL, nan_flip), MOEJIT_OK);
+    ck_assert(isnan(nan_out[0]));
+    ck_assert_double_eq(nan_flip[0], 0.0);
+    ck_assert_double_eq(nan_flip[1], 0.0);
     /* no rounding replayed: nothing to flip */
     x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
     double out[2], flip[2] = {-1, -1};
