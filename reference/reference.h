@@ -113,7 +113,7 @@ typedef struct mj_ref_layer {
     mj_ref_act_quant act_quant;
     double x_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of x; 0: dynamic */
     double a_scale;            /* MJ_REF_AQ_FP8_TENSOR: static scale of a; 0: dynamic */
-    double gemm_slack;        /* relative error of the kernel's GEMMs around which a rounding
+    double gemm_slack;         /* relative error of the kernel's GEMMs around which a rounding
                                   midpoint of the dtype counts as ambiguous (flip bound, amax
                                   sides); 0: MJ_REF_AMAX_SLACK (fp32 accumulation) */
 

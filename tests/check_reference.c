@@ -799,6 +799,11 @@ START_TEST(fp8_amax_on_a_rounding_midpoint_has_two_sides)
 }
 END_TEST
 
+/* The flip bound's cases below: a value 2^-20 above the bf16 midpoint of 17 and 17.125 (a
+ * flip the kernel's fp32 could make), one 2^-10 above it (none it could). */
+#define NEAR_MIDPOINT ((float)(17.0625 * (1.0 + 0x1p-20)))
+#define OFF_MIDPOINT ((float)(17.0625 * (1.0 + 0x1p-10)))
+
 /* unit_layer with the slot weight 0.5, the flip bound's cases below. */
 static mj_ref_layer half_weight_layer(const moejit_activation *act, const float *x)
 {
@@ -814,7 +819,7 @@ static mj_ref_layer half_weight_layer(const moejit_activation *act, const float 
 START_TEST(fp8_flip_bound_counts_a_value_on_a_midpoint_of_the_dtype)
 {
     moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
-    float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 1.0f};
+    float x[2] = {NEAR_MIDPOINT, 1.0f};
     mj_ref_layer L = half_weight_layer(a, x);
     L.act_quant = MJ_REF_AQ_FP8_TENSOR;
     L.a_scale = 1.0;
@@ -826,7 +831,7 @@ START_TEST(fp8_flip_bound_counts_a_value_on_a_midpoint_of_the_dtype)
     ck_assert_double_eq(flip[0], 0.5 * 2.0); /* the slot's weight times |W2| times the step */
     ck_assert_double_eq(flip[1], 0.0);
     /* 2^-10 above the midpoint is no flip the kernel's fp32 could make */
-    x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
+    x[0] = OFF_MIDPOINT;
     ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, f, NULL, flip), MOEJIT_OK);
     ck_assert_double_eq(flip[0], 0.0);
     moejit_activation_destroy(a);
@@ -842,18 +847,18 @@ END_TEST
 START_TEST(flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype)
 {
     moejit_activation *a = make(MOEJIT_ACT_IDENTITY);
-    float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 1.0f};
+    float x[2] = {NEAR_MIDPOINT, 1.0f};
     mj_ref_layer L = half_weight_layer(a, x);
     static const unsigned flags[4] = {MJ_REF_ROUND_FC1, MJ_REF_ROUND_ACT, MJ_REF_ROUND_Y,
                                       MJ_REF_ROUND_FC1 | MJ_REF_ROUND_ACT | MJ_REF_ROUND_Y};
     for (int i = 0; i < 4; i++) {
         double out[2], flip[2] = {-1, -1};
-        x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
+        x[0] = NEAR_MIDPOINT;
         ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, flags[i], NULL, flip), MOEJIT_OK);
         ck_assert_double_eq(out[0], 0.5 * 17.125);
         ck_assert_double_eq(flip[0], 0.5 * 0.125);
         ck_assert_double_eq(flip[1], 0.0);
-        x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
+        x[0] = OFF_MIDPOINT;
         ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, flags[i], NULL, flip), MOEJIT_OK);
         ck_assert_double_eq(flip[0], 0.0);
         ck_assert_double_eq(flip[1], 0.0);
@@ -866,7 +871,7 @@ START_TEST(flip_bound_counts_fc1_a_and_y_on_a_midpoint_of_the_dtype)
     ck_assert_double_eq(nan_flip[0], 0.0);
     ck_assert_double_eq(nan_flip[1], 0.0);
     /* no rounding replayed: nothing to flip */
-    x[0] = (float)(17.0625 * (1.0 + 0x1p-20));
+    x[0] = NEAR_MIDPOINT;
     double out[2], flip[2] = {-1, -1};
     ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, 0u, NULL, flip), MOEJIT_OK);
     ck_assert_double_eq(flip[0], 0.0);
@@ -882,7 +887,7 @@ END_TEST
 START_TEST(gated_flip_bound_follows_an_fc1_flip_through_the_activation)
 {
     moejit_activation *a = make(MOEJIT_ACT_SWIGLU);
-    float x[2] = {(float)(17.0625 * (1.0 + 0x1p-20)), 0.75f};
+    float x[2] = {NEAR_MIDPOINT, 0.75f};
     static const float w1[4] = {1, 0, 0, 1}, w2[2] = {1, 0};
     mj_ref_layer L = half_weight_layer(a, x);
     L.inter = 1;
@@ -897,7 +902,7 @@ START_TEST(gated_flip_bound_follows_an_fc1_flip_through_the_activation)
                             1e-15);
     ck_assert(flip[0] > 0.0);
     ck_assert_double_eq(flip[1], 0.0);
-    x[0] = (float)(17.0625 * (1.0 + 0x1p-10));
+    x[0] = OFF_MIDPOINT;
     ck_assert_int_eq(mj_ref_forward_ex(&L, 1, NULL, out, MJ_REF_ROUND_FC1, NULL, flip), MOEJIT_OK);
     ck_assert_double_eq(flip[0], 0.0);
     moejit_activation_destroy(a);
