@@ -226,6 +226,7 @@ static int fp8_run(const mj_gpu *g, const bench_layer *L, const bench_quant *q, 
     fp8_dev d;
     memset(&d, 0, sizeof d);
     moejit_moe_args a;
+    memset(&a, 0, sizeof a); /* read into the reference's fields even when the device set-up failed */
     int ok = 0, same = 0;
     const size_t n = (size_t)T * (size_t)q->check_h;
     float *out = malloc(n * sizeof *out), *again = malloc(n * sizeof *again);
