@@ -1,8 +1,8 @@
 /*
- * This file contains the GPU suite's main(): the command line, the concurrent compiles, the
- * loop that runs every entry's cases as its kernel becomes ready, the negative controls and
- * the summary. What runs is in suite_matrix.c; how one case is made, run and checked is in
- * suite_case.c.
+ * This file contains the GPU suite's main(): the command line, the concurrent compiles (of a
+ * tensor-core layer, the modules its entry's cases take), the loop that runs every entry's
+ * cases as its kernel becomes ready, the negative controls and the summary. What runs is in
+ * suite_matrix.c; how one case is made, run and checked is in suite_case.c.
  *
  * Parts (all by default):
  *   activations  every activation × {bf16, fp16} × {softmax_topk, renormalize, precomputed} on six
@@ -44,7 +44,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codegen/layer_modules.h"
 #include "core/status.h"
+#include "runtime/context.h"
+#include "runtime/path_modules.h"
 #include "suite.h"
 
 #define FUZZ_DEFAULT 200
@@ -70,9 +73,28 @@ typedef struct pool {
     entry *e;
     int n, next;
     moejit_context *ctx;
+    int sms; /* the device's, for the plans of the entries' cases */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } pool;
+
+/* The modules of a tensor-core layer that e's cases take in decode mode decode (MJ_DECODE_*)
+ * on a device of sms SMs, as their forwards plan them (runtime/path_modules.h). The pool
+ * builds these and no others: all of a layer's modules cost several times the CPU of the
+ * three or four one forward takes, and a forward builds a module it lacks itself, so a mask
+ * short of one only moves that compile to the test loop. */
+static unsigned entry_modules(const entry *e, int decode, int sms)
+{
+    unsigned need = 0;
+    for (int c = 0; c < e->ncases; c++) {
+        const shape *s = &e->cases[c].s;
+        const moejit_moe_args a = {.struct_size = sizeof(moejit_moe_args), .num_tokens = s->T, .hidden = s->H,
+                                   .inter = s->I, .num_experts = s->E, .topk = s->k,
+                                   .expert_offset = s->offset, .num_local_experts = s->local};
+        need |= mj_path_modules_needed(e->spec, &a, sms, decode);
+    }
+    return need;
+}
 
 static void *compile_thread(void *arg)
 {
@@ -91,10 +113,10 @@ static void *compile_thread(void *arg)
         double t0 = now_s();
         if (e->spec)
             st = moejit_kernel_get(p->ctx, e->spec, &k);
-        /* every module of a tensor-core layer, so that a captured forward never lacks one */
-        const moejit_spec *one[1] = {e->spec};
-        if (e->spec && st == MOEJIT_OK)
-            st = moejit_warm(p->ctx, one, 1, 2, NULL, NULL, NULL);
+        /* a tensor-core layer's modules that the cases take, before the eager forward that
+         * precedes any graph capture of the same shape */
+        if (e->spec && st == MOEJIT_OK && mj_kernel_modules_all(k))
+            st = mj_kernel_modules_build(k, entry_modules(e, mj_kernel_knobs(k).decode, p->sms), 2, NULL);
         double dt = now_s() - t0;
         pthread_mutex_lock(&p->mu);
         e->kernel = k;
@@ -106,6 +128,22 @@ static void *compile_thread(void *arg)
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+/* --dry-run: how many of their layers' modules the entries' cases take on an H200 (132 SMs),
+ * which is what the pool would build there. */
+static void dry_modules(const entry *es, int n)
+{
+    int took = 0, all = 0;
+    for (int i = 0; i < n; i++) {
+        if (!es[i].spec)
+            continue;
+        all += mj_layer_module_count(es[i].spec);
+        for (unsigned m = entry_modules(&es[i], MJ_DECODE_AUTO, 132); m; m &= m - 1)
+            took++;
+    }
+    if (all)
+        printf("modules: the cases take %d of their layers' %d (the compile pool builds those)\n", took, all);
 }
 
 static void wait_compiled(pool *p, int i)
@@ -320,6 +358,7 @@ int main(int argc, char **argv)
             return 1;
         }
         p.ctx = ctx;
+        p.sms = S.g.sms;
         int nthreads = S.threads < n ? S.threads : n;
         for (int i = 0; i < nthreads; i++)
             if (pthread_create(&tid[i], NULL, compile_thread, &p) == 0)
@@ -329,6 +368,7 @@ int main(int argc, char **argv)
     } else {
         for (int i = 0; i < n; i++)
             es[i].done = 1;
+        dry_modules(es, n);
     }
 
     double t0 = now_s(), tpart[PART_COUNT] = {0};
