@@ -229,10 +229,10 @@ test-asan: all $(ASAN_CHECK_BINS)
 
 # The GPU suite (simt against the float64 reference: every activation, every format, fuzz; then
 # the same on wgmma and mma, with 320 fuzz configurations each), then the tensor-core backends
-# against the reference (small shapes, every routing method) and
-# against simt (model shapes), then the Python package's GPU tests. Each prints "no CUDA
-# device" and succeeds where there is none. tests/gpu/run_device.sh runs the same on a device
-# machine from a carried build.
+# against the reference (small shapes, every routing method; then the W1 layouts, biases and
+# per-expert overrides, with their negative controls) and against simt (model shapes), then
+# the Python package's GPU tests. Each prints "no CUDA device" and succeeds where there is
+# none. tests/gpu/run_device.sh runs the same on a device machine from a carried build.
 test-gpu: all $(GPU_BIN) python
 	$(TEST_ENV) $(GPU_BIN)
 	$(TEST_ENV) $(GPU_BIN) --backend wgmma --fuzz 320
@@ -240,7 +240,8 @@ test-gpu: all $(GPU_BIN) python
 	@if $(CLI) --version | grep -q '^CUDA driver [0-9]'; then \
 	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --batches 1,2,64,512,4096 && \
 	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --routing all --quant w4a16,mxfp4 \
-	    --batches 1,4,64,512,4096; \
+	    --batches 1,4,64,512,4096 && \
+	  $(TEST_ENV) $(CLI) bench layer --check --no-time --backend mma,wgmma --extras --batches 1,2,5,64,512,4096; \
 	else echo "no CUDA device: skipping the tensor-core backend checks"; fi
 	cd $(BUILD) && PYTHONPATH=$(PYSITE) MOEJIT_CACHE_DIR=$(abspath $(BUILD))/pytest-cache $(PYENV)/bin/python \
 	  -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_gpu.py
