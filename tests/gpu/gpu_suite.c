@@ -131,16 +131,26 @@ static void *compile_thread(void *arg)
 }
 
 /* --dry-run: how many of their layers' modules the entries' cases take on an H200 (132 SMs),
- * which is what the pool would build there. */
-static void dry_modules(const entry *es, int n)
+ * which is what the pool would build there; a tensor-core entry with tokens that takes none
+ * (its plans would not run) is a failure, tallied in t. */
+static void dry_modules(const entry *es, int n, tally *t)
 {
     int took = 0, all = 0;
     for (int i = 0; i < n; i++) {
-        if (!es[i].spec)
+        const entry *e = &es[i];
+        if (!e->spec || !mj_layer_module_count(e->spec))
             continue;
-        all += mj_layer_module_count(es[i].spec);
-        for (unsigned m = entry_modules(&es[i], MJ_DECODE_AUTO, 132); m; m &= m - 1)
+        all += mj_layer_module_count(e->spec);
+        const unsigned need = entry_modules(e, MJ_DECODE_AUTO, 132);
+        for (unsigned m = need; m; m &= m - 1)
             took++;
+        int tokens = 0;
+        for (int c = 0; c < e->ncases; c++)
+            tokens |= e->cases[c].s.T > 0;
+        if (tokens && !need) {
+            printf("FAIL  %s: its cases' plans take no module of the layer\n", e->label);
+            t->failed++;
+        }
     }
     if (all)
         printf("modules: the cases take %d of their layers' %d (the compile pool builds those)\n", took, all);
@@ -368,7 +378,7 @@ int main(int argc, char **argv)
     } else {
         for (int i = 0; i < n; i++)
             es[i].done = 1;
-        dry_modules(es, n);
+        dry_modules(es, n, &t);
     }
 
     double t0 = now_s(), tpart[PART_COUNT] = {0};
