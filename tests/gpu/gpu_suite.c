@@ -87,10 +87,7 @@ static unsigned entry_modules(const entry *e, int decode, int sms)
 {
     unsigned need = 0;
     for (int c = 0; c < e->ncases; c++) {
-        const shape *s = &e->cases[c].s;
-        const moejit_moe_args a = {.struct_size = sizeof(moejit_moe_args), .num_tokens = s->T, .hidden = s->H,
-                                   .inter = s->I, .num_experts = s->E, .topk = s->k,
-                                   .expert_offset = s->offset, .num_local_experts = s->local};
+        const moejit_moe_args a = shape_args(&e->cases[c].s);
         need |= mj_path_modules_needed(e->spec, &a, sms, decode);
     }
     return need;

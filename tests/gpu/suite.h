@@ -162,6 +162,9 @@ typedef struct device_case {
     moejit_moe_args args;
 } device_case;
 
+/* The forward's arguments of shape s, no tensors yet: what a run passes and what the compile
+ * pool plans the case's modules from (gpu_suite.c). */
+moejit_moe_args shape_args(const shape *s);
 /* Uploads every tensor of c that e's spec uses and fills d->args and the workspace. */
 moejit_status device_upload(const mj_gpu *g, const entry *e, const case_data *c, device_case *d);
 /* Poisons out (and its guard) with 0xFF and the workspace with ws_byte, runs the layer

@@ -30,6 +30,13 @@ static const void *dp(CUdeviceptr p)
     return (const void *)(uintptr_t)p;
 }
 
+moejit_moe_args shape_args(const shape *s)
+{
+    return (moejit_moe_args){.struct_size = sizeof(moejit_moe_args), .num_tokens = s->T, .hidden = s->H,
+                             .inter = s->I, .num_experts = s->E, .topk = s->k, .expert_offset = s->offset,
+                             .num_local_experts = s->local};
+}
+
 moejit_status device_upload(const mj_gpu *g, const entry *e, const case_data *c, device_case *d)
 {
     memset(d, 0, sizeof *d);
@@ -83,20 +90,18 @@ moejit_status device_upload(const mj_gpu *g, const entry *e, const case_data *c,
     d->out_bytes = (size_t)(T * H) * mj_half_dtype_size(dt);
     if ((st = mj_gpu_alloc(g, d->out_bytes + GUARD_BYTES, &p[B_OUT])))
         return st;
-    d->args = (moejit_moe_args){
-        .struct_size = sizeof(moejit_moe_args),
-        .num_tokens = T, .hidden = H, .inter = s->I, .num_experts = E, .topk = k,
-        .expert_offset = s->offset, .num_local_experts = s->local,
-        .x = dp(p[B_X]), .router_logits = pre ? NULL : dp(p[B_LOGITS]),
-        .topk_ids = pre ? (const int32_t *)dp(p[B_IDS]) : NULL,
-        .topk_weights = pre ? (const float *)dp(p[B_WEIGHTS]) : NULL,
-        .routing_bias = rb ? (const float *)dp(p[B_RBIAS]) : NULL,
-        .w1 = dp(p[B_W1]), .w2 = dp(p[B_W2]),
-        .b1 = c->b1 ? dp(p[B_B1]) : NULL, .b2 = c->b2 ? dp(p[B_B2]) : NULL,
-        .w1_scale = c->w1.scale ? dp(p[B_W1S]) : NULL, .w2_scale = c->w2.scale ? dp(p[B_W2S]) : NULL,
-        .w1_zero = c->w1.zero ? dp(p[B_W1Z]) : NULL, .w2_zero = c->w2.zero ? dp(p[B_W2Z]) : NULL,
-        .x_scale = static_x(sp) ? (const float *)dp(p[B_XSCALE]) : NULL,
-        .out = (void *)(uintptr_t)p[B_OUT]};
+    moejit_moe_args *a = &d->args;
+    *a = shape_args(s);
+    a->x = dp(p[B_X]), a->router_logits = pre ? NULL : dp(p[B_LOGITS]);
+    a->topk_ids = pre ? (const int32_t *)dp(p[B_IDS]) : NULL;
+    a->topk_weights = pre ? (const float *)dp(p[B_WEIGHTS]) : NULL;
+    a->routing_bias = rb ? (const float *)dp(p[B_RBIAS]) : NULL;
+    a->w1 = dp(p[B_W1]), a->w2 = dp(p[B_W2]);
+    a->b1 = c->b1 ? dp(p[B_B1]) : NULL, a->b2 = c->b2 ? dp(p[B_B2]) : NULL;
+    a->w1_scale = c->w1.scale ? dp(p[B_W1S]) : NULL, a->w2_scale = c->w2.scale ? dp(p[B_W2S]) : NULL;
+    a->w1_zero = c->w1.zero ? dp(p[B_W1Z]) : NULL, a->w2_zero = c->w2.zero ? dp(p[B_W2Z]) : NULL;
+    a->x_scale = static_x(sp) ? (const float *)dp(p[B_XSCALE]) : NULL;
+    a->out = (void *)(uintptr_t)p[B_OUT];
     for (int i = 0; i < MJ_ACT_MAX_PARAMS; i++)
         d->args.act_param[i] = c->act_param[i] ? (const float *)dp(p[B_AP0 + i]) : NULL;
     if ((st = moejit_workspace_size(e->kernel, &d->args, &d->ws_bytes)))
